@@ -1,0 +1,1 @@
+//! The protected resource (the shop database): every write carries a fencing token. Stub: see issue 2.

@@ -1,0 +1,107 @@
+//! Protocol variants: one closed enum, consulted at the one place each changes.
+//!
+//! `Default` is the safe protocol. Every other variant is a deliberately unsafe
+//! design that the testbed must catch; `breaks` names the property that shows it.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Variant {
+    #[default]
+    Default,
+    /// Expire removes the lock whatever its token.
+    ExpireIgnoresToken,
+    /// Release removes the lock whatever its token.
+    ReleaseIgnoresToken,
+    /// The resource accepts every write; only the worker checks its own lease.
+    SinkUnfenced,
+    /// The second write path (bulk import) skips the token comparison.
+    SecondPathUnfenced,
+    /// The resource keeps its highest accepted token only in memory.
+    SinkMaxInMemory,
+    /// Workers use their local clock reading as the token.
+    ClientClockToken,
+    /// A whole-cluster restore takes the token counter from the backup as is.
+    RestoreNaive,
+    /// A new leader keeps the old deadlines instead of restarting lease timers.
+    NoLeaseRestartOnNewLeader,
+    /// Renewals are acknowledged without confirming leadership.
+    RenewWithoutLeadershipCheck,
+    /// A queued waiter is told Granted without re-checking its own wait deadline.
+    GrantAfterExpiredWait,
+    /// A leader commits entries of earlier terms by counting replicas (Raft figure 8).
+    CommitOldTermByCount,
+    /// Votes are sent before the vote is durable.
+    VoteNotDurable,
+    /// Append acknowledgements are sent before the entries are durable.
+    AckBeforeDurable,
+    /// A node restored from a stale backup votes at once.
+    AmnesiaRejoin,
+}
+
+/// One row of `fencesim variants`.
+pub struct VariantInfo {
+    pub variant: Variant,
+    pub name: &'static str,
+    /// The property this variant is expected to break; `None` for the safe default.
+    pub breaks: Option<&'static str>,
+    pub about: &'static str,
+}
+
+pub const VARIANTS: &[VariantInfo] = &[
+    VariantInfo { variant: Variant::Default, name: "default", breaks: None, about: "the safe protocol: tokens on Expire and Release, fenced resource on every path, durable highest token" },
+    VariantInfo { variant: Variant::ExpireIgnoresToken, name: "expire-ignores-token", breaks: Some("expire-safety"), about: "Expire removes the lock whatever its token, so a late Expire deletes a regranted lock" },
+    VariantInfo { variant: Variant::ReleaseIgnoresToken, name: "release-ignores-token", breaks: Some("expire-safety"), about: "Release { key } as in the seed: a late or retried release deletes the next holder's lock" },
+    VariantInfo { variant: Variant::SinkUnfenced, name: "sink-unfenced", breaks: Some("fenced-write"), about: "the token is checked only in the worker; a paused worker wakes and writes anyway" },
+    VariantInfo { variant: Variant::SecondPathUnfenced, name: "second-path-unfenced", breaks: Some("fenced-write"), about: "the bulk-import path skips the token comparison" },
+    VariantInfo { variant: Variant::SinkMaxInMemory, name: "sink-max-in-memory", breaks: Some("fenced-write"), about: "the resource keeps its highest token in memory only; a restart forgets it" },
+    VariantInfo { variant: Variant::ClientClockToken, name: "client-clock-token", breaks: Some("token-monotonic"), about: "workers use their local clock as the token; drift and steps make it go backwards" },
+    VariantInfo { variant: Variant::RestoreNaive, name: "restore-naive", breaks: Some("token-monotonic"), about: "a whole-cluster restore keeps the backup's token counter, so tokens are reissued" },
+    VariantInfo { variant: Variant::NoLeaseRestartOnNewLeader, name: "no-lease-restart-on-new-leader", breaks: Some("lease-exclusion"), about: "a new leader expires leases on the old deadlines instead of a full lease from taking office" },
+    VariantInfo { variant: Variant::RenewWithoutLeadershipCheck, name: "renew-without-leadership-check", breaks: Some("lease-exclusion"), about: "a deposed leader acknowledges renewals without confirming leadership" },
+    VariantInfo { variant: Variant::GrantAfterExpiredWait, name: "grant-after-expired-wait", breaks: Some("grant-validity"), about: "a waiter is told Granted without re-checking that its lock is still live (etcd 11456)" },
+    VariantInfo { variant: Variant::CommitOldTermByCount, name: "commit-old-term-by-count", breaks: Some("commit-durability"), about: "a leader commits entries of earlier terms by counting replicas (Raft figure 8)" },
+    VariantInfo { variant: Variant::VoteNotDurable, name: "vote-not-durable", breaks: Some("election-safety"), about: "a vote is sent before it is durable; a crash lets the node vote twice in a term" },
+    VariantInfo { variant: Variant::AckBeforeDurable, name: "ack-before-durable", breaks: Some("commit-durability"), about: "appends are acknowledged before they are durable; a crash loses committed entries" },
+    VariantInfo { variant: Variant::AmnesiaRejoin, name: "amnesia-rejoin", breaks: Some("election-safety"), about: "a node restored from a stale backup votes at once and can vote twice in a term" },
+];
+
+impl Variant {
+    pub fn info(self) -> &'static VariantInfo {
+        VARIANTS
+            .iter()
+            .find(|info| info.variant == self)
+            .expect("every variant has a row in VARIANTS")
+    }
+
+    pub fn name(self) -> &'static str {
+        self.info().name
+    }
+
+    pub fn is_safe(self) -> bool {
+        self == Variant::Default
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Variant {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Variant, String> {
+        VARIANTS
+            .iter()
+            .find(|info| info.name == name)
+            .map(|info| info.variant)
+            .ok_or_else(|| {
+                let known: Vec<&str> = VARIANTS.iter().map(|info| info.name).collect();
+                format!("unknown variant `{name}` (known: {})", known.join(", "))
+            })
+    }
+}
