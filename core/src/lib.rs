@@ -10,6 +10,7 @@ pub mod command;
 pub mod lock;
 pub mod raft;
 pub mod resource;
+pub mod service;
 pub mod types;
 pub mod variant;
 
