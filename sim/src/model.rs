@@ -1,0 +1,129 @@
+//! The model: everything besides the seed that decides a run (CLI.md, "Model file").
+
+use fencelock::Variant;
+use serde::{Deserialize, Serialize};
+
+/// A run's model. Every key is optional in a model file; missing keys take
+/// the standard model's value. Unknown keys are an input error.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Model {
+    /// Raft servers (odd, 1..=9).
+    pub nodes: u8,
+    /// Workers competing for locks.
+    pub clients: u32,
+    /// Lock keys; the first is `invoice/B-1042`.
+    pub keys: u32,
+    /// Lease length clients ask for.
+    pub lease_ms: u64,
+    /// Length of the safety phase (faults on).
+    pub safety_ms: u64,
+    /// Length of the liveness phase (faults healed).
+    pub liveness_ms: u64,
+    /// Bound on clock drift the protocol assumes, parts per million.
+    pub drift_ppm_max: u64,
+    /// Some clocks drift beyond the bound.
+    pub drift_beyond_bound: bool,
+    /// Longest process pause.
+    pub pause_ms_max: u64,
+    pub loss_rate: f64,
+    pub dup_rate: f64,
+    pub partitions: bool,
+    pub crashes: bool,
+    pub restores: bool,
+    pub clock_steps: bool,
+    pub corruption: bool,
+    /// The token the cluster starts above (40 makes the first grant 41).
+    pub token_floor: u64,
+    /// Process pauses of servers and workers (extension of CLI.md).
+    pub pauses: bool,
+    /// Crashes and restarts of the protected resource (extension of CLI.md).
+    pub resource_crashes: bool,
+    /// The protocol variant; set from `--variant` or a scenario's `variant`, not from a model file.
+    #[serde(skip)]
+    pub variant: Variant,
+}
+
+impl Default for Model {
+    fn default() -> Model {
+        Model {
+            nodes: 5,
+            clients: 4,
+            keys: 2,
+            lease_ms: 2_000,
+            safety_ms: 30_000,
+            liveness_ms: 10_000,
+            drift_ppm_max: 500,
+            drift_beyond_bound: false,
+            pause_ms_max: 5_000,
+            loss_rate: 0.02,
+            dup_rate: 0.01,
+            partitions: true,
+            crashes: true,
+            restores: true,
+            clock_steps: true,
+            corruption: true,
+            token_floor: 40,
+            pauses: true,
+            resource_crashes: true,
+            variant: Variant::Default,
+        }
+    }
+}
+
+impl Model {
+    /// Checks the ranges a TOML type cannot express; the error names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.nodes == 0 || self.nodes > 9 || self.nodes % 2 == 0 {
+            return Err(format!("model key `nodes` must be odd and in 1..=9, got {}", self.nodes));
+        }
+        if self.clients > 64 {
+            return Err(format!("model key `clients` must be at most 64, got {}", self.clients));
+        }
+        if self.keys == 0 || self.keys > 64 {
+            return Err(format!("model key `keys` must be in 1..=64, got {}", self.keys));
+        }
+        if self.lease_ms < 100 || self.lease_ms > 600_000 {
+            return Err(format!("model key `lease_ms` must be in 100..=600000, got {}", self.lease_ms));
+        }
+        if self.safety_ms > 86_400_000 || self.liveness_ms > 86_400_000 {
+            return Err("model keys `safety_ms` and `liveness_ms` must be at most 86400000 (one day)".into());
+        }
+        if self.liveness_ms < 1_000 {
+            return Err(format!("model key `liveness_ms` must be at least 1000, got {}", self.liveness_ms));
+        }
+        if self.drift_ppm_max > 100_000 {
+            return Err(format!("model key `drift_ppm_max` must be at most 100000, got {}", self.drift_ppm_max));
+        }
+        for (name, rate) in [("loss_rate", self.loss_rate), ("dup_rate", self.dup_rate)] {
+            if !(0.0..=0.5).contains(&rate) {
+                return Err(format!("model key `{name}` must be in 0.0..=0.5, got {rate}"));
+            }
+        }
+        if self.token_floor > (1 << 40) {
+            return Err(format!("model key `token_floor` must be at most 2^40, got {}", self.token_floor));
+        }
+        Ok(())
+    }
+
+    /// Parses a model file's text; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Model, String> {
+        let model: Model = toml::from_str(text).map_err(|e| format!("{origin}: {}", one_line(&e.to_string())))?;
+        model.validate().map_err(|e| format!("{origin}: {e}"))?;
+        Ok(model)
+    }
+
+    /// The name of lock key `i`; the first is the invoice of seed 000.
+    pub fn key_name(i: u32) -> String {
+        if i == 0 {
+            "invoice/B-1042".to_string()
+        } else {
+            format!("invoice/B-{}", 1042 + i)
+        }
+    }
+}
+
+/// toml's errors span several lines (a source excerpt); keep the message and location.
+pub fn one_line(message: &str) -> String {
+    message.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('|')).collect::<Vec<_>>().join(" ")
+}
