@@ -17,10 +17,15 @@ pub enum WritePath {
 pub enum WriteVerdict {
     Accepted,
     /// A retry of an earlier write (same client and request id): the original answer, no second effect.
-    Duplicate { accepted: bool },
+    Duplicate {
+        accepted: bool,
+    },
     /// Lower than the highest token accepted for the key.
-    RejectedStale { highest: Token },
+    RejectedStale {
+        highest: Token,
+    },
     /// Equal to the highest token but from another holder.
-    RejectedEqualToken { highest: Token },
+    RejectedEqualToken {
+        highest: Token,
+    },
 }
-

@@ -21,15 +21,24 @@ pub enum ClientRequest {
 /// A server's answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientReply {
-    Granted { token: Token, lease_ms: u64 },
+    Granted {
+        token: Token,
+        lease_ms: u64,
+    },
     /// The key is held; the holder's lease runs at most this much longer (leader's local clock).
-    Busy { remaining_ms: u64 },
-    Renewed { lease_ms: u64 },
+    Busy {
+        remaining_ms: u64,
+    },
+    Renewed {
+        lease_ms: u64,
+    },
     Released,
     /// The token is not the current holder's (renew or release of a lost lock).
     NotHeld,
     /// This server is not the leader; try the one named, if any.
-    NotLeader { leader: Option<NodeId> },
+    NotLeader {
+        leader: Option<NodeId>,
+    },
     /// The wait deadline passed before the key was free.
     TimedOut,
     /// The leader could not serve the request now (not yet confirmed, queue full); retry.

@@ -51,29 +51,101 @@ pub struct VariantInfo {
 }
 
 pub const VARIANTS: &[VariantInfo] = &[
-    VariantInfo { variant: Variant::Default, name: "default", breaks: None, about: "the safe protocol: tokens on Expire and Release, fenced resource on every path, durable highest token" },
-    VariantInfo { variant: Variant::ExpireIgnoresToken, name: "expire-ignores-token", breaks: Some("expire-safety"), about: "Expire removes the lock whatever its token, so a late Expire deletes a regranted lock" },
-    VariantInfo { variant: Variant::ReleaseIgnoresToken, name: "release-ignores-token", breaks: Some("expire-safety"), about: "Release { key } as in the seed: a late or retried release deletes the next holder's lock" },
-    VariantInfo { variant: Variant::SinkUnfenced, name: "sink-unfenced", breaks: Some("fenced-write"), about: "the token is checked only in the worker; a paused worker wakes and writes anyway" },
-    VariantInfo { variant: Variant::SecondPathUnfenced, name: "second-path-unfenced", breaks: Some("fenced-write"), about: "the bulk-import path skips the token comparison" },
-    VariantInfo { variant: Variant::SinkMaxInMemory, name: "sink-max-in-memory", breaks: Some("fenced-write"), about: "the resource keeps its highest token in memory only; a restart forgets it" },
-    VariantInfo { variant: Variant::ClientClockToken, name: "client-clock-token", breaks: Some("token-monotonic"), about: "workers use their local clock as the token; drift and steps make it go backwards" },
-    VariantInfo { variant: Variant::RestoreNaive, name: "restore-naive", breaks: Some("token-monotonic"), about: "a whole-cluster restore keeps the backup's token counter, so tokens are reissued" },
-    VariantInfo { variant: Variant::NoLeaseRestartOnNewLeader, name: "no-lease-restart-on-new-leader", breaks: Some("lease-exclusion"), about: "a new leader expires leases on the old deadlines instead of a full lease from taking office" },
-    VariantInfo { variant: Variant::RenewWithoutLeadershipCheck, name: "renew-without-leadership-check", breaks: Some("lease-exclusion"), about: "a deposed leader acknowledges renewals without confirming leadership" },
-    VariantInfo { variant: Variant::GrantAfterExpiredWait, name: "grant-after-expired-wait", breaks: Some("grant-validity"), about: "a waiter is told Granted without re-checking that its lock is still live (etcd 11456)" },
-    VariantInfo { variant: Variant::CommitOldTermByCount, name: "commit-old-term-by-count", breaks: Some("commit-durability"), about: "a leader commits entries of earlier terms by counting replicas (Raft figure 8)" },
-    VariantInfo { variant: Variant::VoteNotDurable, name: "vote-not-durable", breaks: Some("election-safety"), about: "a vote is sent before it is durable; a crash lets the node vote twice in a term" },
-    VariantInfo { variant: Variant::AckBeforeDurable, name: "ack-before-durable", breaks: Some("commit-durability"), about: "appends are acknowledged before they are durable; a crash loses committed entries" },
-    VariantInfo { variant: Variant::AmnesiaRejoin, name: "amnesia-rejoin", breaks: Some("election-safety"), about: "a node restored from a stale backup votes at once and can vote twice in a term" },
+    VariantInfo {
+        variant: Variant::Default,
+        name: "default",
+        breaks: None,
+        about: "the safe protocol: tokens on Expire and Release, fenced resource on every path, durable highest token",
+    },
+    VariantInfo {
+        variant: Variant::ExpireIgnoresToken,
+        name: "expire-ignores-token",
+        breaks: Some("expire-safety"),
+        about: "Expire removes the lock whatever its token, so a late Expire deletes a regranted lock",
+    },
+    VariantInfo {
+        variant: Variant::ReleaseIgnoresToken,
+        name: "release-ignores-token",
+        breaks: Some("expire-safety"),
+        about: "Release { key } as in the seed: a late or retried release deletes the next holder's lock",
+    },
+    VariantInfo {
+        variant: Variant::SinkUnfenced,
+        name: "sink-unfenced",
+        breaks: Some("fenced-write"),
+        about: "the token is checked only in the worker; a paused worker wakes and writes anyway",
+    },
+    VariantInfo {
+        variant: Variant::SecondPathUnfenced,
+        name: "second-path-unfenced",
+        breaks: Some("fenced-write"),
+        about: "the bulk-import path skips the token comparison",
+    },
+    VariantInfo {
+        variant: Variant::SinkMaxInMemory,
+        name: "sink-max-in-memory",
+        breaks: Some("fenced-write"),
+        about: "the resource keeps its highest token in memory only; a restart forgets it",
+    },
+    VariantInfo {
+        variant: Variant::ClientClockToken,
+        name: "client-clock-token",
+        breaks: Some("token-monotonic"),
+        about: "workers use their local clock as the token; drift and steps make it go backwards",
+    },
+    VariantInfo {
+        variant: Variant::RestoreNaive,
+        name: "restore-naive",
+        breaks: Some("token-monotonic"),
+        about: "a whole-cluster restore keeps the backup's token counter, so tokens are reissued",
+    },
+    VariantInfo {
+        variant: Variant::NoLeaseRestartOnNewLeader,
+        name: "no-lease-restart-on-new-leader",
+        breaks: Some("lease-exclusion"),
+        about: "a new leader expires leases on the old deadlines instead of a full lease from taking office",
+    },
+    VariantInfo {
+        variant: Variant::RenewWithoutLeadershipCheck,
+        name: "renew-without-leadership-check",
+        breaks: Some("lease-exclusion"),
+        about: "a deposed leader acknowledges renewals without confirming leadership",
+    },
+    VariantInfo {
+        variant: Variant::GrantAfterExpiredWait,
+        name: "grant-after-expired-wait",
+        breaks: Some("grant-validity"),
+        about: "a waiter is told Granted without re-checking that its lock is still live (etcd 11456)",
+    },
+    VariantInfo {
+        variant: Variant::CommitOldTermByCount,
+        name: "commit-old-term-by-count",
+        breaks: Some("commit-durability"),
+        about: "a leader commits entries of earlier terms by counting replicas (Raft figure 8)",
+    },
+    VariantInfo {
+        variant: Variant::VoteNotDurable,
+        name: "vote-not-durable",
+        breaks: Some("election-safety"),
+        about: "a vote is sent before it is durable; a crash lets the node vote twice in a term",
+    },
+    VariantInfo {
+        variant: Variant::AckBeforeDurable,
+        name: "ack-before-durable",
+        breaks: Some("commit-durability"),
+        about: "appends are acknowledged before they are durable; a crash loses committed entries",
+    },
+    VariantInfo {
+        variant: Variant::AmnesiaRejoin,
+        name: "amnesia-rejoin",
+        breaks: Some("election-safety"),
+        about: "a node restored from a stale backup votes at once and can vote twice in a term",
+    },
 ];
 
 impl Variant {
     pub fn info(self) -> &'static VariantInfo {
-        VARIANTS
-            .iter()
-            .find(|info| info.variant == self)
-            .expect("every variant has a row in VARIANTS")
+        VARIANTS.iter().find(|info| info.variant == self).expect("every variant has a row in VARIANTS")
     }
 
     pub fn name(self) -> &'static str {
@@ -95,13 +167,9 @@ impl FromStr for Variant {
     type Err = String;
 
     fn from_str(name: &str) -> Result<Variant, String> {
-        VARIANTS
-            .iter()
-            .find(|info| info.name == name)
-            .map(|info| info.variant)
-            .ok_or_else(|| {
-                let known: Vec<&str> = VARIANTS.iter().map(|info| info.name).collect();
-                format!("unknown variant `{name}` (known: {})", known.join(", "))
-            })
+        VARIANTS.iter().find(|info| info.name == name).map(|info| info.variant).ok_or_else(|| {
+            let known: Vec<&str> = VARIANTS.iter().map(|info| info.name).collect();
+            format!("unknown variant `{name}` (known: {})", known.join(", "))
+        })
     }
 }

@@ -25,52 +25,138 @@ pub enum EventKind {
     /// The safety phase ends: every fault is healed from here on.
     Healed,
     /// A fault from the schedule took effect (`what` is its one-line description).
-    Fault { what: String },
+    Fault {
+        what: String,
+    },
 
     // ---- processes and storage ----
-    Crashed { actor: Actor },
-    Restarted { actor: Actor },
-    Paused { actor: Actor },
-    Resumed { actor: Actor },
+    Crashed {
+        actor: Actor,
+    },
+    Restarted {
+        actor: Actor,
+    },
+    Paused {
+        actor: Actor,
+    },
+    Resumed {
+        actor: Actor,
+    },
     /// One server restarted from a stale backup of its own disk, taken at `backup_at_us`.
-    NodeRestored { node: NodeId, backup_at_us: u64 },
+    NodeRestored {
+        node: NodeId,
+        backup_at_us: u64,
+    },
     /// The whole cluster restored from one backup (an operator's rollback). `epoch` counts restores from 1.
-    ClusterRestored { epoch: u32, backup_at_us: u64, token_floor: Token },
+    ClusterRestored {
+        epoch: u32,
+        backup_at_us: u64,
+        token_floor: Token,
+    },
 
     // ---- clocks ----
     /// A local clock's mapping changed: from this true instant, local time is
     /// `local_us + (now_us - at_us) * (1 + rate_ppm / 1e6)`. `within_bound`
     /// says whether the drift respects the bound the protocol assumes.
-    Clock { actor: Actor, local_us: u64, rate_ppm: i64, within_bound: bool },
+    Clock {
+        actor: Actor,
+        local_us: u64,
+        rate_ppm: i64,
+        within_bound: bool,
+    },
 
     // ---- raft ----
-    Role { node: NodeId, role: Role, term: Term, leader: Option<NodeId> },
+    Role {
+        node: NodeId,
+        role: Role,
+        term: Term,
+        leader: Option<NodeId>,
+    },
     /// A node applied a committed entry (commands only; no-ops are not recorded).
-    Applied { node: NodeId, index: LogIndex, term: Term, command: Command, result: ApplyResult },
+    Applied {
+        node: NodeId,
+        index: LogIndex,
+        term: Term,
+        command: Command,
+        result: ApplyResult,
+    },
     /// A node installed a snapshot covering up to `index`.
-    SnapshotInstalled { node: NodeId, index: LogIndex, token_last: Token },
+    SnapshotInstalled {
+        node: NodeId,
+        index: LogIndex,
+        token_last: Token,
+    },
 
     // ---- the lock service ----
     /// A server answered a client.
-    Replied { node: NodeId, client: ClientId, request: RequestId, reply: ClientReply },
+    Replied {
+        node: NodeId,
+        client: ClientId,
+        request: RequestId,
+        reply: ClientReply,
+    },
     /// The leader proposed an Expire (its local clock said the lease ran out).
-    ExpireProposed { node: NodeId, key: Key, token: Token },
+    ExpireProposed {
+        node: NodeId,
+        key: Key,
+        token: Token,
+    },
     /// The leader proposed a ghost-lock Release.
-    GhostReleaseProposed { node: NodeId, key: Key, token: Token, holder: Holder },
+    GhostReleaseProposed {
+        node: NodeId,
+        key: Key,
+        token: Token,
+        holder: Holder,
+    },
 
     // ---- clients ----
-    Requested { client: ClientId, request: RequestId, to: NodeId, body: ClientRequest },
-    Answered { client: ClientId, request: RequestId, from: NodeId, reply: ClientReply },
+    Requested {
+        client: ClientId,
+        request: RequestId,
+        to: NodeId,
+        body: ClientRequest,
+    },
+    Answered {
+        client: ClientId,
+        request: RequestId,
+        from: NodeId,
+        reply: ClientReply,
+    },
     /// The client believes it holds `key` with `token` until its local clock reads `until_local_us`.
-    BeliefStart { client: ClientId, key: Key, token: Token, until_local_us: u64 },
+    BeliefStart {
+        client: ClientId,
+        key: Key,
+        token: Token,
+        until_local_us: u64,
+    },
     /// The client stopped believing early (released, or saw the lease was gone).
-    BeliefEnd { client: ClientId, key: Key, token: Token },
+    BeliefEnd {
+        client: ClientId,
+        key: Key,
+        token: Token,
+    },
     /// The client gave up on a request without an answer (it will not retry it).
-    GaveUp { client: ClientId, request: RequestId },
+    GaveUp {
+        client: ClientId,
+        request: RequestId,
+    },
 
     // ---- the protected resource ----
-    WriteSent { client: ClientId, request: RequestId, key: Key, token: Token, path: WritePath },
-    WriteDone { client: ClientId, request: RequestId, key: Key, token: Token, path: WritePath, verdict: WriteVerdict },
+    WriteSent {
+        client: ClientId,
+        request: RequestId,
+        key: Key,
+        token: Token,
+        path: WritePath,
+    },
+    WriteDone {
+        client: ClientId,
+        request: RequestId,
+        key: Key,
+        token: Token,
+        path: WritePath,
+        verdict: WriteVerdict,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

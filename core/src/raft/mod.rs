@@ -65,16 +65,42 @@ pub struct Message {
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MessageBody {
-    PreVote { last_index: LogIndex, last_term: Term },
-    PreVoteResponse { granted: bool },
-    RequestVote { last_index: LogIndex, last_term: Term },
-    RequestVoteResponse { granted: bool },
+    PreVote {
+        last_index: LogIndex,
+        last_term: Term,
+    },
+    PreVoteResponse {
+        granted: bool,
+    },
+    RequestVote {
+        last_index: LogIndex,
+        last_term: Term,
+    },
+    RequestVoteResponse {
+        granted: bool,
+    },
     /// Also the heartbeat (with no entries). `read_ctx` confirms leadership for read-index.
-    Append { prev_index: LogIndex, prev_term: Term, entries: Vec<Entry>, commit: LogIndex, read_ctx: u64 },
+    Append {
+        prev_index: LogIndex,
+        prev_term: Term,
+        entries: Vec<Entry>,
+        commit: LogIndex,
+        read_ctx: u64,
+    },
     /// `hint_index`/`hint_term` drive fast conflict backoff on rejection.
-    AppendResponse { success: bool, match_index: LogIndex, hint_index: LogIndex, hint_term: Term, read_ctx: u64 },
-    InstallSnapshot { snapshot: Snapshot },
-    InstallSnapshotResponse { index: LogIndex },
+    AppendResponse {
+        success: bool,
+        match_index: LogIndex,
+        hint_index: LogIndex,
+        hint_term: Term,
+        read_ctx: u64,
+    },
+    InstallSnapshot {
+        snapshot: Snapshot,
+    },
+    InstallSnapshotResponse {
+        index: LogIndex,
+    },
 }
 
 /// A confirmed read-index round: `ctx` is the caller's, `commit` the leader's commit at the time.
@@ -161,7 +187,9 @@ impl std::error::Error for ConfigError {}
 /// Why a proposal was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProposeError {
-    NotLeader { leader: Option<NodeId> },
+    NotLeader {
+        leader: Option<NodeId>,
+    },
     /// The leader's uncommitted log is at its bound.
     Busy,
 }
