@@ -16,5 +16,6 @@ pub mod variant;
 
 pub use command::{ApplyResult, Command};
 pub use lock::{Lock, LockState};
+pub use resource::{ResourceState, Write, WritePath, WriteVerdict};
 pub use types::{ClientId, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};
 pub use variant::{Variant, VariantInfo, VARIANTS};
