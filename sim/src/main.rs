@@ -1,1 +1,5 @@
-fn main() {}
+//! The `fencesim` binary: see `fencesim --help` and CLI.md.
+
+fn main() -> std::process::ExitCode {
+    fencesim::cli::main_with(std::env::args().collect())
+}

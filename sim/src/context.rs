@@ -1,0 +1,145 @@
+//! What every simulated process shares: the model, the wire, the clocks, the
+//! disks and the history. One `Ctx` per run, held in an `Arc` by every node's
+//! init closure, so it outlives kills and restarts.
+
+use crate::clock::{now_us, LocalClock, SharedClock};
+use crate::disk::{Disk, Image, NodeImage, SharedDisk};
+use crate::envelope::Envelope;
+use crate::history::{Actor, EventKind, History};
+use crate::model::Model;
+use crate::net::{Addr, Net};
+use crate::wire;
+use fencelock::raft::{Role, SoftState};
+use fencelock::resource::{ResourceState, Write};
+use fencelock::{NodeId, Variant};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Separate seeded streams (TigerBeetle's VOPR): removing one fault family
+/// does not reshuffle the workload. Each stream is `seed ^ STREAM_*`, mixed
+/// with the actor and its incarnation where there are many.
+pub const STREAM_NET: u64 = 0x6E65_7400_0000_0001;
+pub const STREAM_RAFT: u64 = 0x7261_6674_0000_0002;
+pub const STREAM_WORKLOAD: u64 = 0x776F_726B_0000_0003;
+pub const STREAM_DISK: u64 = 0x6469_736B_0000_0004;
+
+/// One stream seed for actor `who` in its `incarnation`-th life.
+pub fn stream_seed(seed: u64, stream: u64, who: u64, incarnation: u64) -> u64 {
+    // SplitMix64 finalizer: nearby inputs give unrelated seeds.
+    let mut z = seed ^ stream ^ who.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ incarnation.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The protected resource's durable image: its state plus the variant that
+/// decides how replayed writes are judged.
+#[derive(Clone, Debug, Default)]
+pub struct ResourceImage {
+    pub state: ResourceState,
+    pub variant: Variant,
+}
+
+impl Image for ResourceImage {
+    type Op = Write;
+
+    fn apply(&mut self, op: &Write) {
+        self.state.write(op, self.variant);
+    }
+}
+
+/// Mutable world state behind one lock; the simulation is single-threaded so
+/// the lock is never contended.
+pub struct Shared {
+    pub history: History,
+    /// Last role each server reported, to find the leader for `IsolateLeader`.
+    pub roles: BTreeMap<NodeId, SoftState>,
+    /// Lives of each actor, for per-incarnation random streams.
+    pub incarnations: BTreeMap<Actor, u64>,
+}
+
+pub struct Ctx {
+    pub seed: u64,
+    pub model: Model,
+    pub net: Net,
+    pub server_clocks: Vec<SharedClock>,
+    pub client_clocks: Vec<SharedClock>,
+    pub resource_clock: SharedClock,
+    pub node_disks: Vec<SharedDisk<NodeImage>>,
+    pub resource_disk: SharedDisk<ResourceImage>,
+    pub shared: Mutex<Shared>,
+}
+
+/// fsync latency of every simulated disk. madsim's minimum sleep is 1 ms.
+pub const FSYNC_US: u64 = 1_000;
+
+impl Ctx {
+    pub fn new(seed: u64, model: Model, net: Net, clock_rates: &BTreeMap<Actor, i64>) -> Ctx {
+        let clock = |actor: Actor| {
+            let rate_ppm = clock_rates.get(&actor).copied().unwrap_or(0);
+            Arc::new(Mutex::new(LocalClock::new(0, 0, rate_ppm)))
+        };
+        let nodes = model.nodes;
+        let resource_image = ResourceImage { state: ResourceState::default(), variant: model.variant };
+        Ctx {
+            seed,
+            net,
+            server_clocks: (0..nodes).map(|n| clock(Actor::Server(NodeId(n)))).collect(),
+            client_clocks: (0..model.clients).map(|c| clock(Actor::Client(fencelock::ClientId(c)))).collect(),
+            resource_clock: clock(Actor::Resource),
+            node_disks: (0..nodes).map(|_| Arc::new(Mutex::new(Disk::new(NodeImage::default(), FSYNC_US)))).collect(),
+            resource_disk: Arc::new(Mutex::new(Disk::new(resource_image, FSYNC_US))),
+            shared: Mutex::new(Shared {
+                history: History::new(),
+                roles: BTreeMap::new(),
+                incarnations: BTreeMap::new(),
+            }),
+            model,
+        }
+    }
+
+    pub fn shared(&self) -> MutexGuard<'_, Shared> {
+        self.shared.lock().expect("the world lock is never poisoned: a panic ends the run")
+    }
+
+    /// Appends an event to the history at the current true time.
+    pub fn record(&self, kind: EventKind) {
+        let at_us = now_us();
+        self.shared().history.record(at_us, kind);
+    }
+
+    /// Counts a new life of `actor` and returns its number (0 for the first).
+    pub fn next_incarnation(&self, actor: Actor) -> u64 {
+        let mut shared = self.shared();
+        let counter = shared.incarnations.entry(actor).or_insert(0);
+        let this = *counter;
+        *counter += 1;
+        this
+    }
+
+    pub fn clock_of(&self, actor: Actor) -> &SharedClock {
+        match actor {
+            Actor::Server(node) => &self.server_clocks[node.0 as usize],
+            Actor::Client(client) => &self.client_clocks[client.0 as usize],
+            Actor::Resource => &self.resource_clock,
+        }
+    }
+
+    /// Encodes and hands one envelope to the simulated network.
+    pub fn send(&self, from: Addr, to: Addr, envelope: &Envelope) {
+        self.net.send(from, to, wire::encode(envelope));
+    }
+
+    pub fn note_role(&self, node: NodeId, soft: SoftState) {
+        let mut shared = self.shared();
+        shared.roles.insert(node, soft);
+        let at_us = now_us();
+        shared.history.record(at_us, EventKind::Role { node, role: soft.role, term: soft.term, leader: soft.leader });
+    }
+
+    /// The server that most recently reported itself leader in the highest term.
+    pub fn known_leader(&self) -> Option<NodeId> {
+        let shared = self.shared();
+        shared.roles.iter().filter(|(_, s)| s.role == Role::Leader).max_by_key(|(_, s)| s.term).map(|(n, _)| *n)
+    }
+}

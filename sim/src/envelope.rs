@@ -1,0 +1,25 @@
+//! What crosses the simulated wire: one closed enum for every kind of message.
+//!
+//! Every envelope is encoded by `wire::encode` (postcard bytes under a CRC-32)
+//! and decoded at the receiver, so serialization and corruption detection are
+//! exercised on every message.
+
+use fencelock::raft::Message;
+use fencelock::resource::{Write, WriteVerdict};
+use fencelock::service::{ClientReply, ClientRequest};
+use fencelock::{ClientId, RequestId};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Envelope {
+    /// Server to server.
+    Raft(Message),
+    /// Client to server.
+    Request { client: ClientId, request: RequestId, body: ClientRequest },
+    /// Server to client.
+    Reply { request: RequestId, reply: ClientReply },
+    /// Client to the protected resource.
+    Write(Write),
+    /// The resource's answer to a write.
+    WriteReply { request: RequestId, verdict: WriteVerdict },
+}

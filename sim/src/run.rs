@@ -1,0 +1,135 @@
+//! Running seeds: each on a fresh OS thread with a fresh madsim runtime
+//! (std's HashMap seeds are per thread; MADSIM.md), then checking its history.
+
+use crate::checker::{self, CheckConfig, Counters, Violation};
+use crate::faults::{self, FaultEvent};
+use crate::history::History;
+use crate::model::Model;
+use crate::trace;
+use crate::world::{self, RunRecord};
+use serde::Serialize;
+
+/// Everything one run produced, as reported by `replay --json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    pub seed: u64,
+    pub variant: String,
+    pub ok: bool,
+    pub violations: Vec<Violation>,
+    pub trace_hash: String,
+    pub sim_ms: u64,
+    pub messages: u64,
+    pub grants: u64,
+    pub writes_accepted: u64,
+    pub stale_writes_rejected: u64,
+    pub elections: u64,
+    pub first_leader_ms: Option<u64>,
+    pub lease_exposures: u64,
+    #[serde(skip)]
+    pub counters: Counters,
+    #[serde(skip)]
+    pub history: History,
+    #[serde(skip)]
+    pub plan: Vec<FaultEvent>,
+}
+
+/// Liveness bounds: a leader within this long after the heal, and a crashed
+/// holder's lock freed within lease plus this much.
+pub const LIVENESS_LEADER_BOUND_MS: u64 = 5_000;
+pub const LIVENESS_FREE_BOUND_MS: u64 = 5_000;
+
+/// Runs one seed of `model` on a fresh thread and checks it. A panic inside
+/// the simulation is reported as a violation named `panic`, never swallowed.
+pub fn run_seed(seed: u64, model: &Model) -> Outcome {
+    let plan = faults::plan(model, seed);
+    run_plan(seed, model, plan)
+}
+
+/// Runs one seed with an explicit fault schedule (a saved or edited plan).
+pub fn run_plan(seed: u64, model: &Model, plan: Vec<FaultEvent>) -> Outcome {
+    let thread_model = model.clone();
+    let thread_plan = plan.clone();
+    let result = std::thread::Builder::new()
+        .name(format!("seed-{seed}"))
+        .stack_size(32 << 20)
+        .spawn(move || {
+            let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
+            runtime.block_on(world::simulate(seed, thread_model, thread_plan))
+        })
+        .expect("spawning a seed thread")
+        .join();
+    match result {
+        Ok(record) => judge(seed, model, plan, record),
+        Err(panic) => panicked(seed, model, plan, panic_message(panic.as_ref())),
+    }
+}
+
+fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: RunRecord) -> Outcome {
+    let config = CheckConfig {
+        nodes: model.nodes,
+        drift_ppm_max: model.drift_ppm_max,
+        lease_ms: model.lease_ms,
+        liveness_leader_bound_ms: LIVENESS_LEADER_BOUND_MS,
+        liveness_free_bound_ms: LIVENESS_FREE_BOUND_MS,
+        run_end_us: record.sim_us,
+    };
+    let verdict = checker::check(&record.history, config);
+    let counters = verdict.counters;
+    Outcome {
+        seed,
+        variant: model.variant.name().to_string(),
+        ok: verdict.violations.is_empty(),
+        violations: verdict.violations,
+        trace_hash: trace::hash_hex(trace::hash(record.history.events())),
+        sim_ms: record.sim_us / 1_000,
+        messages: record.net.sent,
+        grants: counters.grants,
+        writes_accepted: counters.writes_accepted,
+        stale_writes_rejected: counters.stale_writes_rejected_status + counters.stale_writes_rejected_ledger,
+        elections: counters.elections,
+        first_leader_ms: counters.first_leader_us.map(|us| us / 1_000),
+        lease_exposures: counters.lease_exposures,
+        counters,
+        history: record.history,
+        plan,
+    }
+}
+
+fn panicked(seed: u64, model: &Model, plan: Vec<FaultEvent>, message: String) -> Outcome {
+    let violation = Violation {
+        property: "panic",
+        at_us: 0,
+        nodes: Vec::new(),
+        clients: Vec::new(),
+        tokens: Vec::new(),
+        detail: format!("the simulation panicked: {message}"),
+    };
+    Outcome {
+        seed,
+        variant: model.variant.name().to_string(),
+        ok: false,
+        violations: vec![violation],
+        trace_hash: trace::hash_hex(0),
+        sim_ms: 0,
+        messages: 0,
+        grants: 0,
+        writes_accepted: 0,
+        stale_writes_rejected: 0,
+        elections: 0,
+        first_leader_ms: None,
+        lease_exposures: 0,
+        counters: Counters::default(),
+        history: History::new(),
+        plan,
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a non-string panic".to_string()
+    }
+}

@@ -1,0 +1,173 @@
+//! The one module that turns a Raft server's `Ready` into I/O: persist to its
+//! disk, then send, then apply. Everything protocol-shaped lives in
+//! `fencelock`; this file only moves bytes, waits for fsync and reads the
+//! node's local clock.
+
+use crate::clock::{local_now, now_us};
+use crate::context::{stream_seed, Ctx, STREAM_RAFT};
+use crate::disk::{fsync, NodeOp};
+use crate::envelope::Envelope;
+use crate::history::{Actor, EventKind};
+use crate::net::{Addr, Delivery};
+use crate::wire;
+use fencelock::raft::{Config, Message, RaftNode, Ready, SoftState};
+use fencelock::service::{LockServer, Output, ServiceConfig};
+use fencelock::{LockState, NodeId, Token};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Local milliseconds per Raft tick.
+pub const TICK_MS: u64 = 10;
+/// A bound on Ready rounds handled after one input; Raft converges in a few.
+const READY_ROUNDS_MAX: usize = 64;
+
+/// The life of one server process: from its durable state until it is killed.
+pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
+    let mut server = start(&ctx, id);
+    let mut mailbox = ctx.net.bind(Addr::Server(id));
+    let clock = ctx.clock_of(Actor::Server(id)).clone();
+    let mut soft = server.raft().soft_state();
+    ctx.note_role(id, soft);
+    let tick_us = TICK_MS * 1_000;
+    let mut next_tick_local_us = local_now(&clock) + tick_us;
+    loop {
+        let now_true_us = now_us();
+        let tick_true_us = clock.lock().expect("clock lock").true_us_when(next_tick_local_us, now_true_us);
+        let wait = Duration::from_micros(tick_true_us.saturating_sub(now_true_us).max(1));
+        match madsim::time::timeout(wait, mailbox.recv()).await {
+            Ok(Delivery::Packet { bytes, .. }) => match wire::decode::<Envelope>(&bytes) {
+                Ok(Envelope::Raft(message)) => server.step(message, local_ms(&clock)),
+                Ok(Envelope::Request { client, request, body }) => {
+                    server.on_client(client, request, body, local_ms(&clock))
+                }
+                Ok(_) => {}
+                Err(_) => ctx.net.note_corrupt_detected(),
+            },
+            Ok(Delivery::Bounced { to: Addr::Client(client), bytes }) => {
+                if let Ok(Envelope::Reply { request, reply }) = wire::decode::<Envelope>(&bytes) {
+                    server.on_bounced(client, request, reply, local_ms(&clock));
+                }
+            }
+            Ok(Delivery::Bounced { .. }) => {}
+            Err(_elapsed) => {
+                let now_local_us = local_now(&clock);
+                server.tick(now_local_us / 1_000);
+                // A clock stepped far forward does not owe a burst of ticks.
+                next_tick_local_us = (next_tick_local_us + tick_us).max(now_local_us + 1);
+            }
+        }
+        drive(&ctx, id, &mut server, &mut soft).await;
+    }
+}
+
+fn local_ms(clock: &crate::clock::SharedClock) -> u64 {
+    local_now(clock) / 1_000
+}
+
+/// Rebuilds the server from what its disk holds durably.
+fn start(ctx: &Ctx, id: NodeId) -> LockServer {
+    let model = &ctx.model;
+    let durable = ctx.node_disks[id.0 as usize].lock().expect("disk lock").durable().to_durable();
+    let state = match &durable.snapshot {
+        Some(snapshot) => snapshot.state.clone(),
+        None => LockState::new(Token(model.token_floor)),
+    };
+    let incarnation = ctx.next_incarnation(Actor::Server(id));
+    let voters = (0..model.nodes).map(NodeId).collect();
+    let mut config = Config::standard(id, voters);
+    config.variant = model.variant;
+    let service_config = ServiceConfig {
+        tick_ms: TICK_MS,
+        drift_ppm_max: model.drift_ppm_max,
+        wait_queue_max: 8,
+        snapshot_threshold_entries: config.snapshot_threshold_entries,
+        variant: model.variant,
+    };
+    let rng_seed = stream_seed(ctx.seed, STREAM_RAFT, u64::from(id.0), incarnation);
+    let raft = RaftNode::new(config, durable, rng_seed).expect("the standard raft config is valid");
+    LockServer::new(service_config, raft, state)
+}
+
+/// Persists, sends and applies until the server has nothing more to do.
+async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftState) {
+    let clock = ctx.clock_of(Actor::Server(id));
+    for _ in 0..READY_ROUNDS_MAX {
+        if !server.has_ready() {
+            break;
+        }
+        let mut ready = server.ready();
+        let must_sync = persist(ctx, id, &ready);
+        send_all(ctx, id, std::mem::take(&mut ready.messages));
+        if must_sync {
+            fsync(&ctx.node_disks[id.0 as usize]).await;
+        }
+        send_all(ctx, id, std::mem::take(&mut ready.messages_after_persist));
+        if let Some(snapshot) = &ready.snapshot {
+            ctx.record(EventKind::SnapshotInstalled {
+                node: id,
+                index: snapshot.index,
+                token_last: snapshot.state.token_last(),
+            });
+        }
+        server.apply_ready(ready, local_ms(clock));
+        handle_outputs(ctx, id, server);
+    }
+    handle_outputs(ctx, id, server);
+    let now = server.raft().soft_state();
+    if now != *soft {
+        *soft = now;
+        ctx.note_role(id, now);
+    }
+}
+
+/// Writes the persistent parts of a Ready to the disk (pending until fsync).
+/// Returns whether anything the protocol depends on was written: a commit
+/// index alone is not worth an fsync (it is recomputed after a crash).
+fn persist(ctx: &Ctx, id: NodeId, ready: &Ready) -> bool {
+    let mut disk = ctx.node_disks[id.0 as usize].lock().expect("disk lock");
+    let before = disk.durable().hard_state;
+    let mut must_sync = false;
+    if let Some(snapshot) = &ready.snapshot {
+        disk.write(NodeOp::Snapshot(snapshot.clone()));
+        must_sync = true;
+    }
+    if !ready.entries.is_empty() {
+        disk.write(NodeOp::Append(ready.entries.clone()));
+        must_sync = true;
+    }
+    if let Some(hard_state) = ready.hard_state {
+        disk.write(NodeOp::HardState(hard_state));
+        must_sync |= hard_state.term != before.term || hard_state.vote != before.vote;
+    }
+    must_sync
+}
+
+fn send_all(ctx: &Ctx, id: NodeId, messages: Vec<Message>) {
+    for message in messages {
+        let to = Addr::Server(message.to);
+        ctx.send(Addr::Server(id), to, &Envelope::Raft(message));
+    }
+}
+
+fn handle_outputs(ctx: &Ctx, id: NodeId, server: &mut LockServer) {
+    for output in server.take_outputs() {
+        match output {
+            Output::Reply { client, request, reply } => {
+                ctx.record(EventKind::Replied { node: id, client, request, reply });
+                ctx.send(Addr::Server(id), Addr::Client(client), &Envelope::Reply { request, reply });
+            }
+            Output::Applied { index, term, command, result } => {
+                ctx.record(EventKind::Applied { node: id, index, term, command, result });
+            }
+            Output::Compacted(snapshot) => {
+                ctx.node_disks[id.0 as usize].lock().expect("disk lock").write(NodeOp::Compact(snapshot));
+            }
+            Output::ExpireProposed { key, token } => {
+                ctx.record(EventKind::ExpireProposed { node: id, key, token });
+            }
+            Output::GhostReleaseProposed { key, token, holder } => {
+                ctx.record(EventKind::GhostReleaseProposed { node: id, key, token, holder });
+            }
+        }
+    }
+}

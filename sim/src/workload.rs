@@ -1,0 +1,299 @@
+//! The workers: clients of the lock service that write to the protected
+//! resource with their token, the way the shop's invoice workers do.
+//!
+//! A worker loops over jobs: acquire a key, work (sometimes past its lease,
+//! sometimes stalled like worker A), write with its token on one of the two
+//! write paths, sometimes renew, release. It also misbehaves the ways real
+//! clients do: it gives up before the answer (ghost lock), retries with the
+//! same request id, and crashes while holding a lock.
+
+use crate::clock::{local_now, SharedClock};
+use crate::context::{stream_seed, Ctx, STREAM_WORKLOAD};
+use crate::envelope::Envelope;
+use crate::history::{Actor, EventKind, WritePath, WriteVerdict};
+use crate::model::Model;
+use crate::net::{Addr, Delivery, Mailbox};
+use crate::wire;
+use fencelock::client::{Client, ClientConfig, ClientEvent, Outgoing};
+use fencelock::resource::Write;
+use fencelock::{ClientId, Holder, Key, RequestId, Token, Variant};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a worker waits for a server before it retries (local µs).
+const REQUEST_TIMEOUT_US: u64 = 250_000;
+/// Attempts of one request (same request id) before the worker gives up.
+const ATTEMPTS_MAX: u32 = 8;
+/// Attempts of one resource write before the worker gives up on it.
+const WRITE_ATTEMPTS_MAX: u32 = 3;
+
+/// The life of one worker process.
+pub async fn run(ctx: Arc<Ctx>, id: ClientId) {
+    let incarnation = ctx.next_incarnation(Actor::Client(id));
+    let mailbox = ctx.net.bind(Addr::Client(id));
+    let seed = stream_seed(ctx.seed, STREAM_WORKLOAD, u64::from(id.0), incarnation);
+    let clock = ctx.clock_of(Actor::Client(id)).clone();
+    let mut worker = Worker {
+        client: new_client(&ctx.model, id, incarnation),
+        ctx,
+        id,
+        clock,
+        rng: ChaCha8Rng::seed_from_u64(seed),
+        mailbox,
+        incarnation,
+        writes: 0,
+    };
+    loop {
+        worker.job().await;
+    }
+}
+
+fn new_client(model: &Model, id: ClientId, incarnation: u64) -> Client {
+    Client::new(ClientConfig {
+        id,
+        nodes: model.nodes,
+        drift_ppm_max: model.drift_ppm_max,
+        request_timeout_us: REQUEST_TIMEOUT_US,
+        // Request ids of a new life never collide with an earlier life's.
+        first_request: RequestId(incarnation << 32),
+    })
+}
+
+/// What came of a lock request.
+enum Answer {
+    Event(ClientEvent),
+    GaveUp,
+}
+
+struct Worker {
+    ctx: Arc<Ctx>,
+    id: ClientId,
+    clock: SharedClock,
+    rng: ChaCha8Rng,
+    client: Client,
+    mailbox: Mailbox,
+    incarnation: u64,
+    writes: u64,
+}
+
+impl Worker {
+    fn now(&self) -> u64 {
+        local_now(&self.clock)
+    }
+
+    async fn job(&mut self) {
+        let think_ms = self.rng.gen_range(20..300);
+        madsim::time::sleep(Duration::from_millis(think_ms)).await;
+        let model = &self.ctx.model;
+        let key_index = if self.rng.gen_bool(0.5) { 0 } else { self.rng.gen_range(0..model.keys) };
+        let key = Key::new(Model::key_name(key_index));
+        let lease_ms = model.lease_ms;
+        let wait_ms = if self.rng.gen_bool(0.5) { 0 } else { self.rng.gen_range(200..3_000) };
+        let out = self.client.acquire(key.clone(), lease_ms, wait_ms, self.now());
+        let acquire = out.request;
+        self.send_request(&out);
+        if self.rng.gen_bool(0.05) {
+            // Disconnect before the answer: the grant, if any, is a ghost lock.
+            self.give_up_soon(acquire).await;
+            return;
+        }
+        let token = match self.await_answer(acquire).await {
+            Answer::Event(ClientEvent::Granted { token, until_local_us, .. }) => {
+                self.believe(&key, token, until_local_us);
+                token
+            }
+            _ => return,
+        };
+        let holder = Holder { client: self.id, request: acquire };
+        if !self.work(&key, token, lease_ms).await {
+            return;
+        }
+        self.write(&key, token, holder).await;
+        self.finish(&key, token).await;
+    }
+
+    /// Sends `Cancel` after a short while and walks away without the answer.
+    async fn give_up_soon(&mut self, request: RequestId) {
+        let wait_ms = self.rng.gen_range(1..20);
+        madsim::time::sleep(Duration::from_millis(wait_ms)).await;
+        if let Some(cancel) = self.client.cancel(self.now()) {
+            self.send_request(&cancel);
+        }
+        self.ctx.record(EventKind::GaveUp { client: self.id, request });
+    }
+
+    /// Works on the job; returns false when the lock was lost and the job dropped.
+    async fn work(&mut self, key: &Key, token: Token, lease_ms: u64) -> bool {
+        let long = self.rng.gen_bool(0.2);
+        let work_ms = if long {
+            self.rng.gen_range(lease_ms * 8 / 10..lease_ms * 2)
+        } else {
+            self.rng.gen_range(lease_ms / 10..lease_ms * 6 / 10)
+        };
+        if long && self.rng.gen_bool(0.5) {
+            // Renew halfway through a long job.
+            madsim::time::sleep(Duration::from_millis(work_ms / 2)).await;
+            if let Some(out) = self.client.renew(key, self.now()) {
+                let request = out.request;
+                self.send_request(&out);
+                match self.await_answer(request).await {
+                    Answer::Event(ClientEvent::Renewed { until_local_us, .. }) => {
+                        self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
+                        self.believe(key, token, until_local_us);
+                    }
+                    Answer::Event(ClientEvent::Lost { .. }) => {
+                        self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
+                        return false;
+                    }
+                    _ => {}
+                }
+            }
+            madsim::time::sleep(Duration::from_millis(work_ms - work_ms / 2)).await;
+        } else {
+            madsim::time::sleep(Duration::from_millis(work_ms)).await;
+        }
+        // The worker-side check: a careful worker does not write once it knows
+        // its lease is gone. It cannot stop a stall between this check and the
+        // write; only the resource's token check can.
+        if self.client.belief(key, self.now()).is_none() {
+            self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
+            return false;
+        }
+        if self.rng.gen_bool(0.15) {
+            // Worker A: a stop-the-world stall (GC) between the check and the write.
+            let stall_ms = self.rng.gen_range(lease_ms / 2..lease_ms * 2 + self.ctx.model.pause_ms_max.min(lease_ms));
+            let actor = Actor::Client(self.id);
+            self.ctx.record(EventKind::Paused { actor });
+            madsim::time::sleep(Duration::from_millis(stall_ms)).await;
+            self.ctx.record(EventKind::Resumed { actor });
+        }
+        true
+    }
+
+    /// Writes the job's result with the token, on one of the two write paths.
+    async fn write(&mut self, key: &Key, token: Token, holder: Holder) {
+        // The one place `client-clock-token` changes: the worker's local clock
+        // reading stands in for the fencing token.
+        let token = match self.ctx.model.variant {
+            Variant::ClientClockToken => Token(self.now() / 1_000),
+            _ => token,
+        };
+        let path = if self.rng.gen_bool(0.7) { WritePath::Status } else { WritePath::Ledger };
+        self.writes += 1;
+        let request = RequestId((self.incarnation << 32) | (1 << 31) | self.writes);
+        let value = format!("checked by {} with {}", self.id, token);
+        let write = Write { key: key.clone(), token, holder, request, path, value };
+        self.ctx.record(EventKind::WriteSent { client: self.id, request, key: key.clone(), token, path });
+        for _ in 0..WRITE_ATTEMPTS_MAX {
+            self.ctx.send(Addr::Client(self.id), Addr::Resource, &Envelope::Write(write.clone()));
+            if self.await_write(request).await.is_some() {
+                return;
+            }
+        }
+    }
+
+    async fn await_write(&mut self, request: RequestId) -> Option<WriteVerdict> {
+        let deadline = madsim::time::Instant::now() + Duration::from_micros(REQUEST_TIMEOUT_US);
+        loop {
+            let left = deadline.saturating_duration_since(madsim::time::Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            match madsim::time::timeout(left, self.mailbox.recv()).await {
+                Ok(Delivery::Packet { bytes, .. }) => match wire::decode::<Envelope>(&bytes) {
+                    Ok(Envelope::WriteReply { request: r, verdict }) if r == request => return Some(verdict),
+                    Ok(_) => {}
+                    Err(_) => self.ctx.net.note_corrupt_detected(),
+                },
+                Ok(Delivery::Bounced { .. }) => {}
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Releases, or now and then crashes or walks away while holding.
+    async fn finish(&mut self, key: &Key, token: Token) {
+        let roll: f64 = self.rng.gen();
+        if roll < 0.04 {
+            // Crash while holding: the lock must be freed by expiry.
+            let actor = Actor::Client(self.id);
+            self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
+            self.ctx.record(EventKind::Crashed { actor });
+            let down_ms = self.rng.gen_range(500..3_000);
+            madsim::time::sleep(Duration::from_millis(down_ms)).await;
+            self.incarnation = self.ctx.next_incarnation(actor);
+            self.client = new_client(&self.ctx.model, self.id, self.incarnation);
+            self.ctx.record(EventKind::Restarted { actor });
+            return;
+        }
+        self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
+        if let Some(out) = self.client.release(key, self.now()) {
+            let request = out.request;
+            self.send_request(&out);
+            let _ = self.await_answer(request).await;
+        }
+    }
+
+    fn believe(&self, key: &Key, token: Token, until_local_us: u64) {
+        self.ctx.record(EventKind::BeliefStart { client: self.id, key: key.clone(), token, until_local_us });
+    }
+
+    fn send_request(&self, out: &Outgoing) {
+        self.ctx.record(EventKind::Requested {
+            client: self.id,
+            request: out.request,
+            to: out.to,
+            body: out.body.clone(),
+        });
+        let envelope = Envelope::Request { client: self.id, request: out.request, body: out.body.clone() };
+        self.ctx.send(Addr::Client(self.id), Addr::Server(out.to), &envelope);
+    }
+
+    /// Waits for the outcome of `request`, following redirects and retrying
+    /// with the same request id on timeouts; gives up after `ATTEMPTS_MAX`.
+    async fn await_answer(&mut self, request: RequestId) -> Answer {
+        let mut attempts = 1;
+        loop {
+            let deadline_local = self.client.pending_deadline_local_us().unwrap_or(self.now() + REQUEST_TIMEOUT_US);
+            let now_true = crate::clock::now_us();
+            let deadline_true = self.clock.lock().expect("clock lock").true_us_when(deadline_local, now_true);
+            let wait = Duration::from_micros(deadline_true.saturating_sub(now_true).max(1));
+            match madsim::time::timeout(wait, self.mailbox.recv()).await {
+                Ok(Delivery::Packet { from, bytes }) => {
+                    let (Addr::Server(node), Ok(Envelope::Reply { request: r, reply })) =
+                        (from, wire::decode::<Envelope>(&bytes))
+                    else {
+                        continue;
+                    };
+                    if r != request {
+                        continue;
+                    }
+                    self.ctx.record(EventKind::Answered { client: self.id, request, from: node, reply });
+                    for event in self.client.on_reply(node, r, reply, self.now()) {
+                        match event {
+                            ClientEvent::Sent(out) => self.send_request(&out),
+                            ClientEvent::Nothing => {}
+                            other => return Answer::Event(other),
+                        }
+                    }
+                }
+                Ok(Delivery::Bounced { .. }) => {}
+                Err(_) => {
+                    attempts += 1;
+                    if attempts > ATTEMPTS_MAX {
+                        if let Some(cancel) = self.client.cancel(self.now()) {
+                            self.send_request(&cancel);
+                        }
+                        self.ctx.record(EventKind::GaveUp { client: self.id, request });
+                        return Answer::GaveUp;
+                    }
+                    if let Some(out) = self.client.on_timeout(self.now()) {
+                        self.send_request(&out);
+                    }
+                }
+            }
+        }
+    }
+}
