@@ -1,0 +1,102 @@
+//! Bad input gets one clear line on stderr and exit code 2, never a panic.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn fencesim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fencesim")).args(args).output().expect("the binary runs")
+}
+
+/// A scratch file under the target dir, named after the test.
+fn scratch(name: &str, text: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-tests");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("scratch file");
+    path
+}
+
+#[track_caller]
+fn assert_input_error(args: &[&str], needle: &str) {
+    let output = fencesim(args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{args:?} should exit 2; stderr: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?} should print exactly one line, got: {stderr}");
+    assert!(stderr.contains(needle), "{args:?}: stderr should name `{needle}`, got: {stderr}");
+    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+}
+
+#[test]
+fn unknown_model_key() {
+    let model = scratch("unknown-key.toml", "nodes = 3\nflux_capacitor = true\n");
+    assert_input_error(&["replay", "--seed", "1", "--model", model.to_str().unwrap()], "flux_capacitor");
+}
+
+#[test]
+fn wrong_type_in_model() {
+    let model = scratch("wrong-type.toml", "nodes = \"five\"\n");
+    assert_input_error(&["replay", "--seed", "1", "--model", model.to_str().unwrap()], "nodes");
+}
+
+#[test]
+fn even_node_count() {
+    let model = scratch("even.toml", "nodes = 4\n");
+    assert_input_error(&["hunt", "--seeds", "0..1", "--model", model.to_str().unwrap()], "nodes");
+}
+
+#[test]
+fn malformed_seed_range() {
+    assert_input_error(&["hunt", "--seeds", "five..ten"], "--seeds");
+}
+
+#[test]
+fn empty_seed_range() {
+    assert_input_error(&["hunt", "--seeds", "5..2"], "5..2");
+}
+
+#[test]
+fn unknown_variant() {
+    assert_input_error(&["replay", "--seed", "1", "--variant", "yolo"], "yolo");
+}
+
+#[test]
+fn missing_model_file() {
+    assert_input_error(&["replay", "--seed", "1", "--model", "/nonexistent/model.toml"], "/nonexistent/model.toml");
+}
+
+#[test]
+fn missing_scenario_file() {
+    assert_input_error(&["run", "/nonexistent/scenario.toml"], "/nonexistent/scenario.toml");
+}
+
+#[test]
+fn unparsable_scenario_file() {
+    let file = scratch("garbage.toml", "name = \"x\"\nseed = [1, 2\n");
+    assert_input_error(&["run", file.to_str().unwrap()], "garbage.toml");
+}
+
+#[test]
+fn scenario_with_unknown_expectation() {
+    let file = scratch("bad-expect.toml", "name = \"x\"\nseed = 1\nexpect = \"everything-fine\"\n");
+    assert_input_error(&["run", file.to_str().unwrap()], "expect");
+}
+
+#[test]
+fn missing_flag_value() {
+    assert_input_error(&["replay", "--seed"], "--seed");
+}
+
+#[test]
+fn unknown_flag() {
+    assert_input_error(&["hunt", "--frobnicate"], "--frobnicate");
+}
+
+#[test]
+fn variants_lists_default_first_as_json() {
+    let output = fencesim(&["variants", "--json"]);
+    assert_eq!(output.status.code(), Some(0));
+    let list: serde_json::Value = serde_json::from_slice(&output.stdout).expect("variants --json is JSON");
+    assert_eq!(list[0]["name"], "default");
+    assert_eq!(list[0]["safe"], true);
+    assert!(list.as_array().unwrap().len() >= 15);
+}
