@@ -68,6 +68,8 @@ pub struct Ctx {
     pub node_disks: Vec<SharedDisk<NodeImage>>,
     pub resource_disk: SharedDisk<ResourceImage>,
     pub shared: Mutex<Shared>,
+    /// In a scripted run, each worker's command queue, taken by the worker when it starts.
+    pub script_queues: Option<Mutex<BTreeMap<fencelock::ClientId, crate::workload::CommandQueue>>>,
 }
 
 /// fsync latency of every simulated disk. madsim's minimum sleep is 1 ms.
@@ -95,6 +97,7 @@ impl Ctx {
                 incarnations: BTreeMap::new(),
             }),
             model,
+            script_queues: None,
         }
     }
 

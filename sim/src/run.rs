@@ -64,7 +64,7 @@ pub fn run_plan(seed: u64, model: &Model, plan: Vec<FaultEvent>) -> Outcome {
     }
 }
 
-fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: RunRecord) -> Outcome {
+pub(crate) fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: RunRecord) -> Outcome {
     let config = CheckConfig {
         nodes: model.nodes,
         drift_ppm_max: model.drift_ppm_max,

@@ -19,6 +19,9 @@ use fencelock::resource::Write;
 use fencelock::{ClientId, Holder, Key, RequestId, Token, Variant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use futures::channel::{mpsc, oneshot};
+use futures::StreamExt;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,11 +47,46 @@ pub async fn run(ctx: Arc<Ctx>, id: ClientId) {
         mailbox,
         incarnation,
         writes: 0,
+        held: BTreeMap::new(),
     };
-    loop {
-        worker.job().await;
+    let commands = ctx_commands(&worker.ctx, id);
+    match commands {
+        Some(commands) => worker.serve(commands).await,
+        None => loop {
+            worker.job().await;
+        },
     }
 }
+
+/// In a scripted run, the worker's command queue (taken once per life).
+fn ctx_commands(ctx: &Ctx, id: ClientId) -> Option<CommandQueue> {
+    ctx.script_queues.as_ref().and_then(|queues| queues.lock().expect("queue lock").remove(&id))
+}
+
+/// What a script asks a worker to do; each carries where to send the result.
+pub enum WorkerCommand {
+    /// Acquire `key`; `vanish` = disconnect before the answer (a ghost lock).
+    Acquire { key: Key, wait_ms: u64, vanish: bool, done: oneshot::Sender<WorkerResult> },
+    /// Write with the worker's token for `key` (or `token` if given), without checking its lease first.
+    Write { key: Key, token: Option<Token>, path: WritePath, done: oneshot::Sender<WorkerResult> },
+    Renew { key: Key, done: oneshot::Sender<WorkerResult> },
+    Release { key: Key, done: oneshot::Sender<WorkerResult> },
+}
+
+/// What came of a scripted command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WorkerResult {
+    Granted(Token),
+    Renewed,
+    Released,
+    /// The service answered something else (busy, not held, timed out).
+    Refused(String),
+    Written(WriteVerdict),
+    /// No answer after every retry (or the worker walked away on purpose).
+    NoAnswer,
+}
+
+pub type CommandQueue = mpsc::UnboundedReceiver<WorkerCommand>;
 
 fn new_client(model: &Model, id: ClientId, incarnation: u64) -> Client {
     Client::new(ClientConfig {
@@ -76,6 +114,8 @@ struct Worker {
     mailbox: Mailbox,
     incarnation: u64,
     writes: u64,
+    /// Tokens and grant requests of locks this worker holds (scripted runs).
+    held: BTreeMap<Key, Holder>,
 }
 
 impl Worker {
@@ -181,6 +221,11 @@ impl Worker {
             _ => token,
         };
         let path = if self.rng.gen_bool(0.7) { WritePath::Status } else { WritePath::Ledger };
+        self.write_with(key, token, holder, path).await;
+    }
+
+    /// Sends one write (retrying with the same request id) and returns the verdict, if any came.
+    async fn write_with(&mut self, key: &Key, token: Token, holder: Holder, path: WritePath) -> Option<WriteVerdict> {
         self.writes += 1;
         let request = RequestId((self.incarnation << 32) | (1 << 31) | self.writes);
         let value = format!("checked by {} with {}", self.id, token);
@@ -188,10 +233,11 @@ impl Worker {
         self.ctx.record(EventKind::WriteSent { client: self.id, request, key: key.clone(), token, path });
         for _ in 0..WRITE_ATTEMPTS_MAX {
             self.ctx.send(Addr::Client(self.id), Addr::Resource, &Envelope::Write(write.clone()));
-            if self.await_write(request).await.is_some() {
-                return;
+            if let Some(verdict) = self.await_write(request).await {
+                return Some(verdict);
             }
         }
+        None
     }
 
     async fn await_write(&mut self, request: RequestId) -> Option<WriteVerdict> {
@@ -294,6 +340,83 @@ impl Worker {
                     }
                 }
             }
+        }
+    }
+}
+
+impl Worker {
+    /// Scripted mode: executes the script's commands one at a time.
+    async fn serve(&mut self, mut commands: CommandQueue) {
+        while let Some(command) = commands.next().await {
+            match command {
+                WorkerCommand::Acquire { key, wait_ms, vanish, done } => {
+                    let result = self.scripted_acquire(key, wait_ms, vanish).await;
+                    let _ = done.send(result);
+                }
+                WorkerCommand::Write { key, token, path, done } => {
+                    let result = self.scripted_write(&key, token, path).await;
+                    let _ = done.send(result);
+                }
+                WorkerCommand::Renew { key, done } => {
+                    let result = match self.client.renew(&key, self.now()) {
+                        Some(out) => {
+                            let request = out.request;
+                            self.send_request(&out);
+                            self.settle(self.await_answer(request).await)
+                        }
+                        None => WorkerResult::Refused("holds no lock on that key".into()),
+                    };
+                    let _ = done.send(result);
+                }
+                WorkerCommand::Release { key, done } => {
+                    let result = match (self.client.release(&key, self.now()), self.held.remove(&key)) {
+                        (Some(out), Some(_)) => {
+                            let request = out.request;
+                            self.send_request(&out);
+                            self.settle(self.await_answer(request).await)
+                        }
+                        _ => WorkerResult::Refused("holds no lock on that key".into()),
+                    };
+                    let _ = done.send(result);
+                }
+            }
+        }
+    }
+
+    async fn scripted_acquire(&mut self, key: Key, wait_ms: u64, vanish: bool) -> WorkerResult {
+        let out = self.client.acquire(key.clone(), self.ctx.model.lease_ms, wait_ms, self.now());
+        let request = out.request;
+        self.send_request(&out);
+        if vanish {
+            self.give_up_soon(request).await;
+            return WorkerResult::NoAnswer;
+        }
+        let answer = self.await_answer(request).await;
+        if let Answer::Event(ClientEvent::Granted { token, until_local_us, .. }) = &answer {
+            self.believe(&key, *token, *until_local_us);
+            self.held.insert(key, Holder { client: self.id, request });
+        }
+        self.settle(answer)
+    }
+
+    async fn scripted_write(&mut self, key: &Key, token: Option<Token>, path: WritePath) -> WorkerResult {
+        let holder = self.held.get(key).copied().unwrap_or(Holder { client: self.id, request: RequestId(0) });
+        let Some(token) = token.or_else(|| self.client.token_of(key)) else {
+            return WorkerResult::Refused("has no token for that key".into());
+        };
+        match self.write_with(key, token, holder, path).await {
+            Some(verdict) => WorkerResult::Written(verdict),
+            None => WorkerResult::NoAnswer,
+        }
+    }
+
+    fn settle(&self, answer: Answer) -> WorkerResult {
+        match answer {
+            Answer::Event(ClientEvent::Granted { token, .. }) => WorkerResult::Granted(token),
+            Answer::Event(ClientEvent::Renewed { .. }) => WorkerResult::Renewed,
+            Answer::Event(ClientEvent::Released { .. }) => WorkerResult::Released,
+            Answer::Event(other) => WorkerResult::Refused(format!("{other:?}")),
+            Answer::GaveUp => WorkerResult::NoAnswer,
         }
     }
 }

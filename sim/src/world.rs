@@ -20,7 +20,8 @@ use madsim::runtime::{Handle, NodeHandle};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use crate::workload::CommandQueue;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// What a run leaves behind for the checker and the CLI.
@@ -40,8 +41,8 @@ struct ClusterBackup {
 }
 
 /// The madsim side of every process, with what the operator keeps.
-struct Supervisor {
-    ctx: Arc<Ctx>,
+pub(crate) struct Supervisor {
+    pub(crate) ctx: Arc<Ctx>,
     handle: Handle,
     servers: Vec<NodeHandle>,
     clients: Vec<NodeHandle>,
@@ -59,22 +60,8 @@ struct Supervisor {
 /// Runs one seed to the end of its liveness phase. Must be called inside a
 /// fresh madsim runtime's `block_on`.
 pub async fn simulate(seed: u64, model: Model, plan: Vec<FaultEvent>) -> RunRecord {
-    init_true_time();
-    let handle = Handle::current();
-    let net_config = NetConfig {
-        loss_rate: model.loss_rate,
-        dup_rate: model.dup_rate,
-        corrupt_rate: if model.corruption { 0.01 } else { 0.0 },
-        ..NetConfig::default()
-    };
-    let net = Net::new(net_config, seed ^ STREAM_NET);
-    net.spawn_router();
-    let clock_rates = initial_clock_rates(&plan);
-    let ctx = Arc::new(Ctx::new(seed, model, net, &clock_rates));
-    for (&actor, &rate_ppm) in &clock_rates {
-        ctx.record(clock_event(&ctx, actor, rate_ppm));
-    }
-    let mut supervisor = Supervisor::build(ctx.clone(), handle);
+    let mut supervisor = Supervisor::start(seed, model, &plan, None);
+    let ctx = supervisor.ctx.clone();
     let safety_end_us = ctx.model.safety_ms * 1_000;
     for event in plan.into_iter().filter(|e| e.at_ms > 0 || !is_initial_rate(&e.fault)) {
         let at_us = event.at_ms * 1_000;
@@ -87,9 +74,7 @@ pub async fn simulate(seed: u64, model: Model, plan: Vec<FaultEvent>) -> RunReco
     sleep_until_us(safety_end_us).await;
     supervisor.heal();
     sleep_until_us(safety_end_us + ctx.model.liveness_ms * 1_000).await;
-    let sim_us = now_us();
-    let history = std::mem::take(&mut ctx.shared().history);
-    RunRecord { history, net: ctx.net.stats(), sim_us }
+    supervisor.finish()
 }
 
 fn is_initial_rate(fault: &Fault) -> bool {
@@ -117,7 +102,7 @@ fn clock_event(ctx: &Ctx, actor: Actor, rate_ppm: i64) -> EventKind {
     }
 }
 
-async fn sleep_until_us(at_us: u64) {
+pub(crate) async fn sleep_until_us(at_us: u64) {
     let now = now_us();
     if at_us > now {
         madsim::time::sleep(Duration::from_micros(at_us - now)).await;
@@ -125,6 +110,40 @@ async fn sleep_until_us(at_us: u64) {
 }
 
 impl Supervisor {
+    /// Builds the world: the router, the clocks (initial rates from the
+    /// schedule), the disks and every process.
+    pub(crate) fn start(
+        seed: u64,
+        model: Model,
+        plan: &[FaultEvent],
+        script_queues: Option<BTreeMap<ClientId, CommandQueue>>,
+    ) -> Supervisor {
+        init_true_time();
+        let net_config = NetConfig {
+            loss_rate: model.loss_rate,
+            dup_rate: model.dup_rate,
+            corrupt_rate: if model.corruption { 0.01 } else { 0.0 },
+            ..NetConfig::default()
+        };
+        let net = Net::new(net_config, seed ^ STREAM_NET);
+        net.spawn_router();
+        let clock_rates = initial_clock_rates(plan);
+        let mut ctx = Ctx::new(seed, model, net, &clock_rates);
+        ctx.script_queues = script_queues.map(Mutex::new);
+        let ctx = Arc::new(ctx);
+        for (&actor, &rate_ppm) in &clock_rates {
+            ctx.record(clock_event(&ctx, actor, rate_ppm));
+        }
+        Supervisor::build(ctx, Handle::current())
+    }
+
+    /// Ends the run and hands back what it recorded.
+    pub(crate) fn finish(self) -> RunRecord {
+        let sim_us = now_us();
+        let history = std::mem::take(&mut self.ctx.shared().history);
+        RunRecord { history, net: self.ctx.net.stats(), sim_us }
+    }
+
     fn build(ctx: Arc<Ctx>, handle: Handle) -> Supervisor {
         let servers = (0..ctx.model.nodes)
             .map(|n| {
@@ -179,7 +198,7 @@ impl Supervisor {
         }
     }
 
-    fn node_of(&self, actor: Actor) -> &NodeHandle {
+    pub(crate) fn node_of(&self, actor: Actor) -> &NodeHandle {
         match actor {
             Actor::Server(node) => &self.servers[node.0 as usize],
             Actor::Client(client) => &self.clients[client.0 as usize],
@@ -187,7 +206,7 @@ impl Supervisor {
         }
     }
 
-    async fn apply(&mut self, fault: &Fault) {
+    pub(crate) async fn apply(&mut self, fault: &Fault) {
         let ctx = self.ctx.clone();
         ctx.record(EventKind::Fault { what: fault.to_string() });
         match fault {
@@ -231,7 +250,7 @@ impl Supervisor {
         }
     }
 
-    fn kill(&mut self, actor: Actor) {
+    pub(crate) fn kill(&mut self, actor: Actor) {
         if self.down.contains_key(&actor) {
             return;
         }
@@ -241,7 +260,7 @@ impl Supervisor {
         self.ctx.record(EventKind::Crashed { actor });
     }
 
-    fn restart(&mut self, actor: Actor) {
+    pub(crate) fn restart(&mut self, actor: Actor) {
         if self.down.remove(&actor).is_none() {
             return;
         }
@@ -249,14 +268,14 @@ impl Supervisor {
         self.ctx.record(EventKind::Restarted { actor });
     }
 
-    fn crash_server(&mut self, node: NodeId, torn: bool) {
+    pub(crate) fn crash_server(&mut self, node: NodeId, torn: bool) {
         self.kill(Actor::Server(node));
         let mut disk = self.ctx.node_disks[node.0 as usize].lock().expect("disk lock");
         let torn_keep = if torn && disk.pending_len() > 0 { self.rng.gen_range(0..disk.pending_len()) } else { 0 };
         disk.crash(torn_keep);
     }
 
-    fn pause(&mut self, actor: Actor, ms: u64) {
+    pub(crate) fn pause(&mut self, actor: Actor, ms: u64) {
         if self.down.contains_key(&actor) || self.paused.contains_key(&actor) {
             return;
         }
@@ -273,8 +292,25 @@ impl Supervisor {
         });
     }
 
+    /// A stop-the-world stall that lasts until [`Supervisor::resume`].
+    pub(crate) fn hold(&mut self, actor: Actor) {
+        if self.down.contains_key(&actor) || self.paused.contains_key(&actor) {
+            return;
+        }
+        self.handle.pause(self.node_of(actor).id());
+        self.paused.insert(actor, ());
+        self.ctx.record(EventKind::Paused { actor });
+    }
+
+    pub(crate) fn resume(&mut self, actor: Actor) {
+        if self.paused.remove(&actor).is_some() {
+            self.handle.resume(self.node_of(actor).id());
+            self.ctx.record(EventKind::Resumed { actor });
+        }
+    }
+
     /// One server restarted from a stale backup of its own disk (amnesia).
-    fn restore_node(&mut self, node: NodeId) {
+    pub(crate) fn restore_node(&mut self, node: NodeId) {
         let Some((backup_at_us, image)) = self.node_backups.get(&node).cloned() else {
             return;
         };
@@ -286,7 +322,7 @@ impl Supervisor {
     }
 
     /// `etcdctl snapshot save`: the committed state of the most advanced server.
-    fn take_cluster_backup(&self) -> Option<ClusterBackup> {
+    pub(crate) fn take_cluster_backup(&self) -> Option<ClusterBackup> {
         let variant = self.ctx.model.variant;
         let floor = Token(self.ctx.model.token_floor);
         self.ctx
@@ -301,7 +337,7 @@ impl Supervisor {
     /// term above every earlier one, and the token floor raised into a new
     /// restore epoch so no token is ever issued twice (ARCHITECTURE.md,
     /// "Tokens across restores").
-    fn restore_cluster(&mut self) {
+    pub(crate) fn restore_cluster(&mut self) {
         let Some(backup) = self.cluster_backup.clone() else {
             return;
         };
@@ -337,7 +373,7 @@ impl Supervisor {
     }
 
     /// Ends the safety phase: every link, rate, pause and crash is undone.
-    fn heal(&mut self) {
+    pub(crate) fn heal(&mut self) {
         let net = &self.ctx.net;
         net.heal();
         net.set_loss_rate(0.0);
