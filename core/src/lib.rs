@@ -6,6 +6,7 @@
 //! Nothing here reads a clock, draws from entropy or does I/O: the caller
 //! passes time in and carries messages out.
 
+pub mod client;
 pub mod command;
 pub mod lock;
 pub mod raft;

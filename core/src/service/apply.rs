@@ -1,0 +1,182 @@
+//! Applying committed entries, and the answers that wait for them.
+//!
+//! Replies to applied proposals are produced after the whole batch is applied
+//! (and after Raft's `advance`), so "is this lock still held with this token"
+//! is asked of the state as it is when the answer leaves, not as it was
+//! half-way through the batch: a Grant followed in the same batch by its
+//! Expire is not answered `Granted` (etcd 11456, SCENARIOS.md 2).
+//!
+//! Only the node that received a request answers it, and only if the entry at
+//! the proposal's index carries the proposal's term (else it was overwritten)
+//! and the node is still leader of that term. Pending proposals of a lost term
+//! are dropped silently when their index is applied: the client times out and
+//! retries, and the state machine's session gives the retry the original token.
+
+use super::{ClientReply, LockServer, Output, Pending, PendingKind};
+use crate::command::ApplyResult;
+use crate::raft::{Entry, Payload, Ready, Snapshot};
+use crate::types::{Holder, Key, LogIndex, Term, Token};
+use crate::variant::Variant;
+
+/// A decision deferred to the end of the batch.
+enum AfterBatch {
+    /// Our Grant applied: answer it (or release it, if its client is gone).
+    Grant { pending: Pending, result: ApplyResult },
+    /// Our Release applied: answer it.
+    Release { pending: Pending, result: ApplyResult },
+}
+
+impl LockServer {
+    /// The driver has persisted and sent `ready` (taken from [`LockServer::ready`]).
+    pub fn apply_ready(&mut self, ready: Ready, now_local_ms: u64) {
+        if let Some(snapshot) = ready.snapshot {
+            self.install_snapshot(snapshot, now_local_ms);
+        }
+        let mut after_batch = Vec::new();
+        for entry in ready.committed_entries {
+            self.apply_entry(entry, now_local_ms, &mut after_batch);
+        }
+        self.raft.advance(self.applied_index);
+        self.observe_role(now_local_ms);
+        // Proposals only after `advance`: the Ready handed out is fully acknowledged.
+        for after in after_batch {
+            match after {
+                AfterBatch::Grant { pending, result } => self.answer_grant(pending, result),
+                AfterBatch::Release { pending, result } => self.answer_release(pending, result),
+            }
+        }
+        for read in ready.read_states {
+            self.on_read_state(read, now_local_ms);
+        }
+        self.serve_waiters(now_local_ms);
+        self.compact_if_due();
+    }
+
+    fn install_snapshot(&mut self, snapshot: Snapshot, now_local_ms: u64) {
+        assert!(snapshot.index >= self.applied_index, "a snapshot never moves the applied index back");
+        self.applied_index = snapshot.index;
+        self.applied_since_compaction = 0;
+        self.state = snapshot.state;
+        // Proposals covered by the snapshot cannot be matched to their results; their clients retry.
+        self.pending.retain(|index, _| *index > snapshot.index);
+        self.applied_at_ms.clear();
+        let keys: Vec<Key> = self.state.locks().map(|(key, _)| key.clone()).collect();
+        self.leases.retain(|key, _| keys.contains(key));
+        for key in keys {
+            self.sync_lease(&key, now_local_ms);
+        }
+    }
+
+    fn apply_entry(&mut self, entry: Entry, now_local_ms: u64, after_batch: &mut Vec<AfterBatch>) {
+        if entry.index <= self.applied_index {
+            return;
+        }
+        assert_eq!(entry.index.0, self.applied_index.0 + 1, "committed entries apply in order without gaps");
+        self.applied_index = entry.index;
+        self.applied_since_compaction += 1;
+        if let Some(office) = self.office.as_mut() {
+            if entry.term == office.term {
+                office.serving = true;
+            }
+        }
+        // Stale leftovers (overwritten entries below this index) are answered by nobody.
+        let stale: Vec<LogIndex> = self.pending.range(..entry.index).map(|(index, _)| *index).collect();
+        for index in stale {
+            self.pending.remove(&index);
+        }
+        let ours = self.pending.remove(&entry.index).filter(|pending| pending.term == entry.term);
+        let Payload::Command(command) = entry.payload else {
+            return;
+        };
+        let result = self.state.apply(&command, self.config.variant);
+        self.sync_lease(command.key(), now_local_ms);
+        self.push(Output::Applied { index: entry.index, term: entry.term, command: command.clone(), result });
+        let Some(pending) = ours else {
+            return;
+        };
+        match pending.kind {
+            PendingKind::Acquire { .. } => after_batch.push(AfterBatch::Grant { pending, result }),
+            PendingKind::Release { .. } => after_batch.push(AfterBatch::Release { pending, result }),
+        }
+    }
+
+    /// Our Grant applied: answer `Granted` if [`LockServer::decide_grant_reply`]
+    /// allows it; if the client has gone (cancelled while in flight), release
+    /// the ghost at once and send nothing.
+    fn answer_grant(&mut self, pending: Pending, result: ApplyResult) {
+        let PendingKind::Acquire { key } = &pending.kind else {
+            unreachable!("answer_grant gets acquires only");
+        };
+        let holder = Holder { client: pending.client, request: pending.request };
+        if self.ghosts.remove(&holder) {
+            if let ApplyResult::Granted { token } = result {
+                self.release_ghost(holder, Some(token));
+            }
+            return;
+        }
+        let reply = match result {
+            ApplyResult::Granted { token } => self.decide_grant_reply(pending.term, key, token),
+            // Defensive: the leader never proposes a Grant for a key it knows to be held.
+            ApplyResult::GrantRejected => self
+                .still_leader_of(pending.term)
+                .then_some(ClientReply::Busy { remaining_ms: self.leases.get(key).map_or(0, |lease| lease.lease_ms) }),
+            // A late duplicate of an older request: its client has moved on.
+            _ => None,
+        };
+        if let Some(reply) = reply {
+            self.reply(pending.client, pending.request, reply);
+        }
+    }
+
+    /// The one function that decides whether `Granted { token }` may be sent
+    /// for a Grant this node proposed in `term`. Safe rule: only while this
+    /// node is still leader of that term (a deposed leader cannot know what
+    /// happened since), and only if `key` is held with `token` at the moment
+    /// the reply is produced — a lock that already expired or was released is
+    /// answered `NotHeld` (etcd 11456). `None` means no reply at all.
+    ///
+    /// `GrantAfterExpiredWait` answers the way a naive server does: whoever
+    /// received the request says `Granted` when it applies the Grant, leader or
+    /// not, and whether or not the lock is still live.
+    fn decide_grant_reply(&self, term: Term, key: &Key, token: Token) -> Option<ClientReply> {
+        let lease_ms = self.state.lock(key).map(|lock| lock.lease_ms);
+        if self.config.variant == Variant::GrantAfterExpiredWait {
+            let lease_ms = lease_ms.unwrap_or(0);
+            return Some(ClientReply::Granted { token, lease_ms });
+        }
+        if !self.still_leader_of(term) {
+            return None;
+        }
+        match self.state.lock(key) {
+            Some(lock) if lock.token == token => Some(ClientReply::Granted { token, lease_ms: lock.lease_ms }),
+            _ => Some(ClientReply::NotHeld),
+        }
+    }
+
+    fn answer_release(&mut self, pending: Pending, result: ApplyResult) {
+        if !self.still_leader_of(pending.term) {
+            return;
+        }
+        let reply = match result {
+            ApplyResult::Released => ClientReply::Released,
+            _ => ClientReply::NotHeld,
+        };
+        self.reply(pending.client, pending.request, reply);
+    }
+
+    fn still_leader_of(&self, term: Term) -> bool {
+        self.office.is_some_and(|office| office.term == term)
+    }
+
+    /// Compacts the log once `snapshot_threshold_entries` were applied since the last compaction.
+    fn compact_if_due(&mut self) {
+        let threshold = self.config.snapshot_threshold_entries;
+        if threshold == 0 || self.applied_since_compaction < threshold {
+            return;
+        }
+        self.applied_since_compaction = 0;
+        let snapshot = self.raft.compact(self.applied_index, self.state.clone());
+        assert_eq!(snapshot.index, self.applied_index, "the snapshot covers exactly the applied log");
+        self.push(Output::Compacted(snapshot));
+    }
+}

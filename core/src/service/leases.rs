@@ -1,0 +1,219 @@
+//! Lease timers on the leader's local clock: expiry and renew.
+//!
+//! Only the leader keeps timers. A lock's timer starts when the leader applies
+//! its Grant (deadline = apply time + lease) or, for every lock already in the
+//! state, when the leader takes office (a full lease from then). Because the
+//! new leader's start of office is later in true time than anything its
+//! predecessors did, it can only expire a lease *later* than they would have
+//! (SCENARIOS.md 6).
+//!
+//! An expiry needs confirmed leadership (etcd 15247, SCENARIOS.md 5): when a
+//! deadline passes, the leader asks Raft for a read-index round; only once a
+//! majority confirms it and the deadline has still passed does it propose
+//! `Expire { key, token }`, at most one per token. A stale leader stuck in a
+//! partition never gets the confirmation, so it never expires anything.
+//!
+//! Renew needs no log entry. It is acknowledged only after a read-index round
+//! confirms that this node was still leader after the request arrived; the new
+//! deadline is `confirmation time + lease` on this leader's clock. A later
+//! leader restarts every lease at its own start of office, and that start is
+//! after the term of every confirmed predecessor ended, hence after every
+//! renew that predecessor acknowledged — so the later leader's deadline
+//! (office start + lease) is no earlier in true time than the renewed one,
+//! up to clock drift, which the client's belief already allows for. A renew
+//! that is lost with the old leader therefore never shortens a lease.
+
+use super::{ClientReply, Expiry, Lease, LockServer, Output, ReadPurpose, ReadRound, CONFIRM_RETRY_TICKS, READS_MAX};
+use crate::command::Command;
+use crate::raft::ReadState;
+use crate::types::{ClientId, Key, RequestId, Token};
+use crate::variant::Variant;
+
+impl LockServer {
+    /// On taking office: a timer for every lock in the state.
+    pub(super) fn restart_leases(&mut self, now_local_ms: u64) {
+        let locks: Vec<(Key, Token, u64)> =
+            self.state.locks().map(|(key, lock)| (key.clone(), lock.token, lock.lease_ms)).collect();
+        for (key, token, lease_ms) in locks {
+            let start_local_ms = self.lease_start_on_taking_office(&key, token, now_local_ms);
+            let deadline_local_ms = start_local_ms.saturating_add(lease_ms);
+            self.leases.insert(key, Lease { token, lease_ms, deadline_local_ms, expiry: Expiry::Idle });
+        }
+    }
+
+    /// When a new leader's timer for an existing lock starts. The safe rule is
+    /// a full lease from taking office; `NoLeaseRestartOnNewLeader` starts it
+    /// when this node applied the Grant, possibly long ago (and ignoring every
+    /// renew acknowledged by the old leader).
+    fn lease_start_on_taking_office(&self, key: &Key, token: Token, now_local_ms: u64) -> u64 {
+        if self.config.variant != Variant::NoLeaseRestartOnNewLeader {
+            return now_local_ms;
+        }
+        match self.applied_at_ms.get(key) {
+            Some((applied_token, applied_local_ms)) if *applied_token == token => *applied_local_ms,
+            _ => now_local_ms,
+        }
+    }
+
+    /// After applying a command for `key`: keep this node's apply times and,
+    /// at the leader, the timer in step with the lock the state now holds.
+    pub(super) fn sync_lease(&mut self, key: &Key, now_local_ms: u64) {
+        let lock = self.state.lock(key).map(|lock| (lock.token, lock.lease_ms));
+        match lock {
+            None => {
+                self.applied_at_ms.remove(key);
+                self.leases.remove(key);
+            }
+            Some((token, lease_ms)) => {
+                if self.applied_at_ms.get(key).map(|(applied_token, _)| *applied_token) != Some(token) {
+                    self.applied_at_ms.insert(key.clone(), (token, now_local_ms));
+                }
+                if self.office.is_some() && self.leases.get(key).map(|lease| lease.token) != Some(token) {
+                    // A Grant applied at the leader: the lease starts now, after commit.
+                    let deadline_local_ms = now_local_ms.saturating_add(lease_ms);
+                    let lease = Lease { token, lease_ms, deadline_local_ms, expiry: Expiry::Idle };
+                    self.leases.insert(key.clone(), lease);
+                }
+            }
+        }
+    }
+
+    /// Asks for leadership confirmation for every lease past its deadline
+    /// (one read round for all of them), and asks again for rounds that did
+    /// not come back within about an election timeout.
+    pub(super) fn check_lease_deadlines(&mut self, now_local_ms: u64) {
+        let Some(office) = self.office else {
+            return;
+        };
+        if !office.serving {
+            return;
+        }
+        let retry_ms = CONFIRM_RETRY_TICKS.saturating_mul(self.config.tick_ms);
+        let due: Vec<Key> = self
+            .leases
+            .iter()
+            .filter(|(_, lease)| lease.deadline_local_ms <= now_local_ms)
+            .filter(|(_, lease)| match lease.expiry {
+                Expiry::Idle => true,
+                Expiry::Confirming { since_local_ms, .. } => now_local_ms.saturating_sub(since_local_ms) >= retry_ms,
+                Expiry::Proposed => false,
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        if due.is_empty() || self.reads.len() >= READS_MAX {
+            return;
+        }
+        let ctx = self.next_read_ctx();
+        if self.raft.read_index(ctx).is_err() {
+            return;
+        }
+        self.reads.insert(ctx, ReadRound { term: office.term, purpose: ReadPurpose::Expiry });
+        for key in due {
+            let lease = self.leases.get_mut(&key).expect("due keys were just listed");
+            lease.expiry = Expiry::Confirming { ctx, since_local_ms: now_local_ms };
+        }
+    }
+
+    /// Renew for the current holder only. The one place that consults
+    /// `RenewWithoutLeadershipCheck`, which acknowledges at once on a node that
+    /// merely believes it is leader.
+    pub(super) fn renew(&mut self, client: ClientId, request: RequestId, key: Key, token: Token, now_local_ms: u64) {
+        if !self.renewable(&key, token) {
+            self.reply(client, request, ClientReply::NotHeld);
+            return;
+        }
+        if self.config.variant == Variant::RenewWithoutLeadershipCheck {
+            let lease_ms = self.extend_lease(&key, now_local_ms);
+            self.reply(client, request, ClientReply::Renewed { lease_ms });
+            return;
+        }
+        let duplicate = self.reads.values().any(|round| {
+            matches!(&round.purpose, ReadPurpose::Renew { client: c, request: r, .. } if *c == client && *r == request)
+        });
+        if duplicate {
+            return;
+        }
+        if self.reads.len() >= READS_MAX {
+            self.reply(client, request, ClientReply::Unavailable);
+            return;
+        }
+        let term = self.office.expect("only a leader renews").term;
+        let ctx = self.next_read_ctx();
+        if self.raft.read_index(ctx).is_err() {
+            self.reply(client, request, ClientReply::Unavailable);
+            return;
+        }
+        self.reads.insert(ctx, ReadRound { term, purpose: ReadPurpose::Renew { client, request, key, token } });
+    }
+
+    /// The lock on `key` is live with `token` and no Expire for it is in flight.
+    fn renewable(&self, key: &Key, token: Token) -> bool {
+        let live = self.state.lock(key).is_some_and(|lock| lock.token == token);
+        let expiring =
+            self.leases.get(key).is_some_and(|lease| lease.token == token && lease.expiry == Expiry::Proposed);
+        live && !expiring
+    }
+
+    /// A full lease from now; returns its length.
+    fn extend_lease(&mut self, key: &Key, now_local_ms: u64) -> u64 {
+        let lock = self.state.lock(key).expect("only a live lock is extended");
+        let (token, lease_ms) = (lock.token, lock.lease_ms);
+        let deadline_local_ms = now_local_ms.saturating_add(lease_ms);
+        let lease = self.leases.entry(key.clone()).or_insert(Lease {
+            token,
+            lease_ms,
+            deadline_local_ms,
+            expiry: Expiry::Idle,
+        });
+        assert_eq!(lease.token, token, "the timer follows the live lock");
+        lease.deadline_local_ms = lease.deadline_local_ms.max(deadline_local_ms);
+        // A confirmation round already asked for this lease now finds the deadline ahead and lets it be.
+        lease.expiry = Expiry::Idle;
+        lease_ms
+    }
+
+    /// A read-index round came back: leadership was confirmed after it was asked.
+    pub(super) fn on_read_state(&mut self, read: ReadState, now_local_ms: u64) {
+        let Some(round) = self.reads.remove(&read.ctx) else {
+            return;
+        };
+        if self.office.map(|office| office.term) != Some(round.term) {
+            return;
+        }
+        match round.purpose {
+            ReadPurpose::Expiry => self.expire_confirmed(read.ctx, now_local_ms),
+            ReadPurpose::Renew { client, request, key, token } => {
+                if self.renewable(&key, token) {
+                    let lease_ms = self.extend_lease(&key, now_local_ms);
+                    self.reply(client, request, ClientReply::Renewed { lease_ms });
+                } else {
+                    self.reply(client, request, ClientReply::NotHeld);
+                }
+            }
+        }
+    }
+
+    /// Proposes Expire for each lease of round `ctx` whose deadline has still passed.
+    fn expire_confirmed(&mut self, ctx: u64, now_local_ms: u64) {
+        let keys: Vec<Key> = self
+            .leases
+            .iter()
+            .filter(|(_, lease)| matches!(lease.expiry, Expiry::Confirming { ctx: c, .. } if c == ctx))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in keys {
+            let lease = self.leases.get(&key).expect("keys were just listed");
+            let token = lease.token;
+            if lease.deadline_local_ms > now_local_ms {
+                // Renewed while the round was out.
+                self.leases.get_mut(&key).expect("listed").expiry = Expiry::Idle;
+                continue;
+            }
+            let proposed = self.raft.propose(Command::Expire { key: key.clone(), token }).is_ok();
+            self.leases.get_mut(&key).expect("listed").expiry = if proposed { Expiry::Proposed } else { Expiry::Idle };
+            if proposed {
+                self.push(Output::ExpireProposed { key, token });
+            }
+        }
+    }
+}

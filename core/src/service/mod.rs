@@ -1,0 +1,395 @@
+//! The lock service between clients and the replicated state machine (SPEC.md;
+//! SCENARIOS.md 2–8), sans-IO: the driver passes in messages, client requests
+//! and the node's *local* clock reading, and carries out [`Output`]s and the
+//! Raft [`Ready`].
+//!
+//! A [`LockServer`] owns one [`RaftNode`] and the [`LockState`] it applies. The
+//! rules, each in the submodule that owns it:
+//! - [`requests`]: what a client request does (acquire as try-lock or bounded
+//!   wait, renew, owner-safe release, cancel; followers redirect).
+//! - [`apply`]: applying committed entries, the one decision whether a
+//!   `Granted` may be sent, ghost-lock cleanup, compaction.
+//! - [`leases`]: lease timers on the leader's local clock, confirmed expiry,
+//!   confirmed renew, restarting every lease when a new leader takes office.
+//!
+//! Architecture invariant: a lock only ends through a committed Expire or
+//! Release; the local clock only decides *when the leader asks* for one.
+
+mod apply;
+mod leases;
+mod requests;
+#[cfg(test)]
+mod tests;
+
+use crate::command::{ApplyResult, Command};
+use crate::lock::LockState;
+use crate::raft::{Message, RaftNode, Ready, Role, Snapshot};
+use crate::types::{ClientId, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};
+use crate::variant::Variant;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// What a client asks a server. Carried with the client id and request id.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientRequest {
+    /// Try to acquire `key`; with `wait_ms > 0`, wait in a bounded queue at most that long.
+    Acquire { key: Key, lease_ms: u64, wait_ms: u64 },
+    /// Extend the lease of the current holder of `token`.
+    Renew { key: Key, token: Token },
+    /// Owner-safe release.
+    Release { key: Key, token: Token },
+    /// The client gives up on an earlier request (same request id): if it was
+    /// granted, the grant is a ghost and the leader releases it. Fire and
+    /// forget: it gets no reply, and if it is lost the lease frees the lock.
+    Cancel,
+}
+
+/// A server's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientReply {
+    Granted {
+        token: Token,
+        lease_ms: u64,
+    },
+    /// The key is held; the holder's lease runs at most this much longer (leader's local clock).
+    Busy {
+        remaining_ms: u64,
+    },
+    Renewed {
+        lease_ms: u64,
+    },
+    Released,
+    /// The token is not the current holder's (renew or release of a lost lock).
+    NotHeld,
+    /// This server is not the leader; try the one named, if any.
+    NotLeader {
+        leader: Option<NodeId>,
+    },
+    /// The wait deadline passed before the key was free.
+    TimedOut,
+    /// The leader could not serve the request now (not yet confirmed, queue full); retry.
+    Unavailable,
+}
+
+/// The service's knobs; checked once by [`LockServer::new`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceConfig {
+    /// How often the driver calls [`LockServer::tick`], on the node's local clock.
+    pub tick_ms: u64,
+    /// The drift bound the protocol assumes (parts per million); the server
+    /// does not need it for its own rules, the client's belief does.
+    pub drift_ppm_max: u64,
+    /// Waiters per key; a full queue answers `Unavailable`.
+    pub wait_queue_max: usize,
+    /// Compact the log once this many entries were applied since the last compaction; 0 never compacts.
+    pub snapshot_threshold_entries: u64,
+    pub variant: Variant,
+}
+
+impl ServiceConfig {
+    /// The settings the simulation uses unless a model says otherwise.
+    pub fn standard(variant: Variant) -> ServiceConfig {
+        ServiceConfig {
+            tick_ms: 10,
+            drift_ppm_max: 500,
+            wait_queue_max: 16,
+            snapshot_threshold_entries: 1_000,
+            variant,
+        }
+    }
+
+    fn assert_valid(&self) {
+        assert!(self.tick_ms > 0, "service config `tick_ms` must be positive");
+        assert!(self.wait_queue_max > 0, "service config `wait_queue_max` must be positive");
+        assert!(self.wait_queue_max <= WAITERS_PER_KEY_MAX, "service config `wait_queue_max` too large");
+        assert!(self.drift_ppm_max < 1_000_000, "service config `drift_ppm_max` must be below 1e6");
+    }
+}
+
+/// What the driver must carry out besides the Raft [`Ready`]; drained by [`LockServer::take_outputs`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Send `reply` to `client` (for its request `request`).
+    Reply {
+        client: ClientId,
+        request: RequestId,
+        reply: ClientReply,
+    },
+    /// Every applied command, for the history.
+    Applied {
+        index: LogIndex,
+        term: Term,
+        command: Command,
+        result: ApplyResult,
+    },
+    /// The log was compacted into this snapshot; the driver persists it.
+    Compacted(Snapshot),
+    ExpireProposed {
+        key: Key,
+        token: Token,
+    },
+    GhostReleaseProposed {
+        key: Key,
+        token: Token,
+        holder: Holder,
+    },
+}
+
+/// Client proposals awaiting apply on this node; beyond it, requests answer `Unavailable`.
+pub const PENDING_MAX: usize = 1_024;
+/// Hard ceiling for `wait_queue_max`.
+pub const WAITERS_PER_KEY_MAX: usize = 1_024;
+/// Keys that may have waiters at once.
+pub const WAITING_KEYS_MAX: usize = 1_024;
+/// Read-index rounds in flight (renewals plus expiry rounds).
+pub const READS_MAX: usize = 1_024;
+/// Outputs the driver may leave undrained; more means the driver forgot `take_outputs`.
+pub const OUTPUTS_MAX: usize = 65_536;
+/// The longest wait a client may ask for; longer waits are cut to it.
+pub const WAIT_MS_MAX: u64 = 600_000;
+/// A leadership confirmation for an expiry that has not come back after this
+/// many ticks (about an election timeout) is asked for again.
+pub const CONFIRM_RETRY_TICKS: u64 = 30;
+
+/// A client request this node proposed and will answer once it applies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Pending {
+    /// The term the proposal was made in: only an entry of that term at that index is ours.
+    term: Term,
+    client: ClientId,
+    request: RequestId,
+    kind: PendingKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum PendingKind {
+    Acquire { key: Key },
+    Release { key: Key },
+}
+
+/// A client waiting in a key's FIFO queue for the key to be free.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Waiter {
+    holder: Holder,
+    lease_ms: u64,
+    deadline_local_ms: u64,
+}
+
+/// The leader's lease timer for one held lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Lease {
+    token: Token,
+    lease_ms: u64,
+    deadline_local_ms: u64,
+    expiry: Expiry,
+}
+
+/// Where the expiry of one lease stands; at most one Expire is in flight per token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expiry {
+    Idle,
+    /// Waiting for the read-index round `ctx` (asked at `since_local_ms`) to confirm leadership.
+    Confirming {
+        ctx: u64,
+        since_local_ms: u64,
+    },
+    Proposed,
+}
+
+/// Why this node asked Raft to confirm its leadership.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum ReadPurpose {
+    /// Every lease in `Expiry::Confirming` with this round's ctx.
+    Expiry,
+    Renew {
+        client: ClientId,
+        request: RequestId,
+        key: Key,
+        token: Token,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ReadRound {
+    term: Term,
+    purpose: ReadPurpose,
+}
+
+/// This node's current term as leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Office {
+    term: Term,
+    since_local_ms: u64,
+    /// Whether an entry of this term has been applied, so the local state holds
+    /// every committed command; until then the leader answers `Unavailable`.
+    serving: bool,
+}
+
+/// One lock-service node: its Raft node, its copy of the lock state and the
+/// service's volatile tables (all bounded, all lost on a crash by design).
+pub struct LockServer {
+    config: ServiceConfig,
+    raft: RaftNode,
+    state: LockState,
+    outputs: Vec<Output>,
+    /// The role and term last seen, to notice role changes.
+    seen: (Role, Term),
+    office: Option<Office>,
+    applied_index: LogIndex,
+    applied_since_compaction: u64,
+    pending: BTreeMap<LogIndex, Pending>,
+    /// Holders whose Grant is in flight and whose client has gone: release right after apply.
+    ghosts: BTreeSet<Holder>,
+    waiters: BTreeMap<Key, VecDeque<Waiter>>,
+    leases: BTreeMap<Key, Lease>,
+    reads: BTreeMap<u64, ReadRound>,
+    read_ctx_last: u64,
+    /// When this node applied the Grant of each held lock (local ms); only the
+    /// `NoLeaseRestartOnNewLeader` variant uses it.
+    applied_at_ms: BTreeMap<Key, (Token, u64)>,
+}
+
+impl LockServer {
+    /// `state` is the state of the snapshot the node starts from (or `LockState::new(floor)`).
+    pub fn new(config: ServiceConfig, raft: RaftNode, state: LockState) -> LockServer {
+        config.assert_valid();
+        let soft = raft.soft_state();
+        let mut server = LockServer {
+            config,
+            raft,
+            state,
+            outputs: Vec::new(),
+            seen: (Role::Follower, soft.term),
+            office: None,
+            applied_index: LogIndex(0),
+            applied_since_compaction: 0,
+            pending: BTreeMap::new(),
+            ghosts: BTreeSet::new(),
+            waiters: BTreeMap::new(),
+            leases: BTreeMap::new(),
+            reads: BTreeMap::new(),
+            read_ctx_last: 0,
+            applied_at_ms: BTreeMap::new(),
+        };
+        server.applied_index = LogIndex(0); // TEMP until raft lands applied_index()
+        for (key, lock) in server.state.locks() {
+            server.applied_at_ms.insert(key.clone(), (lock.token, 0));
+        }
+        server
+    }
+
+    pub fn raft(&self) -> &RaftNode {
+        &self.raft
+    }
+
+    pub fn state(&self) -> &LockState {
+        &self.state
+    }
+
+    pub fn config(&self) -> &ServiceConfig {
+        &self.config
+    }
+
+    /// The highest log index applied to [`LockServer::state`].
+    pub fn applied_index(&self) -> LogIndex {
+        self.applied_index
+    }
+
+    /// Whether this node is leader and has applied an entry of its own term.
+    pub fn is_serving_leader(&self) -> bool {
+        self.office.is_some_and(|office| office.serving)
+    }
+
+    /// The leader's local deadline for the lease on `key`, if it tracks one.
+    pub fn lease_deadline_local_ms(&self, key: &Key) -> Option<u64> {
+        self.leases.get(key).map(|lease| lease.deadline_local_ms)
+    }
+
+    /// Called every `tick_ms` of the node's local clock: ticks Raft, times out
+    /// waiters and asks for confirmation of leases past their deadline.
+    pub fn tick(&mut self, now_local_ms: u64) {
+        self.raft.tick();
+        self.observe_role(now_local_ms);
+        self.time_out_waiters(now_local_ms);
+        self.check_lease_deadlines(now_local_ms);
+    }
+
+    pub fn step(&mut self, message: Message, now_local_ms: u64) {
+        self.raft.step(message);
+        self.observe_role(now_local_ms);
+    }
+
+    pub fn has_ready(&self) -> bool {
+        self.raft.has_ready()
+    }
+
+    /// The Raft `Ready`; hand it back to [`LockServer::apply_ready`] once persisted and sent.
+    pub fn ready(&mut self) -> Ready {
+        self.raft.ready()
+    }
+
+    pub fn take_outputs(&mut self) -> Vec<Output> {
+        std::mem::take(&mut self.outputs)
+    }
+
+    fn push(&mut self, output: Output) {
+        assert!(self.outputs.len() < OUTPUTS_MAX, "the driver must drain outputs after each step");
+        self.outputs.push(output);
+    }
+
+    fn reply(&mut self, client: ClientId, request: RequestId, reply: ClientReply) {
+        self.push(Output::Reply { client, request, reply });
+    }
+
+    fn not_leader_reply(&self) -> ClientReply {
+        let leader = self.raft.soft_state().leader.filter(|leader| *leader != self.raft.id());
+        ClientReply::NotLeader { leader }
+    }
+
+    /// Notices a change of role or term and applies the hygiene rules: a new
+    /// leader restarts every lease; a deposed one forgets its timers, waiters
+    /// and read rounds. Pending proposals stay until their index is applied,
+    /// where [`LockServer::decide_grant_reply`] (and its Release twin) answer
+    /// only those of the current term.
+    fn observe_role(&mut self, now_local_ms: u64) {
+        let soft = self.raft.soft_state();
+        let now = (soft.role, soft.term);
+        if now == self.seen {
+            return;
+        }
+        self.seen = now;
+        // Read rounds of the old role can never be acted upon safely.
+        self.reads.clear();
+        if self.office.is_some() {
+            self.leave_office();
+        }
+        if soft.role == Role::Leader {
+            self.take_office(soft.term, now_local_ms);
+        }
+    }
+
+    fn take_office(&mut self, term: Term, now_local_ms: u64) {
+        assert!(self.leases.is_empty(), "a new leader starts with no lease timers");
+        self.office = Some(Office { term, since_local_ms: now_local_ms, serving: false });
+        self.restart_leases(now_local_ms);
+    }
+
+    fn leave_office(&mut self) {
+        self.office = None;
+        self.leases.clear();
+        self.ghosts.clear();
+        // Waiters have nothing proposed yet, so redirecting them is safe and
+        // quicker than letting them time out.
+        let reply = self.not_leader_reply();
+        let waiters = std::mem::take(&mut self.waiters);
+        for waiter in waiters.into_values().flatten() {
+            self.reply(waiter.holder.client, waiter.holder.request, reply);
+        }
+    }
+
+    fn next_read_ctx(&mut self) -> u64 {
+        // Never reused, so a confirmation from an old role cannot be mistaken for a new one.
+        self.read_ctx_last = self.read_ctx_last.checked_add(1).expect("read ctx space exhausted");
+        self.read_ctx_last
+    }
+}
