@@ -1,0 +1,210 @@
+//! Named scenarios (SCENARIOS.md) told as short stories to the simulated
+//! world, each snapshotting the compact story of what happened: grants with
+//! tokens, expiries with `existed`, resource verdicts, leader changes, faults.
+//! Review changed snapshots with `cargo insta review`.
+
+use fencesim::faults::Fault;
+use fencesim::history::Actor;
+use fencesim::model::Model;
+use fencesim::net::Addr;
+use fencesim::run::Outcome;
+use fencesim::script::{ms, run_script, script_model, story, worker_a, worker_b, Sim, B1042};
+use fencesim::workload::WorkerResult;
+use fencelock::resource::{WritePath, WriteVerdict};
+use fencelock::{NodeId, Token};
+use std::future::Future;
+
+/// Runs a story and snapshots what happened plus the checker's verdict.
+fn check<F, Fut>(name: &str, model: Model, story_fn: F) -> Outcome
+where
+    F: FnOnce(Sim) -> Fut + Send + 'static,
+    Fut: Future<Output = Sim> + 'static,
+{
+    let outcome = run_script(0, model, story_fn);
+    let mut text = story(&outcome.history);
+    text.push_str("\n---\n");
+    if outcome.violations.is_empty() {
+        text.push_str("verdict: ok");
+    } else {
+        for violation in &outcome.violations {
+            text.push_str(&format!("violation: {} — {}\n", violation.property, violation.detail));
+        }
+    }
+    insta::assert_snapshot!(name, text);
+    outcome
+}
+
+fn lease_ms() -> u64 {
+    script_model(2).lease_ms
+}
+
+/// Seed 000, "In der Praxis": A gets 41, stalls, its lease expires, B gets 42
+/// and stores the checked status; A wakes and writes with 41; the database
+/// compares 41 with 42 and rejects it. `restart_db` restarts the database
+/// before A's write; `path` is the write path A's late write takes.
+async fn paused_holder(mut sim: Sim, restart_db: bool, path: WritePath) -> Sim {
+    let (a, b) = (worker_a(), worker_b());
+    sim.leader().await;
+    assert_eq!(sim.acquire(a, B1042).await, Token(41));
+    sim.hold(Actor::Client(a));
+    let late_write = sim.start_write(a, B1042, path, None);
+    sim.run_for(ms(lease_ms() * 2)).await;
+    assert_eq!(sim.acquire(b, B1042).await, Token(42));
+    assert_eq!(sim.write(b, B1042, WritePath::Status).await, WorkerResult::Written(WriteVerdict::Accepted));
+    if restart_db {
+        sim.fault(Fault::CrashResource).await;
+        sim.run_for(ms(100)).await;
+        sim.fault(Fault::RestartResource).await;
+        sim.run_for(ms(100)).await;
+    }
+    sim.resume(Actor::Client(a));
+    let verdict = sim.outcome(late_write).await;
+    assert_eq!(verdict, WorkerResult::Written(WriteVerdict::RejectedStale { highest: Token(42) }));
+    sim.finish().await;
+    sim
+}
+
+#[test]
+fn b1042_paused_holder_is_fenced() {
+    let outcome = check("b1042_paused_holder", script_model(2), |sim| paused_holder(sim, false, WritePath::Status));
+    assert!(outcome.ok);
+}
+
+#[test]
+fn b1042_fenced_after_database_restart() {
+    let outcome = check("b1042_after_db_restart", script_model(2), |sim| paused_holder(sim, true, WritePath::Status));
+    assert!(outcome.ok);
+}
+
+#[test]
+fn b1042_fenced_on_the_second_write_path() {
+    let outcome = check("b1042_second_path", script_model(2), |sim| paused_holder(sim, false, WritePath::Ledger));
+    assert!(outcome.ok);
+}
+
+#[test]
+fn tokens_stay_monotonic_across_restores() {
+    let outcome = check("tokens_across_restores", script_model(2), |mut sim| async move {
+        let a = worker_a();
+        let leader = sim.leader().await;
+        sim.fault(Fault::BackupCluster).await; // taken at token 40
+        sim.fault(Fault::BackupNode { node: NodeId((leader.0 + 1) % 5) }).await;
+        for _ in 0..5 {
+            sim.acquire(a, B1042).await;
+            sim.release(a, B1042).await;
+        } // tokens reached 45
+        // A node restart, then one node restored from its stale backup.
+        sim.crash(leader).await;
+        sim.run_for(ms(500)).await;
+        sim.restart(leader).await;
+        sim.fault(Fault::RestoreNode { node: NodeId((leader.0 + 1) % 5) }).await;
+        sim.leader().await;
+        sim.acquire(a, B1042).await;
+        sim.release(a, B1042).await;
+        // The whole cluster restored from the backup at 40, twice.
+        for _ in 0..2 {
+            sim.fault(Fault::RestoreCluster).await;
+            sim.run_for(ms(1_000)).await;
+            sim.leader().await;
+            sim.acquire(a, B1042).await;
+            sim.release(a, B1042).await;
+        }
+        sim.finish().await;
+        sim
+    });
+    assert!(outcome.ok);
+}
+
+#[test]
+fn ghost_lock_is_released_by_the_leader() {
+    let outcome = check("ghost_lock", script_model(2), |mut sim| async move {
+        let (a, b) = (worker_a(), worker_b());
+        sim.leader().await;
+        sim.acquire_and_vanish(a, B1042).await;
+        sim.run_for(ms(500)).await;
+        // Well before A's lease would have run out, the key is free again.
+        sim.acquire(b, B1042).await;
+        sim.finish().await;
+        sim
+    });
+    assert!(outcome.ok);
+}
+
+#[test]
+fn leader_change_mid_lease_keeps_the_lease() {
+    let outcome = check("leader_change_mid_lease", script_model(2), |mut sim| async move {
+        let (a, b) = (worker_a(), worker_b());
+        let leader = sim.leader().await;
+        sim.acquire(a, B1042).await;
+        sim.crash(leader).await;
+        sim.run_for(ms(lease_ms() / 2)).await;
+        sim.leader().await;
+        // The new leader restarted A's lease from its own start of office.
+        assert!(matches!(sim.write(a, B1042, WritePath::Status).await, WorkerResult::Written(WriteVerdict::Accepted)));
+        sim.restart(leader).await;
+        sim.run_for(ms(lease_ms() * 2)).await;
+        sim.acquire(b, B1042).await;
+        sim.finish().await;
+        sim
+    });
+    assert!(outcome.ok);
+}
+
+#[test]
+fn renew_at_a_deposed_leader_is_not_acknowledged() {
+    let outcome = check("renew_at_deposed_leader", script_model(2), |mut sim| async move {
+        let a = worker_a();
+        let leader = sim.leader().await;
+        sim.acquire(a, B1042).await;
+        let others: Vec<Addr> = (0..5).filter(|&n| n != leader.0).map(|n| Addr::Server(NodeId(n))).collect();
+        sim.partition(vec![vec![Addr::Server(leader)], others]).await;
+        sim.run_for(ms(1_000)).await;
+        // The old leader cannot confirm its leadership, so it must not say Renewed.
+        let renew = sim.renew(a, B1042).await;
+        assert_ne!(renew, WorkerResult::Renewed, "a deposed leader acknowledged a renewal");
+        sim.heal().await;
+        sim.finish().await;
+        sim
+    });
+    assert!(outcome.ok);
+}
+
+#[test]
+fn backward_clock_step_on_the_leader_only_delays_expiry() {
+    let outcome = check("backward_clock_step", script_model(2), |mut sim| async move {
+        let (a, b) = (worker_a(), worker_b());
+        let leader = sim.leader().await;
+        sim.acquire(a, B1042).await;
+        sim.fault(Fault::ClockStep { actor: Actor::Server(leader), delta_ms: -5_000 }).await;
+        sim.run_for(ms(lease_ms() + 500)).await;
+        sim.release(a, B1042).await;
+        sim.acquire(b, B1042).await;
+        sim.finish().await;
+        sim
+    });
+    assert!(outcome.ok);
+}
+
+#[test]
+fn drift_beyond_the_bound_is_contained_by_fencing() {
+    let outcome = check("drift_beyond_bound", script_model(2), |mut sim| async move {
+        let (a, b) = (worker_a(), worker_b());
+        let leader = sim.leader().await;
+        // The leader's clock runs 60% fast: far beyond the assumed bound.
+        sim.fault(Fault::ClockRate { actor: Actor::Server(leader), ppm: 600_000 }).await;
+        sim.acquire(a, B1042).await;
+        let late_write = sim.start_write(a, B1042, WritePath::Status, None);
+        sim.hold(Actor::Client(a));
+        sim.run_for(ms(lease_ms() * 7 / 10)).await;
+        // A still believes (its own clock is right), but the leader expired it early.
+        sim.acquire(b, B1042).await;
+        assert_eq!(sim.write(b, B1042, WritePath::Status).await, WorkerResult::Written(WriteVerdict::Accepted));
+        sim.resume(Actor::Client(a));
+        let verdict = sim.outcome(late_write).await;
+        assert!(matches!(verdict, WorkerResult::Written(WriteVerdict::RejectedStale { .. })));
+        sim.finish().await;
+        sim
+    });
+    assert!(outcome.ok, "fencing contains the overlap: {:?}", outcome.violations);
+    assert!(outcome.lease_exposures > 0, "the overlap beyond the bound is counted as an exposure");
+}
