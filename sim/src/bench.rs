@@ -1,15 +1,34 @@
-//! `fencesim bench`: simulation speed, measured in one process (issue 10).
+//! `fencesim bench`: simulation speed and memory, measured in one process.
+//!
+//! (a) the baseline: bare madsim message passing, 5 nodes each sending one
+//! message per simulated ms for 60 simulated s through madsim's `Endpoint`;
+//! (b) the full stack on the standard model: messages per wall second,
+//! simulated-to-wall speedup and seeds per second on one thread;
+//! (c) `overhead_ratio` = baseline ÷ full-stack messages per second;
+//! (d) peak memory (VmHWM) of one run of one simulated hour.
 
 use crate::cli::{BenchArgs, InputError};
 use crate::hunt::sweep;
 use crate::model::Model;
+use crate::run::run_seed;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const BASELINE_NODES: u8 = 5;
+const BASELINE_SIM_S: u64 = 60;
 
 pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
     if args.seeds == 0 {
         return Err(InputError("--seeds must be at least 1".into()));
     }
+    // The hour run goes first so the process's peak memory is its own.
+    let hour = hour_run();
+    let (baseline_messages, baseline_wall_s) = baseline();
+    let baseline_msgs_per_s = baseline_messages as f64 / baseline_wall_s;
+
     let model = Model::default();
     let started = Instant::now();
     let results = sweep(0..args.seeds, &model, 1, false, None);
@@ -19,18 +38,103 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
     let stack_msgs_per_s = messages as f64 / wall_s;
     let seeds_per_s = args.seeds as f64 / wall_s;
     let sim_speedup = sim_s / wall_s;
+    let overhead_ratio = baseline_msgs_per_s / stack_msgs_per_s.max(1e-9);
     if args.json {
         println!(
             "{}",
             serde_json::json!({
-                "stack_msgs_per_s": stack_msgs_per_s,
-                "sim_speedup": sim_speedup,
-                "seeds_per_s": seeds_per_s,
+                "baseline_msgs_per_s": baseline_msgs_per_s.round(),
+                "stack_msgs_per_s": stack_msgs_per_s.round(),
+                "overhead_ratio": (overhead_ratio * 100.0).round() / 100.0,
+                "sim_speedup": sim_speedup.round(),
+                "seeds_per_s": (seeds_per_s * 100.0).round() / 100.0,
                 "seeds": args.seeds,
+                "hour_run_peak_mib": hour.peak_mib,
+                "hour_run_wall_s": (hour.wall_s * 10.0).round() / 10.0,
+                "hour_run_messages": hour.messages,
             })
         );
     } else {
-        println!("full stack, standard model, 1 thread: {seeds_per_s:.2} seeds/s, {stack_msgs_per_s:.0} messages/s, {sim_speedup:.0}x real time");
+        println!("baseline (madsim Endpoint, {BASELINE_NODES} nodes x 1 msg/ms x {BASELINE_SIM_S} s): {baseline_msgs_per_s:.0} messages/s");
+        println!(
+            "full stack (standard model, {} seeds, 1 thread): {stack_msgs_per_s:.0} messages/s, {sim_speedup:.0}x real time, {seeds_per_s:.2} seeds/s",
+            args.seeds
+        );
+        println!("overhead_ratio: {overhead_ratio:.2}");
+        println!(
+            "one simulated hour: peak memory {} MiB, {:.1} s wall, {} messages",
+            hour.peak_mib, hour.wall_s, hour.messages
+        );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Bare madsim: every node sends to the next one as fast as `Endpoint`
+/// allows (each send costs 1 simulated ms), and counts what it receives.
+fn baseline() -> (u64, f64) {
+    let received = Arc::new(AtomicU64::new(0));
+    let counter = received.clone();
+    let started = Instant::now();
+    std::thread::spawn(move || {
+        let runtime = madsim::runtime::Runtime::with_seed_and_config(1, madsim::Config::default());
+        runtime.block_on(async move {
+            let handle = madsim::runtime::Handle::current();
+            let addr = |n: u8| SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, n + 1)), 1);
+            let mut nodes = Vec::new();
+            for n in 0..BASELINE_NODES {
+                let counter = counter.clone();
+                let node = handle
+                    .create_node()
+                    .ip(addr(n).ip())
+                    .init(move || {
+                        let counter = counter.clone();
+                        async move {
+                            let endpoint = Arc::new(madsim::net::Endpoint::bind(addr(n)).await.expect("bind"));
+                            let receiver = endpoint.clone();
+                            madsim::task::spawn(async move {
+                                let mut buffer = [0u8; 64];
+                                while receiver.recv_from(0, &mut buffer).await.is_ok() {
+                                    counter.fetch_add(1, Ordering::Relaxed);
+                                }
+                            });
+                            let to = addr((n + 1) % BASELINE_NODES);
+                            loop {
+                                let _ = endpoint.send_to(to, 0, b"ping").await;
+                            }
+                        }
+                    })
+                    .build();
+                nodes.push(node);
+            }
+            madsim::time::sleep(Duration::from_secs(BASELINE_SIM_S)).await;
+            drop(nodes);
+        });
+    })
+    .join()
+    .expect("the baseline run does not panic");
+    (received.load(Ordering::Relaxed), started.elapsed().as_secs_f64().max(1e-9))
+}
+
+struct HourRun {
+    peak_mib: u64,
+    wall_s: f64,
+    messages: u64,
+}
+
+/// One run of one simulated hour of the standard model.
+fn hour_run() -> HourRun {
+    let model = Model { safety_ms: 3_540_000, liveness_ms: 60_000, ..Model::default() };
+    let started = Instant::now();
+    let outcome = run_seed(0, &model);
+    HourRun { peak_mib: peak_rss_kib() / 1024, wall_s: started.elapsed().as_secs_f64(), messages: outcome.messages }
+}
+
+/// The process's peak resident set size (Linux `VmHWM`), 0 where unknown.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
 }
