@@ -310,3 +310,151 @@ impl Client {
         Outgoing { to, request: pending.request, body: pending.body.clone() }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LEASE_MS: u64 = 2_000;
+
+    fn client() -> Client {
+        Client::new(ClientConfig { id: ClientId(7), nodes: 3, drift_ppm_max: 500, request_timeout_us: 100_000 })
+    }
+
+    fn key() -> Key {
+        Key::new("invoice/B-1042")
+    }
+
+    fn sent(events: &[ClientEvent]) -> &Outgoing {
+        match events {
+            [ClientEvent::Sent(outgoing)] => outgoing,
+            other => panic!("expected one Sent, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn belief_formula_numbers() {
+        // 2 s at 500 ppm: 2_000_000 · 0.9995 / 1.0005 = 1_998_000.9995 µs, rounded down.
+        assert_eq!(believed_lease_us(2_000, 500), 1_998_000);
+        assert_eq!(believed_lease_us(2_000, 0), 2_000_000);
+        // 10 % drift: 1 s · 0.9 / 1.1 = 818_181.8 µs.
+        assert_eq!(believed_lease_us(1_000, 100_000), 818_181);
+        assert_eq!(believed_lease_us(0, 500), 0);
+    }
+
+    #[test]
+    fn redirect_follows_the_named_leader_with_the_same_request_id() {
+        let mut c = client();
+        let first = c.acquire(key(), LEASE_MS, 0, 1_000);
+        assert_eq!(first.to, NodeId(0));
+        let events = c.on_reply(NodeId(0), first.request, ClientReply::NotLeader { leader: Some(NodeId(2)) }, 2_000);
+        let second = sent(&events);
+        assert_eq!(second.to, NodeId(2));
+        assert_eq!(second.request, first.request);
+        assert_eq!(second.body, first.body);
+        // A redirect without a known leader tries the next server.
+        let events = c.on_reply(NodeId(2), first.request, ClientReply::NotLeader { leader: None }, 3_000);
+        assert_eq!(sent(&events).to, NodeId(0));
+        // The next request goes to the last server tried.
+        let events = c.on_reply(NodeId(0), first.request, ClientReply::Busy { remaining_ms: 5 }, 4_000);
+        assert_eq!(events, vec![ClientEvent::Busy { remaining_ms: 5 }]);
+        assert_eq!(c.acquire(key(), LEASE_MS, 0, 5_000).to, NodeId(0));
+    }
+
+    #[test]
+    fn redirects_are_bounded_per_attempt() {
+        let mut c = client();
+        let out = c.acquire(key(), LEASE_MS, 0, 0);
+        let mut sends = 0;
+        for step in 0..100 {
+            let events = c.on_reply(NodeId(1), out.request, ClientReply::Unavailable, step);
+            if matches!(events.as_slice(), [ClientEvent::Sent(_)]) {
+                sends += 1;
+            }
+        }
+        assert_eq!(sends, REDIRECTS_MAX);
+        // The timeout still retries.
+        assert!(c.on_timeout(200_000).is_some());
+    }
+
+    #[test]
+    fn timeout_retries_at_the_next_server_with_the_same_request_id() {
+        let mut c = client();
+        let first = c.acquire(key(), LEASE_MS, 50, 1_000);
+        // The deadline covers the request timeout plus the wait the server may take.
+        assert_eq!(c.pending_deadline_local_us(), Some(1_000 + 100_000 + 50_000));
+        assert_eq!(c.on_timeout(151_000 - 1), None);
+        let retry = c.on_timeout(151_000).expect("deadline passed");
+        assert_eq!((retry.to, retry.request, &retry.body), (NodeId(1), first.request, &first.body));
+        assert_eq!(c.pending_deadline_local_us(), Some(151_000 + 150_000));
+    }
+
+    #[test]
+    fn belief_counts_from_the_first_attempt_not_the_retry() {
+        let mut c = client();
+        let first = c.acquire(key(), LEASE_MS, 0, 10_000);
+        c.on_timeout(200_000).expect("retry");
+        let granted = ClientReply::Granted { token: Token(41), lease_ms: LEASE_MS };
+        let events = c.on_reply(NodeId(1), first.request, granted, 250_000);
+        let until_local_us = 10_000 + 1_998_000;
+        assert_eq!(events, vec![ClientEvent::Granted { key: key(), token: Token(41), until_local_us }]);
+        assert_eq!(c.belief(&key(), until_local_us - 1), Some(Token(41)));
+        // The belief ends at T: not at T, not after.
+        assert_eq!(c.belief(&key(), until_local_us), None);
+        assert_eq!(c.token_of(&key()), Some(Token(41)));
+    }
+
+    #[test]
+    fn stale_request_ids_are_ignored() {
+        let mut c = client();
+        let first = c.acquire(key(), LEASE_MS, 0, 0);
+        let second = c.acquire(Key::new("other"), LEASE_MS, 0, 10);
+        assert_ne!(first.request, second.request);
+        let granted = ClientReply::Granted { token: Token(9), lease_ms: LEASE_MS };
+        assert_eq!(c.on_reply(NodeId(0), first.request, granted, 20), vec![ClientEvent::Nothing]);
+        assert_eq!(c.token_of(&key()), None);
+        assert_eq!(c.pending_request(), Some(second.request));
+    }
+
+    #[test]
+    fn renew_extends_from_its_first_send_and_not_held_ends_the_belief() {
+        let mut c = client();
+        let acquire = c.acquire(key(), LEASE_MS, 0, 0);
+        c.on_reply(NodeId(0), acquire.request, ClientReply::Granted { token: Token(5), lease_ms: LEASE_MS }, 5);
+        let renew = c.renew(&key(), 1_000_000).expect("held");
+        assert_eq!(renew.body, ClientRequest::Renew { key: key(), token: Token(5) });
+        let events = c.on_reply(NodeId(0), renew.request, ClientReply::Renewed { lease_ms: LEASE_MS }, 1_100_000);
+        let until_local_us = 1_000_000 + 1_998_000;
+        assert_eq!(events, vec![ClientEvent::Renewed { key: key(), token: Token(5), until_local_us }]);
+        let renew = c.renew(&key(), 2_000_000).expect("held");
+        let events = c.on_reply(NodeId(0), renew.request, ClientReply::NotHeld, 2_000_100);
+        assert_eq!(events, vec![ClientEvent::Lost { key: key() }]);
+        assert_eq!(c.belief(&key(), 2_000_200), None);
+        assert_eq!(c.renew(&key(), 2_000_300), None);
+    }
+
+    #[test]
+    fn release_drops_the_belief_before_the_answer() {
+        let mut c = client();
+        let acquire = c.acquire(key(), LEASE_MS, 0, 0);
+        c.on_reply(NodeId(0), acquire.request, ClientReply::Granted { token: Token(5), lease_ms: LEASE_MS }, 5);
+        let release = c.release(&key(), 10).expect("held");
+        assert_eq!(release.body, ClientRequest::Release { key: key(), token: Token(5) });
+        assert_eq!(c.belief(&key(), 11), None);
+        let events = c.on_reply(NodeId(0), release.request, ClientReply::Released, 20);
+        assert_eq!(events, vec![ClientEvent::Released { key: key() }]);
+        assert_eq!(c.release(&key(), 30), None);
+    }
+
+    #[test]
+    fn cancel_names_the_pending_request_and_later_answers_are_ignored() {
+        let mut c = client();
+        let acquire = c.acquire(key(), LEASE_MS, 0, 0);
+        let cancel = c.cancel(10).expect("pending");
+        assert_eq!((cancel.to, cancel.request, cancel.body), (acquire.to, acquire.request, ClientRequest::Cancel));
+        assert_eq!(c.cancel(11), None);
+        let granted = ClientReply::Granted { token: Token(5), lease_ms: LEASE_MS };
+        assert_eq!(c.on_reply(NodeId(0), acquire.request, granted, 20), vec![ClientEvent::Nothing]);
+        assert_eq!(c.token_of(&key()), None);
+    }
+}
