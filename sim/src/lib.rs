@@ -10,5 +10,9 @@ compile_error!(
      or add `--cfg madsim` to it."
 );
 
+pub mod clock;
+pub mod disk;
 pub mod history;
 pub mod model;
+pub mod net;
+pub mod wire;

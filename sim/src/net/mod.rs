@@ -1,0 +1,496 @@
+//! The simulated network: a message bus of our own on madsim tasks.
+//!
+//! MADSIM.md measured a bus with one router task and a `BTreeMap` of packets
+//! keyed by delivery time about 3x faster than madsim's `Endpoint`, and madsim's
+//! network has no partitions, duplication or corruption anyway. Every fault
+//! that touches a packet (cut link, loss, duplication, corruption, latency) is
+//! decided when it is sent, from the net's own ChaCha stream, so the network
+//! draws nothing from madsim's global generator. Packets are bytes (see
+//! `wire`); the receiver decodes them and reports checksum failures back
+//! through [`Net::note_corrupt_detected`].
+//!
+//! At delivery, a packet for an address nobody listens on (a killed node) is
+//! dropped, except that a server's packet to a vanished client comes back to
+//! the server as [`Delivery::Bounced`], like a TCP reset: that is how a server
+//! learns a reply never reached a client (ghost locks).
+
+use crate::clock::now_us;
+use fencelock::{ClientId, NodeId};
+use futures::channel::mpsc;
+use futures::StreamExt;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+#[cfg(test)]
+mod tests;
+
+/// Separates the net's random stream from the other streams drawn from the run's seed.
+const NET_STREAM: u64 = 0x4E45_7457_0B05_5EED;
+
+/// Packets in flight at once; beyond this a send is dropped (counted as `overflow`).
+pub const INFLIGHT_MAX: usize = 1_000_000;
+
+/// Deliveries a mailbox holds before the net drops more (counted as `overflow`).
+/// A paused node's mailbox fills while it sleeps; this bounds that queue.
+pub const MAILBOX_CAPACITY: usize = 65_536;
+
+/// An endpoint on the network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Addr {
+    Server(NodeId),
+    Client(ClientId),
+    Resource,
+}
+
+impl fmt::Display for Addr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Addr::Server(node) => write!(f, "{node}"),
+            Addr::Client(client) => write!(f, "{client}"),
+            Addr::Resource => f.write_str("resource"),
+        }
+    }
+}
+
+/// Link behaviour; the rates are per packet, each decided at send time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NetConfig {
+    pub latency_min_us: u64,
+    pub latency_max_us: u64,
+    pub loss_rate: f64,
+    pub dup_rate: f64,
+    pub corrupt_rate: f64,
+    /// Whether packets on one link may overtake each other. Without it a link
+    /// is FIFO (each packet arrives no earlier than the one sent before it).
+    pub reorder: bool,
+}
+
+impl Default for NetConfig {
+    fn default() -> NetConfig {
+        NetConfig {
+            latency_min_us: 1_000,
+            latency_max_us: 5_000,
+            loss_rate: 0.0,
+            dup_rate: 0.0,
+            corrupt_rate: 0.0,
+            reorder: true,
+        }
+    }
+}
+
+impl NetConfig {
+    fn validate(&self) {
+        assert!(self.latency_min_us <= self.latency_max_us, "net: latency_min_us > latency_max_us");
+        for (name, rate) in
+            [("loss_rate", self.loss_rate), ("dup_rate", self.dup_rate), ("corrupt_rate", self.corrupt_rate)]
+        {
+            assert!((0.0..=1.0).contains(&rate), "net: {name} must be in 0.0..=1.0, got {rate}");
+        }
+    }
+}
+
+/// What a mailbox receives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    Packet {
+        from: Addr,
+        bytes: Vec<u8>,
+    },
+    /// A packet this address sent to `to` found nobody listening (a client that went away).
+    Bounced {
+        to: Addr,
+        bytes: Vec<u8>,
+    },
+}
+
+/// Counters over the whole run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetStats {
+    /// Calls to `send`.
+    pub sent: u64,
+    /// Packets handed to a mailbox (bounces not included).
+    pub delivered: u64,
+    /// Dropped by the loss rate.
+    pub lost: u64,
+    /// Dropped because the link was cut.
+    pub cut: u64,
+    /// Extra copies made by the duplication rate.
+    pub duplicated: u64,
+    /// Copies with a flipped bit.
+    pub corrupted: u64,
+    /// Bounce notices handed back to a server.
+    pub bounced: u64,
+    /// Dropped at delivery: nobody bound, or the mailbox closed (the node was killed).
+    pub undeliverable: u64,
+    /// Dropped because the in-flight queue or a mailbox was full.
+    pub overflow: u64,
+    /// Frames receivers refused on their checksum.
+    pub corrupt_detected: u64,
+}
+
+/// Where a bound address receives its packets.
+pub struct Mailbox {
+    rx: mpsc::Receiver<Delivery>,
+}
+
+impl Mailbox {
+    /// The next delivery. If this mailbox was replaced by a later `bind` of
+    /// the same address, it never receives again and this waits forever.
+    pub async fn recv(&mut self) -> Delivery {
+        match self.rx.next().await {
+            Some(delivery) => delivery,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// A delivery already waiting, if any.
+    pub fn try_recv(&mut self) -> Option<Delivery> {
+        self.rx.try_recv().ok()
+    }
+}
+
+#[derive(Debug)]
+struct Packet {
+    from: Addr,
+    to: Addr,
+    bytes: Vec<u8>,
+    /// A reset travelling back: `from` is the vanished client, `to` the server.
+    bounce: bool,
+}
+
+struct Inner {
+    config: NetConfig,
+    rng: ChaCha8Rng,
+    bindings: BTreeMap<Addr, mpsc::Sender<Delivery>>,
+    cuts: BTreeSet<(Addr, Addr)>,
+    isolated: BTreeSet<Addr>,
+    queue: BTreeMap<(u64, u64), Packet>,
+    seq_next: u64,
+    /// Latest delivery time per link, to keep links FIFO when reordering is off.
+    link_last_us: BTreeMap<(Addr, Addr), u64>,
+    stats: NetStats,
+    router_spawned: bool,
+    /// The delivery time the router sleeps until (None: idle, waiting for a packet).
+    router_deadline_us: Option<u64>,
+    router_woken: bool,
+    router_waker: Option<Waker>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Let an idle router notice that the net is gone and end.
+        if let Some(waker) = self.router_waker.take() {
+            waker.wake();
+        }
+    }
+}
+
+/// A handle on the network; clones share it.
+#[derive(Clone)]
+pub struct Net {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl Net {
+    pub fn new(config: NetConfig, seed: u64) -> Net {
+        config.validate();
+        let inner = Inner {
+            config,
+            rng: ChaCha8Rng::seed_from_u64(seed ^ NET_STREAM),
+            bindings: BTreeMap::new(),
+            cuts: BTreeSet::new(),
+            isolated: BTreeSet::new(),
+            queue: BTreeMap::new(),
+            seq_next: 0,
+            link_last_us: BTreeMap::new(),
+            stats: NetStats::default(),
+            router_spawned: false,
+            router_deadline_us: None,
+            router_woken: false,
+            router_waker: None,
+        };
+        Net { inner: Arc::new(Mutex::new(inner)) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().expect("net lock")
+    }
+
+    /// Spawns the router on the current madsim node. Call it once, from a
+    /// task that is never killed (the supervisor). It ends when every `Net`
+    /// handle is dropped.
+    pub fn spawn_router(&self) {
+        {
+            let mut inner = self.lock();
+            assert!(!inner.router_spawned, "net: the router was already spawned");
+            inner.router_spawned = true;
+        }
+        madsim::task::spawn(route(Arc::downgrade(&self.inner)));
+    }
+
+    /// Binds `addr`, replacing an earlier binding (a restarted node binds again).
+    pub fn bind(&self, addr: Addr) -> Mailbox {
+        let (tx, rx) = mpsc::channel(MAILBOX_CAPACITY);
+        self.lock().bindings.insert(addr, tx);
+        Mailbox { rx }
+    }
+
+    /// Removes `addr`'s binding: packets for it are dropped (or bounced) from now on.
+    pub fn unbind(&self, addr: Addr) {
+        self.lock().bindings.remove(&addr);
+    }
+
+    /// Sends `bytes`; loss, duplication, corruption, latency and cuts are decided now.
+    pub fn send(&self, from: Addr, to: Addr, bytes: Vec<u8>) {
+        let now = now_us();
+        let mut inner = self.lock();
+        let inner = &mut *inner;
+        inner.stats.sent += 1;
+        if inner.is_cut(from, to) {
+            inner.stats.cut += 1;
+            return;
+        }
+        // Always draw the same rolls, whatever the rates, so changing one rate
+        // does not shift the stream for the decisions that follow.
+        let lost = inner.rng.gen_bool(inner.config.loss_rate);
+        let duplicated = inner.rng.gen_bool(inner.config.dup_rate);
+        if lost {
+            inner.stats.lost += 1;
+            return;
+        }
+        // The duplicate is a copy with its own corruption roll and latency.
+        let duplicate = duplicated.then(|| bytes.clone());
+        inner.stats.duplicated += u64::from(duplicated);
+        for mut bytes in std::iter::once(bytes).chain(duplicate) {
+            if inner.rng.gen_bool(inner.config.corrupt_rate) {
+                crate::wire::corrupt(&mut bytes, &mut inner.rng);
+                inner.stats.corrupted += 1;
+            }
+            let at_us = inner.deliver_at(now, from, to);
+            inner.enqueue(at_us, Packet { from, to, bytes, bounce: false });
+        }
+    }
+
+    /// Cuts the link from `from` to `to` (one direction).
+    pub fn cut(&self, from: Addr, to: Addr) {
+        self.lock().cuts.insert((from, to));
+    }
+
+    pub fn uncut(&self, from: Addr, to: Addr) {
+        self.lock().cuts.remove(&(from, to));
+    }
+
+    /// Cuts every link between addresses on different sides, both ways.
+    /// Addresses on no side keep their links.
+    pub fn partition(&self, sides: &[Vec<Addr>]) {
+        let mut inner = self.lock();
+        for (i, side) in sides.iter().enumerate() {
+            for (j, other) in sides.iter().enumerate() {
+                if i == j {
+                    continue;
+                }
+                for &a in side {
+                    for &b in other {
+                        if a != b {
+                            inner.cuts.insert((a, b));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Cuts `addr` off from everyone, both ways, until `heal`.
+    pub fn isolate(&self, addr: Addr) {
+        self.lock().isolated.insert(addr);
+    }
+
+    /// Removes every cut, partition and isolation.
+    pub fn heal(&self) {
+        let mut inner = self.lock();
+        inner.cuts.clear();
+        inner.isolated.clear();
+    }
+
+    pub fn set_loss_rate(&self, rate: f64) {
+        let mut inner = self.lock();
+        inner.config.loss_rate = rate;
+        inner.config.validate();
+    }
+
+    pub fn set_dup_rate(&self, rate: f64) {
+        let mut inner = self.lock();
+        inner.config.dup_rate = rate;
+        inner.config.validate();
+    }
+
+    pub fn set_corrupt_rate(&self, rate: f64) {
+        let mut inner = self.lock();
+        inner.config.corrupt_rate = rate;
+        inner.config.validate();
+    }
+
+    pub fn set_latency(&self, min_us: u64, max_us: u64) {
+        let mut inner = self.lock();
+        inner.config.latency_min_us = min_us;
+        inner.config.latency_max_us = max_us;
+        inner.config.validate();
+    }
+
+    pub fn config(&self) -> NetConfig {
+        self.lock().config.clone()
+    }
+
+    /// Whether a packet from `from` to `to` would be dropped by a cut now.
+    pub fn is_cut(&self, from: Addr, to: Addr) -> bool {
+        self.lock().is_cut(from, to)
+    }
+
+    /// A receiver found a frame whose checksum failed.
+    pub fn note_corrupt_detected(&self) {
+        self.lock().stats.corrupt_detected += 1;
+    }
+
+    pub fn stats(&self) -> NetStats {
+        self.lock().stats
+    }
+
+    /// Packets (and bounces) still on the wire.
+    pub fn in_flight(&self) -> usize {
+        self.lock().queue.len()
+    }
+}
+
+impl Inner {
+    fn is_cut(&self, from: Addr, to: Addr) -> bool {
+        if from == to {
+            return false;
+        }
+        self.isolated.contains(&from) || self.isolated.contains(&to) || self.cuts.contains(&(from, to))
+    }
+
+    fn deliver_at(&mut self, now: u64, from: Addr, to: Addr) -> u64 {
+        let latency = self.rng.gen_range(self.config.latency_min_us..=self.config.latency_max_us);
+        let mut at_us = now + latency;
+        if !self.config.reorder {
+            let last = self.link_last_us.entry((from, to)).or_insert(0);
+            at_us = at_us.max(*last);
+            *last = at_us;
+        }
+        at_us
+    }
+
+    fn enqueue(&mut self, at_us: u64, packet: Packet) {
+        if self.queue.len() >= INFLIGHT_MAX {
+            self.stats.overflow += 1;
+            return;
+        }
+        let seq = self.seq_next;
+        self.seq_next += 1;
+        self.queue.insert((at_us, seq), packet);
+        // Wake the router only if this packet is due before what it sleeps until.
+        let earlier = match self.router_deadline_us {
+            Some(deadline) => at_us < deadline,
+            None => true,
+        };
+        if earlier {
+            self.router_deadline_us = Some(at_us);
+            self.router_woken = true;
+            if let Some(waker) = self.router_waker.take() {
+                waker.wake();
+            }
+        }
+    }
+
+    /// Hands every packet due by `now` to its mailbox; returns the next delivery time.
+    fn deliver_due(&mut self, now: u64) -> Option<u64> {
+        while let Some(entry) = self.queue.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let packet = entry.remove();
+            self.deliver(now, packet);
+        }
+        self.queue.first_key_value().map(|(&(at_us, _), _)| at_us)
+    }
+
+    fn deliver(&mut self, now: u64, packet: Packet) {
+        let Packet { from, to, bytes, bounce } = packet;
+        let delivery = if bounce { Delivery::Bounced { to: from, bytes } } else { Delivery::Packet { from, bytes } };
+        let Some(tx) = self.bindings.get_mut(&to) else {
+            self.undeliverable(now, from, to, delivery);
+            return;
+        };
+        match tx.try_send(delivery) {
+            Ok(()) if bounce => self.stats.bounced += 1,
+            Ok(()) => self.stats.delivered += 1,
+            Err(e) if e.is_full() => self.stats.overflow += 1,
+            Err(e) => {
+                // The receiver is gone: the node was killed. Forget the binding.
+                self.bindings.remove(&to);
+                self.undeliverable(now, from, to, e.into_inner());
+            }
+        }
+    }
+
+    /// A packet found nobody at `to`: a server's packet to a client comes back as a reset.
+    fn undeliverable(&mut self, now: u64, from: Addr, to: Addr, delivery: Delivery) {
+        self.stats.undeliverable += 1;
+        let Delivery::Packet { bytes, .. } = delivery else { return };
+        if !(matches!(to, Addr::Client(_)) && matches!(from, Addr::Server(_))) || self.is_cut(to, from) {
+            return;
+        }
+        let at_us = self.deliver_at(now, to, from);
+        self.enqueue(at_us, Packet { from: to, to: from, bytes, bounce: true });
+    }
+}
+
+/// The router: delivers packets in (time, send order) and sleeps until the next one.
+async fn route(net: Weak<Mutex<Inner>>) {
+    loop {
+        let now = now_us();
+        let next = {
+            let Some(inner) = net.upgrade() else { return };
+            let mut inner = inner.lock().expect("net lock");
+            let next = inner.deliver_due(now);
+            inner.router_deadline_us = next;
+            inner.router_woken = false;
+            next
+        };
+        let woken = RouterWake { net: net.clone() };
+        match next {
+            Some(at_us) => {
+                assert!(at_us > now);
+                let sleep = madsim::time::sleep(Duration::from_micros(at_us - now));
+                futures::future::select(Box::pin(sleep), woken).await;
+            }
+            None => woken.await,
+        }
+    }
+}
+
+/// Resolves when a send scheduled a packet earlier than the router's deadline
+/// (or when the net is gone).
+struct RouterWake {
+    net: Weak<Mutex<Inner>>,
+}
+
+impl std::future::Future for RouterWake {
+    type Output = ();
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        let Some(inner) = self.net.upgrade() else { return Poll::Ready(()) };
+        let mut inner = inner.lock().expect("net lock");
+        if inner.router_woken {
+            return Poll::Ready(());
+        }
+        inner.router_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
