@@ -10,6 +10,7 @@ compile_error!(
      or add `--cfg madsim` to it."
 );
 
+pub mod checker;
 pub mod clock;
 pub mod disk;
 pub mod history;

@@ -1,0 +1,381 @@
+//! `lease-exclusion` and lease exposures.
+//!
+//! A client believes it holds a key from its `BeliefStart` until its own clock
+//! reads the lease's end (`until_local_us`), or until it says otherwise
+//! (`BeliefEnd`, a crash). Local times become true times through the
+//! client's clock mappings (`Clock` events), piece by piece, so drift and
+//! steps after the start count. Two clients believing in one key at one true
+//! instant break `lease-exclusion` only if every clock stayed within the
+//! assumed drift bound and none was stepped up to the end of the overlap, and
+//! no whole-cluster restore came between the two beliefs. Otherwise the
+//! overlap is an exposure: counted, and left to fencing to contain.
+
+use super::state::Context;
+use super::{CheckConfig, Report, Violation, LEASE_EXCLUSION};
+use crate::history::{Actor, Event, EventKind};
+use fencelock::{ClientId, Key, Token};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One million: rates are in parts per million.
+const PPM_ONE: i128 = 1_000_000;
+
+/// A jump this small between a clock's old and new mapping is rounding, not a step.
+const STEP_TOLERANCE_US: i128 = 100;
+
+/// From `at_us` on (true time), the clock reads `local_us + (t - at_us) * (1 + rate_ppm / 1e6)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockMap {
+    pub at_us: u64,
+    pub local_us: u64,
+    pub rate_ppm: i64,
+}
+
+impl ClockMap {
+    const IDENTITY: ClockMap = ClockMap { at_us: 0, local_us: 0, rate_ppm: 0 };
+
+    /// Local time at true instant `true_us` (not before `at_us`); rounds down like the world's clocks.
+    fn local_at(&self, true_us: u64) -> i128 {
+        assert!(true_us >= self.at_us, "a clock mapping read before it began");
+        let elapsed = i128::from(true_us - self.at_us);
+        i128::from(self.local_us) + (elapsed * (PPM_ONE + i128::from(self.rate_ppm))).div_euclid(PPM_ONE)
+    }
+}
+
+/// The earliest true instant at or after `from_us` at which a clock with these
+/// successive mappings (sorted by `at_us`) reads at least `until_local_us`;
+/// `None` if it never does. Before the first mapping the clock reads true time.
+pub fn true_us_reaching(maps: &[ClockMap], from_us: u64, until_local_us: u64) -> Option<u64> {
+    let needs_identity = maps.first().is_none_or(|m| m.at_us > 0);
+    let pieces: Vec<ClockMap> =
+        needs_identity.then_some(ClockMap::IDENTITY).into_iter().chain(maps.iter().copied()).collect();
+    let until = i128::from(until_local_us);
+    for (i, map) in pieces.iter().enumerate() {
+        let end_us = pieces.get(i + 1).map(|next| next.at_us);
+        assert!(end_us.is_none_or(|end| end >= map.at_us), "clock mappings out of order");
+        if end_us.is_some_and(|end| end <= from_us) {
+            continue;
+        }
+        let start_us = map.at_us.max(from_us);
+        let local_start = map.local_at(start_us);
+        if local_start >= until {
+            return Some(start_us);
+        }
+        let speed = PPM_ONE + i128::from(map.rate_ppm);
+        if speed <= 0 {
+            continue; // A stopped clock never gets there within this piece.
+        }
+        // Smallest elapsed time e with floor(e * speed / 1e6) >= until - local at the piece's start.
+        let needed = (until - map.local_at(map.at_us)) * PPM_ONE;
+        let elapsed = (needed + speed - 1).div_euclid(speed);
+        let reach_us = u64::try_from(i128::from(map.at_us) + elapsed).unwrap_or(u64::MAX);
+        if end_us.is_none_or(|end| reach_us < end) {
+            return Some(reach_us.max(start_us));
+        }
+    }
+    None
+}
+
+/// One stretch of belief, before its end is known.
+#[derive(Clone, Debug)]
+struct Piece {
+    client: ClientId,
+    key: Key,
+    token: Token,
+    start_us: u64,
+    until_local_us: u64,
+    /// Ended by the client (BeliefEnd, a renewal, a crash) at this true instant.
+    closed_us: Option<u64>,
+}
+
+/// One stretch of belief in true time.
+#[derive(Clone, Debug)]
+struct Interval {
+    client: ClientId,
+    token: Token,
+    start_us: u64,
+    end_us: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct LeaseChecker {
+    drift_ppm_max: u64,
+    maps: BTreeMap<Actor, Vec<ClockMap>>,
+    /// Each clock's current mapping, to tell a step from a rate change; a
+    /// restarted process may come back with a new clock.
+    current: BTreeMap<Actor, ClockMap>,
+    /// The first instant some clock left the bound or was stepped.
+    first_bad_clock_us: Option<u64>,
+    pieces: Vec<Piece>,
+    open: BTreeMap<(ClientId, Key), usize>,
+}
+
+impl LeaseChecker {
+    pub fn new(config: &CheckConfig) -> LeaseChecker {
+        LeaseChecker {
+            drift_ppm_max: config.drift_ppm_max,
+            maps: BTreeMap::new(),
+            current: BTreeMap::new(),
+            first_bad_clock_us: None,
+            pieces: Vec::new(),
+            open: BTreeMap::new(),
+        }
+    }
+
+    pub fn observe(&mut self, _ctx: &Context, event: &Event, _report: &mut Report) {
+        let at_us = event.at_us;
+        match &event.kind {
+            EventKind::Clock { actor, local_us, rate_ppm, within_bound } => {
+                let map = ClockMap { at_us, local_us: *local_us, rate_ppm: *rate_ppm };
+                let beyond = !*within_bound || rate_ppm.unsigned_abs() > self.drift_ppm_max;
+                let stepped = self
+                    .current
+                    .get(actor)
+                    .is_some_and(|prev| (prev.local_at(at_us) - i128::from(*local_us)).abs() > STEP_TOLERANCE_US);
+                if beyond || stepped {
+                    self.first_bad_clock_us.get_or_insert(at_us);
+                }
+                self.current.insert(*actor, map);
+                self.maps.entry(*actor).or_default().push(map);
+            }
+            EventKind::Crashed { actor } | EventKind::Restarted { actor } => {
+                self.current.remove(actor);
+                if let (EventKind::Crashed { .. }, Actor::Client(client)) = (&event.kind, actor) {
+                    let keys: Vec<Key> = self
+                        .open
+                        .range((*client, Key::default())..)
+                        .take_while(|((c, _), _)| c == client)
+                        .map(|((_, k), _)| k.clone())
+                        .collect();
+                    for key in keys {
+                        self.close(*client, &key, at_us);
+                    }
+                }
+            }
+            EventKind::NodeRestored { node, .. } => {
+                self.current.remove(&Actor::Server(*node));
+            }
+            EventKind::ClusterRestored { .. } => {
+                self.current.retain(|actor, _| !matches!(actor, Actor::Server(_)));
+            }
+            EventKind::BeliefStart { client, key, token, until_local_us } => {
+                self.close(*client, key, at_us);
+                let piece = Piece {
+                    client: *client,
+                    key: key.clone(),
+                    token: *token,
+                    start_us: at_us,
+                    until_local_us: *until_local_us,
+                    closed_us: None,
+                };
+                self.open.insert((*client, key.clone()), self.pieces.len());
+                self.pieces.push(piece);
+            }
+            EventKind::BeliefEnd { client, key, .. } => self.close(*client, key, at_us),
+            _ => {}
+        }
+    }
+
+    fn close(&mut self, client: ClientId, key: &Key, at_us: u64) {
+        if let Some(i) = self.open.remove(&(client, key.clone())) {
+            self.pieces[i].closed_us = Some(at_us);
+        }
+    }
+
+    pub fn finish(&mut self, ctx: &Context, report: &mut Report) {
+        let run_end_us = ctx.config.run_end_us;
+        let mut by_key: BTreeMap<Key, Vec<Interval>> = BTreeMap::new();
+        for piece in &self.pieces {
+            let maps = self.maps.get(&Actor::Client(piece.client)).map(Vec::as_slice).unwrap_or(&[]);
+            let expiry_us = true_us_reaching(maps, piece.start_us, piece.until_local_us).unwrap_or(u64::MAX);
+            let end_us = expiry_us.min(piece.closed_us.unwrap_or(u64::MAX)).min(run_end_us);
+            if end_us > piece.start_us {
+                let interval = Interval { client: piece.client, token: piece.token, start_us: piece.start_us, end_us };
+                by_key.entry(piece.key.clone()).or_default().push(interval);
+            }
+        }
+        let mut seen = BTreeSet::new();
+        for (key, mut intervals) in by_key {
+            intervals.sort_by_key(|i| (i.start_us, i.client));
+            for (i, a) in intervals.iter().enumerate() {
+                // Sorted by start: once one starts after `a` ends, all later ones do.
+                for b in intervals[i + 1..].iter().take_while(|b| b.start_us < a.end_us) {
+                    if a.client == b.client {
+                        continue;
+                    }
+                    let pair = (
+                        key.clone(),
+                        (a.client, a.token).min((b.client, b.token)),
+                        (a.client, a.token).max((b.client, b.token)),
+                    );
+                    if seen.insert(pair) {
+                        self.judge_overlap(ctx, &key, a, b, report);
+                    }
+                }
+            }
+        }
+    }
+
+    fn judge_overlap(&self, ctx: &Context, key: &Key, a: &Interval, b: &Interval, report: &mut Report) {
+        let (start_us, end_us) = (b.start_us, a.end_us.min(b.end_us));
+        let clocks_good = self.first_bad_clock_us.is_none_or(|bad| bad >= end_us);
+        let same_epoch = ctx.restores_until(a.start_us) == ctx.restores_until(b.start_us);
+        if !(clocks_good && same_epoch) {
+            report.counters.lease_exposures += 1;
+            return;
+        }
+        let detail = format!(
+            "{} ({}) and {} ({}) both believed they held {key} from {}ms to {}ms while every clock stayed \
+             within {}ppm: the lock was granted again before the earlier lease could have run out",
+            a.client,
+            a.token,
+            b.client,
+            b.token,
+            start_us / 1_000,
+            end_us / 1_000,
+            self.drift_ppm_max
+        );
+        let v = Violation::new(LEASE_EXCLUSION, start_us, detail);
+        report.push(v.clients(&[a.client, b.client]).tokens(&[a.token, b.token]));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::LEASE_EXCLUSION;
+    use super::{true_us_reaching, ClockMap};
+
+    fn map(at_ms: u64, local_ms: u64, rate_ppm: i64) -> ClockMap {
+        ClockMap { at_us: at_ms * 1_000, local_us: local_ms * 1_000, rate_ppm }
+    }
+
+    #[test]
+    fn clock_mapping_converts_local_deadlines_to_true_time() {
+        assert_eq!(true_us_reaching(&[], 1_000, 2_000_000), Some(2_000_000), "no mapping: true time");
+        assert_eq!(true_us_reaching(&[], 3_000_000, 2_000_000), Some(3_000_000), "already past");
+        // 1000 ppm fast: 2 s of local time pass in 1.998002 s of true time.
+        assert_eq!(true_us_reaching(&[map(0, 0, 1_000)], 0, 2_000_000), Some(1_998_002));
+        // 1000 ppm slow, starting 5 s ahead.
+        assert_eq!(true_us_reaching(&[map(0, 5_000, -1_000)], 0, 7_000_000), Some(2_002_003));
+        // Stepped back 500 ms at 1 s: the deadline comes 500 ms later.
+        assert_eq!(true_us_reaching(&[map(0, 0, 0), map(1_000, 500, 0)], 0, 2_000_000), Some(2_500_000));
+        // Stepped forward past the deadline at 1 s: reached at the step.
+        assert_eq!(true_us_reaching(&[map(0, 0, 0), map(1_000, 3_000, 0)], 0, 2_000_000), Some(1_000_000));
+        // A rate change half way: 1 s at +0, then 1 s local at 2x speed.
+        assert_eq!(true_us_reaching(&[map(0, 0, 0), map(1_000, 1_000, 1_000_000)], 0, 2_000_000), Some(1_500_000));
+        // A mapping that starts later than the belief: true time before it.
+        assert_eq!(true_us_reaching(&[map(5_000, 5_000, 0)], 1_000, 2_000_000), Some(2_000_000));
+        // A stopped clock never gets there.
+        assert_eq!(true_us_reaching(&[map(0, 0, -1_000_000)], 0, 2_000_000), None);
+    }
+
+    #[test]
+    fn clean_run_passes() {
+        let verdict = happy().check();
+        assert_clean(&verdict);
+        assert_eq!(verdict.counters.lease_exposures, 0);
+    }
+
+    #[test]
+    fn overlapping_beliefs_within_the_bound_break_lease_exclusion() {
+        // c1 believes in k (43) until about 5.1 s; c2 believes from 4 s.
+        let verdict = happy().at_ms(4_000).belief_until_us(2, "k", 44, 6_000_000).check();
+        assert_only(&verdict, LEASE_EXCLUSION);
+        let v = &verdict.violations[0];
+        assert_eq!((v.at_us, v.tokens.len()), (4_000_000, 2));
+        assert!(v.to_string().starts_with("lease-exclusion at 4000ms: c1 (tok43) and c2 (tok44)"), "{v}");
+    }
+
+    #[test]
+    fn a_belief_ended_early_does_not_overlap() {
+        let verdict = happy().at_ms(3_900).belief_end(1, "k", 43).at_ms(4_000).belief_until_us(2, "k", 44, 6_000_000);
+        assert_clean(&verdict.check());
+    }
+
+    #[test]
+    fn a_crashed_client_believes_nothing() {
+        let h = happy().at_ms(3_900).crash(client(1)).at_ms(4_000).belief_until_us(2, "k", 44, 6_000_000);
+        assert_clean(&h.check());
+    }
+
+    #[test]
+    fn a_slow_client_clock_stretches_its_belief() {
+        // c3's clock runs at half speed (beyond the bound from 3 s): its 1 s lease lasts 2 s of true time.
+        let h = H::new()
+            .at_ms(3_000)
+            .clock(client(3), 3_000_000, -500_000, false)
+            .belief_until_us(3, "j", 50, 4_000_000)
+            .at_ms(4_500)
+            .belief_until_us(4, "j", 51, 6_000_000);
+        let verdict = h.check();
+        assert_clean(&verdict);
+        assert_eq!(verdict.counters.lease_exposures, 1, "counted as an exposure beyond the bound");
+    }
+
+    #[test]
+    fn overlaps_beyond_the_drift_bound_are_exposures() {
+        let verdict = happy()
+            .at_ms(3_500)
+            .clock(client(1), 3_499_300, 900, false)
+            .at_ms(4_000)
+            .belief_until_us(2, "k", 44, 6_000_000)
+            .check();
+        assert_clean(&verdict);
+        assert_eq!(verdict.counters.lease_exposures, 1);
+    }
+
+    #[test]
+    fn a_rate_above_drift_ppm_max_is_beyond_the_bound_even_if_not_flagged() {
+        let verdict = happy()
+            .at_ms(3_500)
+            .clock(server(2), 3_500_350, 900, true)
+            .at_ms(4_000)
+            .belief_until_us(2, "k", 44, 6_000_000)
+            .check();
+        assert_clean(&verdict);
+        assert_eq!(verdict.counters.lease_exposures, 1);
+    }
+
+    #[test]
+    fn a_stepped_clock_makes_overlaps_exposures() {
+        // n1's clock (100 ppm fast since 0) reads 3_500_350 at 3.5 s; it is stepped back to 3 s.
+        let verdict = happy()
+            .at_ms(3_500)
+            .clock(server(1), 3_000_000, 100, true)
+            .at_ms(4_000)
+            .belief_until_us(2, "k", 44, 6_000_000)
+            .check();
+        assert_clean(&verdict);
+        assert_eq!(verdict.counters.lease_exposures, 1);
+    }
+
+    #[test]
+    fn a_rate_change_within_the_bound_is_no_step() {
+        let verdict = happy()
+            .at_ms(3_500)
+            .clock(server(1), 3_500_350, -300, true)
+            .at_ms(4_000)
+            .belief_until_us(2, "k", 44, 6_000_000)
+            .check();
+        assert_only(&verdict, LEASE_EXCLUSION);
+    }
+
+    #[test]
+    fn a_bad_clock_after_the_overlap_does_not_excuse_it() {
+        let verdict = happy()
+            .at_ms(4_000)
+            .belief_until_us(2, "k", 44, 6_000_000)
+            .at_ms(9_000)
+            .clock(server(1), 0, 100, true)
+            .check();
+        assert_only(&verdict, LEASE_EXCLUSION);
+    }
+
+    #[test]
+    fn overlaps_across_a_cluster_restore_are_exposures() {
+        let verdict =
+            happy().at_ms(3_900).restore(1, 100).leader(0, 1 << 32).at_ms(4_000).acquire(5, "k", 2, 9, 101).check();
+        assert_clean(&verdict);
+        assert_eq!(verdict.counters.lease_exposures, 1);
+    }
+}

@@ -1,0 +1,277 @@
+//! The checker: reads a run's history and judges every property of SPEC.md by its id.
+//!
+//! One file per family of properties (TigerBeetle's `*_checker.zig`): Raft
+//! (`election-safety`, `apply-agreement`, `commit-durability`), tokens
+//! (`token-monotonic`), the protected resource (`fenced-write`,
+//! `equal-token`), the lock table (`expire-safety`, `grant-validity`), leases
+//! (`lease-exclusion` and exposures) and `liveness`. They share one
+//! reconstruction of the applied state ([`state::Context`]), so that a fact
+//! such as "which token was issued at this index" is decided in one place.
+//!
+//! Cheap checks run online in [`Checker::observe`]; checks that need the whole
+//! run (belief intervals, pending requests, lost acknowledgements) run in
+//! [`Checker::finish`]. Violations are typed values with the simulated time,
+//! the nodes, clients and tokens involved and a sentence a person can act on.
+
+mod lease_checker;
+mod liveness_checker;
+mod lock_checker;
+mod raft_checker;
+mod resource_checker;
+mod state;
+mod token_checker;
+
+#[cfg(test)]
+mod testkit;
+
+use crate::history::{Event, History};
+use crate::model::Model;
+use fencelock::{ClientId, NodeId, Token};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::fmt;
+
+pub use lease_checker::true_us_reaching;
+
+pub const ELECTION_SAFETY: &str = "election-safety";
+pub const APPLY_AGREEMENT: &str = "apply-agreement";
+pub const COMMIT_DURABILITY: &str = "commit-durability";
+pub const TOKEN_MONOTONIC: &str = "token-monotonic";
+pub const FENCED_WRITE: &str = "fenced-write";
+pub const EQUAL_TOKEN: &str = "equal-token";
+pub const EXPIRE_SAFETY: &str = "expire-safety";
+pub const GRANT_VALIDITY: &str = "grant-validity";
+pub const LEASE_EXCLUSION: &str = "lease-exclusion";
+pub const LIVENESS: &str = "liveness";
+
+/// Every property id of SPEC.md, in the order of its table.
+pub const PROPERTIES: &[&str] = &[
+    ELECTION_SAFETY,
+    APPLY_AGREEMENT,
+    COMMIT_DURABILITY,
+    TOKEN_MONOTONIC,
+    FENCED_WRITE,
+    EQUAL_TOKEN,
+    EXPIRE_SAFETY,
+    GRANT_VALIDITY,
+    LEASE_EXCLUSION,
+    LIVENESS,
+];
+
+/// How long a leader may take to appear after the heal, in the standard configuration.
+pub const LIVENESS_LEADER_BOUND_MS_DEFAULT: u64 = 5_000;
+
+/// One broken property, found at one simulated instant.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Violation {
+    /// The property id of SPEC.md.
+    pub property: &'static str,
+    pub at_us: u64,
+    pub nodes: Vec<NodeId>,
+    pub clients: Vec<ClientId>,
+    pub tokens: Vec<Token>,
+    /// One sentence: what happened and what it means.
+    pub detail: String,
+}
+
+impl Violation {
+    pub(crate) fn new(property: &'static str, at_us: u64, detail: String) -> Violation {
+        assert!(PROPERTIES.contains(&property), "unknown property id {property}");
+        Violation { property, at_us, nodes: Vec::new(), clients: Vec::new(), tokens: Vec::new(), detail }
+    }
+
+    pub(crate) fn nodes(mut self, nodes: &[NodeId]) -> Violation {
+        self.nodes = sorted_unique(nodes);
+        self
+    }
+
+    pub(crate) fn clients(mut self, clients: &[ClientId]) -> Violation {
+        self.clients = sorted_unique(clients);
+        self
+    }
+
+    pub(crate) fn tokens(mut self, tokens: &[Token]) -> Violation {
+        self.tokens = sorted_unique(tokens);
+        self
+    }
+}
+
+fn sorted_unique<T: Ord + Copy>(items: &[T]) -> Vec<T> {
+    items.iter().copied().collect::<BTreeSet<T>>().into_iter().collect()
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at {}ms: {}", self.property, self.at_us / 1_000, self.detail)
+    }
+}
+
+/// What every run reports besides its violations.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Counters {
+    /// New tokens issued (first apply of a Grant for a new holder).
+    pub grants: u64,
+    pub writes_accepted: u64,
+    /// Writes rejected as stale (lower token), per write path.
+    pub stale_writes_rejected_status: u64,
+    pub stale_writes_rejected_ledger: u64,
+    /// Writes rejected because another holder already wrote with the same token.
+    pub equal_token_writes_rejected: u64,
+    /// Retried writes answered with their original result.
+    pub duplicate_writes: u64,
+    /// Belief overlaps of two clients that the drift bound or a restore excuses; fencing must contain them.
+    pub lease_exposures: u64,
+    /// Distinct terms in which some node became leader.
+    pub elections: u64,
+    pub first_leader_us: Option<u64>,
+    /// Whole-cluster restores.
+    pub restores: u64,
+    /// Single-node restores from a stale backup.
+    pub node_restores: u64,
+}
+
+/// What the checker assumes about the run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckConfig {
+    pub nodes: u8,
+    /// The drift bound the protocol assumes; a clock beyond it excuses lease overlaps.
+    pub drift_ppm_max: u64,
+    pub lease_ms: u64,
+    /// After the heal, a leader must exist within this bound.
+    pub liveness_leader_bound_ms: u64,
+    /// After the heal, a crashed holder's lock must be freed within `lease_ms` plus this bound.
+    pub liveness_free_bound_ms: u64,
+    /// The true instant the run ended; beliefs still open end here.
+    pub run_end_us: u64,
+}
+
+impl CheckConfig {
+    /// The standard configuration for a model: leader bound 5 s, free bound lease + 5 s.
+    pub fn for_model(model: &Model) -> CheckConfig {
+        let leader_bound_ms = LIVENESS_LEADER_BOUND_MS_DEFAULT;
+        CheckConfig {
+            nodes: model.nodes,
+            drift_ppm_max: model.drift_ppm_max,
+            lease_ms: model.lease_ms,
+            liveness_leader_bound_ms: leader_bound_ms,
+            liveness_free_bound_ms: model.lease_ms + leader_bound_ms,
+            run_end_us: (model.safety_ms + model.liveness_ms) * 1_000,
+        }
+    }
+
+    /// Checks what the field types cannot express; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.nodes == 0 {
+            return Err("check config `nodes` must be at least 1".to_string());
+        }
+        if self.lease_ms == 0 {
+            return Err("check config `lease_ms` must be positive".to_string());
+        }
+        if self.liveness_leader_bound_ms == 0 {
+            return Err("check config `liveness_leader_bound_ms` must be positive".to_string());
+        }
+        Ok(())
+    }
+}
+
+/// A run's verdict: every violation, in the order of the history, and the counters.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Verdict {
+    pub violations: Vec<Violation>,
+    pub counters: Counters,
+}
+
+impl Verdict {
+    pub fn is_clean(&self) -> bool {
+        self.violations.is_empty()
+    }
+
+    /// The distinct property ids that were violated, in the order of SPEC.md.
+    pub fn properties(&self) -> Vec<&'static str> {
+        PROPERTIES.iter().copied().filter(|p| self.violations.iter().any(|v| v.property == *p)).collect()
+    }
+}
+
+/// Where the family checkers put what they find.
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    pub violations: Vec<Violation>,
+    pub counters: Counters,
+}
+
+impl Report {
+    pub(crate) fn push(&mut self, violation: Violation) {
+        self.violations.push(violation);
+    }
+}
+
+/// Judges one run's history event by event.
+pub struct Checker {
+    ctx: state::Context,
+    report: Report,
+    raft: raft_checker::RaftChecker,
+    token: token_checker::TokenChecker,
+    resource: resource_checker::ResourceChecker,
+    lock: lock_checker::LockChecker,
+    lease: lease_checker::LeaseChecker,
+    liveness: liveness_checker::LivenessChecker,
+    seq_next: u64,
+}
+
+impl Checker {
+    pub fn new(config: CheckConfig) -> Checker {
+        if let Err(e) = config.validate() {
+            panic!("{e}");
+        }
+        Checker {
+            lease: lease_checker::LeaseChecker::new(&config),
+            ctx: state::Context::new(config),
+            report: Report::default(),
+            raft: raft_checker::RaftChecker::default(),
+            token: token_checker::TokenChecker::default(),
+            resource: resource_checker::ResourceChecker::default(),
+            lock: lock_checker::LockChecker::default(),
+            liveness: liveness_checker::LivenessChecker::default(),
+            seq_next: 0,
+        }
+    }
+
+    /// Feeds one event; events must come in history order.
+    pub fn observe(&mut self, event: &Event) {
+        assert!(event.seq >= self.seq_next, "events out of order: seq {} after {}", event.seq, self.seq_next);
+        self.seq_next = event.seq + 1;
+        // Every family sees the reconstructed state as it was just before the
+        // event; only then does the state absorb it.
+        let facts = self.ctx.facts(event);
+        self.raft.observe(&self.ctx, &facts, event, &mut self.report);
+        self.token.observe(&self.ctx, &facts, event, &mut self.report);
+        self.resource.observe(event, &mut self.report);
+        self.lock.observe(&self.ctx, &facts, event, &mut self.report);
+        self.lease.observe(&self.ctx, event, &mut self.report);
+        self.liveness.observe(&self.ctx, &facts, event, &mut self.report);
+        self.ctx.absorb(event, &facts);
+    }
+
+    /// Runs the end-of-run checks and returns the verdict.
+    pub fn finish(mut self) -> Verdict {
+        self.raft.finish(&self.ctx, &mut self.report);
+        self.lease.finish(&self.ctx, &mut self.report);
+        self.liveness.finish(&self.ctx, &mut self.report);
+        let mut violations = self.report.violations;
+        // End-of-run findings carry the time they happened at: a stable sort
+        // by time puts them into history order with the online ones.
+        violations.sort_by_key(|v| v.at_us);
+        let mut seen = BTreeSet::new();
+        violations.retain(|v| seen.insert((v.property, v.at_us, v.detail.clone())));
+        Verdict { violations, counters: self.report.counters }
+    }
+}
+
+/// Observes a whole history and finishes.
+pub fn check(history: &History, config: CheckConfig) -> Verdict {
+    let mut checker = Checker::new(config);
+    for event in history.events() {
+        checker.observe(event);
+    }
+    checker.finish()
+}

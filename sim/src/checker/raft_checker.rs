@@ -1,0 +1,373 @@
+//! Raft's own properties: `election-safety`, `apply-agreement`, `commit-durability`.
+//!
+//! Election safety is judged over the whole run: restores move terms into a
+//! new epoch, so a term never legitimately has two leaders. Agreement and
+//! durability are judged per cluster epoch, since a whole-cluster restore
+//! rolls the log back by design (SPEC.md).
+
+use super::state::{Context, Facts};
+use super::{Report, Violation, APPLY_AGREEMENT, COMMIT_DURABILITY, ELECTION_SAFETY};
+use crate::history::{Event, EventKind};
+use fencelock::raft::Role;
+use fencelock::service::ClientReply;
+use fencelock::{ApplyResult, ClientId, Command, Holder, LogIndex, NodeId, RequestId, Term, Token};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A command a server told its client was committed.
+#[derive(Clone, Debug)]
+struct Acked {
+    node: NodeId,
+    client: ClientId,
+    command: Command,
+    token: Option<Token>,
+}
+
+/// What one node applied in this epoch, and how far a snapshot carried it.
+#[derive(Clone, Debug, Default)]
+struct Progress {
+    applied_at_us: BTreeMap<LogIndex, u64>,
+    snapshot_index: LogIndex,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct RaftChecker {
+    leaders: BTreeMap<Term, NodeId>,
+    split_terms: BTreeSet<Term>,
+    disagreements: BTreeSet<(u32, LogIndex)>,
+    /// Per (node, holder, is-a-grant): the last entry of that holder the node applied, this epoch.
+    last_apply: BTreeMap<(NodeId, Holder, bool), (LogIndex, Command, ApplyResult)>,
+    acked: BTreeMap<LogIndex, Acked>,
+    progress: BTreeMap<NodeId, Progress>,
+    lost: BTreeSet<(u32, LogIndex)>,
+}
+
+impl RaftChecker {
+    pub fn observe(&mut self, ctx: &Context, facts: &Facts, event: &Event, report: &mut Report) {
+        match &event.kind {
+            EventKind::Role { node, role: Role::Leader, term, .. } => {
+                self.on_leader(event.at_us, *node, *term, report);
+            }
+            EventKind::Applied { node, index, command, result, .. } => {
+                self.on_applied(ctx, facts, event.at_us, *node, *index, command, result, report);
+            }
+            EventKind::SnapshotInstalled { node, index, token_last } => {
+                self.on_snapshot(ctx, event.at_us, *node, *index, *token_last, report);
+            }
+            EventKind::Replied { node, client, request, reply } => {
+                self.on_replied(ctx, event.at_us, *node, *client, *request, reply, report);
+            }
+            EventKind::ClusterRestored { .. } => {
+                // The old epoch ends here: judge its acknowledgements, then
+                // forget its indices, which the new epoch reuses.
+                self.judge_lost(ctx, report);
+                self.last_apply.clear();
+                self.acked.clear();
+                self.progress.clear();
+            }
+            _ => {}
+        }
+    }
+
+    pub fn finish(&mut self, ctx: &Context, report: &mut Report) {
+        self.judge_lost(ctx, report);
+    }
+
+    fn on_leader(&mut self, at_us: u64, node: NodeId, term: Term, report: &mut Report) {
+        let first = *self.leaders.entry(term).or_insert(node);
+        if first == node {
+            if self.leaders.len() as u64 > report.counters.elections {
+                report.counters.elections = self.leaders.len() as u64;
+            }
+            report.counters.first_leader_us.get_or_insert(at_us);
+            return;
+        }
+        if self.split_terms.insert(term) {
+            let detail = format!(
+                "{first} and {node} both became leader of {term}: two leaders in one term can commit \
+                 conflicting entries (look at vote durability and vote counting)"
+            );
+            report.push(Violation::new(ELECTION_SAFETY, at_us, detail).nodes(&[first, node]));
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_applied(
+        &mut self,
+        ctx: &Context,
+        facts: &Facts,
+        at_us: u64,
+        node: NodeId,
+        index: LogIndex,
+        command: &Command,
+        result: &ApplyResult,
+        report: &mut Report,
+    ) {
+        if let Some(first) = ctx.applied_at(index).filter(|_| !facts.first_apply) {
+            let differs = first.command != *command || first.result != *result;
+            if differs && self.disagreements.insert((ctx.epoch, index)) {
+                let detail = format!(
+                    "{node} applied {command:?} -> {result:?} at {index} where {} applied {:?} -> {:?}: \
+                     the replicas' state machines diverged",
+                    first.node, first.command, first.result
+                );
+                report.push(Violation::new(APPLY_AGREEMENT, at_us, detail).nodes(&[first.node, node]));
+            }
+        }
+        if let Some(acked) = self.acked.get(&index) {
+            if acked.command != *command && self.lost.insert((ctx.epoch, index)) {
+                let detail = format!(
+                    "{node} applied {command:?} at {index}, where {} had acknowledged {:?} to {} as committed: \
+                     an acknowledged entry was overwritten",
+                    acked.node, acked.command, acked.client
+                );
+                let tokens: Vec<Token> = acked.token.into_iter().collect();
+                let v = Violation::new(COMMIT_DURABILITY, at_us, detail);
+                report.push(v.nodes(&[acked.node, node]).clients(&[acked.client]).tokens(&tokens));
+            }
+        }
+        self.progress.entry(node).or_default().applied_at_us.entry(index).or_insert(at_us);
+        let holder = match command {
+            Command::Grant { holder, .. } => Some((*holder, true)),
+            Command::Release { holder, .. } => Some((*holder, false)),
+            Command::Expire { .. } => None,
+        };
+        if let Some((holder, is_grant)) = holder {
+            self.last_apply.insert((node, holder, is_grant), (index, command.clone(), *result));
+        }
+    }
+
+    fn on_snapshot(
+        &mut self,
+        ctx: &Context,
+        at_us: u64,
+        node: NodeId,
+        index: LogIndex,
+        token_last: Token,
+        report: &mut Report,
+    ) {
+        let progress = self.progress.entry(node).or_default();
+        progress.snapshot_index = progress.snapshot_index.max(index);
+        // A snapshot past an acknowledged grant must count that grant's token.
+        for (acked_index, acked) in self.acked.range(..=index) {
+            let Some(token) = acked.token.filter(|t| *t > token_last) else { continue };
+            if self.lost.insert((ctx.epoch, *acked_index)) {
+                let detail = format!(
+                    "{node} installed a snapshot at {index} whose last token is {token_last}, but {} had \
+                     acknowledged {token} to {} at {acked_index}: the acknowledged grant is not in the snapshot",
+                    acked.node, acked.client
+                );
+                let v = Violation::new(COMMIT_DURABILITY, at_us, detail);
+                report.push(v.nodes(&[acked.node, node]).clients(&[acked.client]).tokens(&[token, token_last]));
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_replied(
+        &mut self,
+        ctx: &Context,
+        at_us: u64,
+        node: NodeId,
+        client: ClientId,
+        request: RequestId,
+        reply: &ClientReply,
+        report: &mut Report,
+    ) {
+        let (is_grant, token) = match reply {
+            ClientReply::Granted { token, .. } => (true, Some(*token)),
+            ClientReply::Released => (false, None),
+            _ => return,
+        };
+        let holder = Holder { client, request };
+        // An acknowledgement the node cannot back with its own apply in this
+        // epoch (answered from a snapshot or from before a restore) is not
+        // judged here; `grant-validity` judges unknown tokens.
+        let Some((index, command, result)) = self.last_apply.get(&(node, holder, is_grant)) else { return };
+        let matches = match (result, token) {
+            (ApplyResult::Granted { token: applied }, Some(replied)) => *applied == replied,
+            (ApplyResult::Released, None) => true,
+            _ => false,
+        };
+        if !matches || self.acked.contains_key(index) {
+            return;
+        }
+        let acked = Acked { node, client, command: command.clone(), token };
+        if let Some(first) = ctx.applied_at(*index).filter(|first| first.command != *command) {
+            if self.lost.insert((ctx.epoch, *index)) {
+                let detail = format!(
+                    "{node} acknowledged {command:?} to {client} as committed at {index}, but {} applied {:?} \
+                     there: the acknowledgement is for an entry the cluster does not hold",
+                    first.node, first.command
+                );
+                let tokens: Vec<Token> = token.into_iter().collect();
+                let v = Violation::new(COMMIT_DURABILITY, at_us, detail);
+                report.push(v.nodes(&[node, first.node]).clients(&[client]).tokens(&tokens));
+            }
+        }
+        self.acked.insert(*index, acked);
+    }
+
+    /// An acknowledged entry is lost if a node applied past it without
+    /// applying it and without a snapshot that covers it.
+    fn judge_lost(&mut self, ctx: &Context, report: &mut Report) {
+        for (index, acked) in &self.acked {
+            if self.lost.contains(&(ctx.epoch, *index)) {
+                continue;
+            }
+            let mut skipped_by = Vec::new();
+            let mut first_past_us = u64::MAX;
+            for (node, progress) in &self.progress {
+                let applied_it = progress.applied_at_us.contains_key(index);
+                let covered = progress.snapshot_index >= *index;
+                let past = progress.applied_at_us.range(LogIndex(index.0 + 1)..).next();
+                if let (Some((_, past_us)), false, false) = (past, applied_it, covered) {
+                    skipped_by.push(*node);
+                    first_past_us = first_past_us.min(*past_us);
+                }
+            }
+            if skipped_by.is_empty() {
+                continue;
+            }
+            self.lost.insert((ctx.epoch, *index));
+            let names: Vec<String> = skipped_by.iter().map(|n| n.to_string()).collect();
+            let detail = format!(
+                "{} acknowledged {:?} to {} at {index}, but {} applied later entries without it: \
+                 an acknowledged entry was lost",
+                acked.node,
+                acked.command,
+                acked.client,
+                names.join(", ")
+            );
+            skipped_by.push(acked.node);
+            let tokens: Vec<Token> = acked.token.into_iter().collect();
+            let v = Violation::new(COMMIT_DURABILITY, first_past_us, detail);
+            report.push(v.nodes(&skipped_by).clients(&[acked.client]).tokens(&tokens));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::super::COMMIT_DURABILITY;
+    use crate::history::EventKind;
+    use fencelock::raft::Role;
+    use fencelock::{ApplyResult, LogIndex, NodeId, Token};
+
+    #[test]
+    fn clean_run_passes_and_counts_elections() {
+        let verdict = happy().at_ms(4_000).leader(1, 2).check();
+        assert_clean(&verdict);
+        assert_eq!(verdict.counters.elections, 2);
+        assert_eq!(verdict.counters.first_leader_us, Some(10_000));
+    }
+
+    #[test]
+    fn two_leaders_in_one_term_break_election_safety() {
+        let verdict = happy().at_ms(4_000).role(1, 1, Role::Candidate).leader(1, 1).leader(1, 1).check();
+        assert_only(&verdict, "election-safety");
+        assert_eq!(verdict.violations.len(), 1, "reported once");
+        assert_eq!(verdict.violations[0].nodes, vec![NodeId(0), NodeId(1)]);
+    }
+
+    #[test]
+    fn the_same_leader_reelected_after_restart_is_fine() {
+        let verdict = happy().at_ms(4_000).crash(server(0)).restart(server(0)).leader(0, 1).check();
+        assert_clean(&verdict);
+    }
+
+    #[test]
+    fn a_term_repeated_across_a_restore_still_breaks_election_safety() {
+        let verdict = happy().at_ms(4_000).restore(1, 100).leader(2, 1).check();
+        assert_only(&verdict, "election-safety");
+    }
+
+    #[test]
+    fn diverging_results_break_apply_agreement() {
+        let verdict = happy()
+            .at_ms(4_000)
+            .apply(0, 6, expire("k", 43), ApplyResult::Expired { existed: false })
+            .apply(1, 6, expire("k", 43), ApplyResult::Expired { existed: false })
+            .apply(2, 6, expire("k", 44), ApplyResult::Expired { existed: false })
+            .check();
+        assert_only(&verdict, "apply-agreement");
+        assert_eq!(verdict.violations[0].nodes, vec![NodeId(0), NodeId(2)]);
+    }
+
+    #[test]
+    fn indices_restart_after_a_cluster_restore() {
+        // After the restore index 1 holds a different grant: a new epoch, not a divergence.
+        let verdict = happy()
+            .at_ms(4_000)
+            .restore(1, 100)
+            .leader(0, 1 << 32)
+            .apply_all(&[0, 1, 2], 1, grant("k", 2, 9), granted(101))
+            .check();
+        assert_clean(&verdict);
+    }
+
+    #[test]
+    fn an_acked_grant_overwritten_by_a_noop_breaks_commit_durability() {
+        // n0 applies and acknowledges i6 alone; the new leader n1 overwrites
+        // i6 with its no-op (not recorded) and the others apply i7 without it.
+        let verdict = happy()
+            .at_ms(4_000)
+            .apply(0, 6, grant("j", 2, 7), granted(44))
+            .reply(0, 2, 7, reply_granted(44))
+            .crash(server(0))
+            .at_ms(4_500)
+            .leader(1, 2)
+            .apply_all(&[1, 2], 7, grant("j", 1, 8), granted(45))
+            .check();
+        assert_only(&verdict, COMMIT_DURABILITY);
+        let lost = verdict.violations.iter().find(|v| v.property == COMMIT_DURABILITY).unwrap();
+        assert_eq!(lost.nodes, vec![NodeId(0), NodeId(1), NodeId(2)]);
+        assert_eq!(lost.at_us, 4_500_000);
+    }
+
+    #[test]
+    fn an_acked_release_skipped_by_later_entries_breaks_only_commit_durability() {
+        let verdict = happy()
+            .at_ms(4_000)
+            .apply(0, 6, release("k", 43, 1, 9), ApplyResult::Released)
+            .reply(0, 1, 9, fencelock::service::ClientReply::Released)
+            .at_ms(4_500)
+            .leader(1, 2)
+            .apply_all(&[1, 2], 7, expire("k", 43), ApplyResult::Expired { existed: false })
+            .check();
+        assert_only(&verdict, "commit-durability");
+    }
+
+    #[test]
+    fn a_snapshot_without_the_acked_token_breaks_only_commit_durability() {
+        let verdict = happy()
+            .at_ms(4_000)
+            .ev(EventKind::SnapshotInstalled { node: NodeId(2), index: LogIndex(5), token_last: Token(42) })
+            .check();
+        assert_only(&verdict, "commit-durability");
+    }
+
+    #[test]
+    fn a_snapshot_carrying_the_acked_token_is_fine() {
+        let verdict = happy()
+            .at_ms(4_000)
+            .ev(EventKind::SnapshotInstalled { node: NodeId(2), index: LogIndex(5), token_last: Token(43) })
+            .apply(2, 6, expire("k", 43), ApplyResult::Expired { existed: true })
+            .check();
+        assert_clean(&verdict);
+    }
+
+    #[test]
+    fn a_whole_cluster_restore_may_roll_back_acked_entries() {
+        // i5 (c1's grant of 43) was acknowledged; the restore rolls back to a
+        // backup at i4 and i5 now holds another grant with a higher token.
+        let verdict = happy()
+            .at_ms(4_000)
+            .restore(1, 100)
+            .leader(0, 1 << 32)
+            .apply_all(&[0, 1, 2], 5, grant("j", 2, 9), granted(101))
+            .apply_all(&[0, 1, 2], 6, grant("k", 2, 10), granted(102))
+            .check();
+        assert_clean(&verdict);
+    }
+}

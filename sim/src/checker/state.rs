@@ -1,0 +1,243 @@
+//! The checker's reconstruction of the replicated state, shared by every family.
+//!
+//! From `Applied` events it rebuilds, per cluster epoch, what each log index
+//! holds (as the first node to apply it saw it), which tokens were issued to
+//! whom, which locks were removed, and each node's own lock table. A family
+//! checker reads it as it was just before the event it judges; [`Facts`] holds
+//! what the event itself means against that state.
+
+use super::CheckConfig;
+use crate::history::{Actor, Event, EventKind};
+use fencelock::{ApplyResult, Command, Holder, Key, LogIndex, NodeId, Token};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What the first node to apply an index applied there.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct AppliedEntry {
+    pub node: NodeId,
+    pub command: Command,
+    pub result: ApplyResult,
+    pub at_us: u64,
+}
+
+/// The first issue of a token.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Issue {
+    pub key: Key,
+    pub holder: Holder,
+    pub epoch: u32,
+    pub at_us: u64,
+}
+
+/// One node's lock on one key, as far as the history shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LockSlot {
+    /// The node reloaded state the history does not show (restart, restore, snapshot).
+    Unknown,
+    Free,
+    Held(Token),
+}
+
+/// One node's lock table. After a restart, a restore or a snapshot the table
+/// is rebuilt by replay or transfer that the history does not spell out, so
+/// keys become unknown until an applied command tells again.
+#[derive(Clone, Debug, Default)]
+struct NodeLocks {
+    base_unknown: bool,
+    locks: BTreeMap<Key, Option<Token>>,
+}
+
+impl NodeLocks {
+    fn slot(&self, key: &Key) -> LockSlot {
+        match self.locks.get(key) {
+            Some(Some(token)) => LockSlot::Held(*token),
+            Some(None) => LockSlot::Free,
+            None if self.base_unknown => LockSlot::Unknown,
+            None => LockSlot::Free,
+        }
+    }
+
+    fn forget(&mut self) {
+        self.base_unknown = true;
+        self.locks.clear();
+    }
+}
+
+/// What one event means against the state just before it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Facts {
+    /// An `Applied` at an index no node applied before in this epoch.
+    pub first_apply: bool,
+    /// For an `Applied`: the applying node's lock on the command's key just before.
+    pub slot_before: Option<LockSlot>,
+    /// For an `Applied` that removed a lock: the (key, token) pairs it removed
+    /// (the command's token, and the table's if that differs).
+    pub removed: Vec<(Key, Token)>,
+}
+
+/// Removes a lock: the result of an Expire or Release that took something away.
+pub(crate) fn is_removal(command: &Command, result: &ApplyResult) -> Option<(Key, Token)> {
+    match (command, result) {
+        (Command::Expire { key, token }, ApplyResult::Expired { existed: true }) => Some((key.clone(), *token)),
+        (Command::Release { key, token, .. }, ApplyResult::Released) => Some((key.clone(), *token)),
+        _ => None,
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct Context {
+    pub config: CheckConfig,
+    /// Whole-cluster restores so far; 0 before the first.
+    pub epoch: u32,
+    pub healed_at_us: Option<u64>,
+    /// True instants of the whole-cluster restores.
+    pub restores_at_us: Vec<u64>,
+    /// This epoch's log as its first appliers saw it.
+    applied: BTreeMap<LogIndex, AppliedEntry>,
+    /// Every token issued in the whole run, by its first issue.
+    issued: BTreeMap<Token, Issue>,
+    token_max: Option<Token>,
+    /// Tokens any node computed in an applied Grant, first applier or not.
+    tokens_applied: BTreeSet<Token>,
+    /// Tokens any server told a client in a Granted reply.
+    tokens_replied: BTreeSet<Token>,
+    /// Locks removed by an applied command in this epoch.
+    removed: BTreeSet<(Key, Token)>,
+    nodes: BTreeMap<NodeId, NodeLocks>,
+}
+
+impl Context {
+    pub fn new(config: CheckConfig) -> Context {
+        Context {
+            config,
+            epoch: 0,
+            healed_at_us: None,
+            restores_at_us: Vec::new(),
+            applied: BTreeMap::new(),
+            issued: BTreeMap::new(),
+            token_max: None,
+            tokens_applied: BTreeSet::new(),
+            tokens_replied: BTreeSet::new(),
+            removed: BTreeSet::new(),
+            nodes: BTreeMap::new(),
+        }
+    }
+
+    pub fn applied_at(&self, index: LogIndex) -> Option<&AppliedEntry> {
+        self.applied.get(&index)
+    }
+
+    pub fn issue(&self, token: Token) -> Option<&Issue> {
+        self.issued.get(&token)
+    }
+
+    pub fn issues(&self) -> impl Iterator<Item = (&Token, &Issue)> {
+        self.issued.iter()
+    }
+
+    pub fn token_max(&self) -> Option<Token> {
+        self.token_max
+    }
+
+    /// Whether the lock service ever produced this token (applied or answered).
+    pub fn token_seen(&self, token: Token) -> bool {
+        self.tokens_applied.contains(&token) || self.tokens_replied.contains(&token)
+    }
+
+    /// Whether some node computed this token in an applied Grant.
+    pub fn token_applied(&self, token: Token) -> bool {
+        self.tokens_applied.contains(&token)
+    }
+
+    pub fn was_removed(&self, key: &Key, token: Token) -> bool {
+        self.removed.contains(&(key.clone(), token))
+    }
+
+    pub fn slot(&self, node: NodeId, key: &Key) -> LockSlot {
+        self.nodes.get(&node).map(|n| n.slot(key)).unwrap_or(LockSlot::Free)
+    }
+
+    /// Whole-cluster restores at or before `at_us`.
+    pub fn restores_until(&self, at_us: u64) -> usize {
+        self.restores_at_us.iter().filter(|r| **r <= at_us).count()
+    }
+
+    pub fn facts(&self, event: &Event) -> Facts {
+        let EventKind::Applied { node, index, command, result, .. } = &event.kind else {
+            return Facts::default();
+        };
+        let slot_before = self.slot(*node, command.key());
+        let mut removed = Vec::new();
+        if let Some((key, token)) = is_removal(command, result) {
+            if let LockSlot::Held(held) = slot_before {
+                if held != token {
+                    removed.push((key.clone(), held));
+                }
+            }
+            removed.push((key, token));
+        }
+        Facts { first_apply: !self.applied.contains_key(index), slot_before: Some(slot_before), removed }
+    }
+
+    pub fn absorb(&mut self, event: &Event, facts: &Facts) {
+        match &event.kind {
+            EventKind::Healed => {
+                self.healed_at_us.get_or_insert(event.at_us);
+            }
+            EventKind::ClusterRestored { epoch, .. } => {
+                assert!(*epoch > self.epoch, "restore epoch {epoch} does not follow {}", self.epoch);
+                self.epoch = *epoch;
+                self.restores_at_us.push(event.at_us);
+                // A new epoch: indices restart from the backup's, and the
+                // locks are whatever the backup held.
+                self.applied.clear();
+                self.removed.clear();
+                self.nodes.values_mut().for_each(NodeLocks::forget);
+            }
+            EventKind::Restarted { actor: Actor::Server(node) }
+            | EventKind::NodeRestored { node, .. }
+            | EventKind::SnapshotInstalled { node, .. } => {
+                self.nodes.entry(*node).or_default().forget();
+            }
+            EventKind::Replied { reply: fencelock::service::ClientReply::Granted { token, .. }, .. } => {
+                self.tokens_replied.insert(*token);
+            }
+            EventKind::Applied { node, index, command, result, .. } => {
+                self.absorb_applied(event.at_us, *node, *index, command, result, facts);
+            }
+            _ => {}
+        }
+    }
+
+    fn absorb_applied(
+        &mut self,
+        at_us: u64,
+        node: NodeId,
+        index: LogIndex,
+        command: &Command,
+        result: &ApplyResult,
+        facts: &Facts,
+    ) {
+        if facts.first_apply {
+            let entry = AppliedEntry { node, command: command.clone(), result: *result, at_us };
+            self.applied.insert(index, entry);
+        }
+        let table = self.nodes.entry(node).or_default();
+        match (command, result) {
+            (Command::Grant { key, holder, .. }, ApplyResult::Granted { token }) => {
+                table.locks.insert(key.clone(), Some(*token));
+                self.tokens_applied.insert(*token);
+                if facts.first_apply && !self.issued.contains_key(token) {
+                    let issue = Issue { key: key.clone(), holder: *holder, epoch: self.epoch, at_us };
+                    self.issued.insert(*token, issue);
+                    self.token_max = self.token_max.max(Some(*token));
+                }
+            }
+            (command, result) if is_removal(command, result).is_some() => {
+                table.locks.insert(command.key().clone(), None);
+            }
+            _ => {}
+        }
+        self.removed.extend(facts.removed.iter().cloned());
+    }
+}
