@@ -24,7 +24,7 @@ mod token_checker;
 #[cfg(test)]
 mod testkit;
 
-use crate::history::{Event, History};
+use crate::history::{Event, EventKind, History};
 use crate::model::Model;
 use fencelock::{ClientId, NodeId, Token};
 use serde::Serialize;
@@ -243,6 +243,11 @@ impl Checker {
         // Every family sees the reconstructed state as it was just before the
         // event; only then does the state absorb it.
         let facts = self.ctx.facts(event);
+        match event.kind {
+            EventKind::ClusterRestored { .. } => self.report.counters.restores += 1,
+            EventKind::NodeRestored { .. } => self.report.counters.node_restores += 1,
+            _ => {}
+        }
         self.raft.observe(&self.ctx, &facts, event, &mut self.report);
         self.token.observe(&self.ctx, &facts, event, &mut self.report);
         self.resource.observe(event, &mut self.report);
@@ -274,4 +279,50 @@ pub fn check(history: &History, config: CheckConfig) -> Verdict {
         checker.observe(event);
     }
     checker.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testkit::*;
+    use super::*;
+    use fencelock::raft::Role;
+
+    #[test]
+    fn a_verdict_lists_violations_in_history_order_with_their_properties() {
+        // A lease overlap (found at the end, at 4 s) and a split term (online, at 4.5 s).
+        let verdict = happy()
+            .at_ms(4_000)
+            .belief_until_us(2, "k", 44, 6_000_000)
+            .at_ms(4_500)
+            .role(2, 1, Role::Candidate)
+            .leader(2, 1)
+            .check();
+        assert_eq!(verdict.properties(), vec![ELECTION_SAFETY, LEASE_EXCLUSION]);
+        let times: Vec<u64> = verdict.violations.iter().map(|v| v.at_us).collect();
+        assert_eq!(times, vec![4_000_000, 4_500_000]);
+        assert!(verdict.violations[1].to_string().starts_with("election-safety at 4500ms: n0 and n2"));
+    }
+
+    #[test]
+    fn restores_are_counted() {
+        let verdict = happy()
+            .at_ms(4_000)
+            .ev(EventKind::NodeRestored { node: NodeId(1), backup_at_us: 1_000 })
+            .restore(1, 100)
+            .restore(2, 200)
+            .check();
+        assert_clean(&verdict);
+        assert_eq!((verdict.counters.restores, verdict.counters.node_restores), (2, 1));
+    }
+
+    #[test]
+    fn the_standard_config_follows_the_model() {
+        let model = Model::default();
+        let config = CheckConfig::for_model(&model);
+        assert_eq!(config.validate(), Ok(()));
+        assert_eq!(config.run_end_us, 40_000_000);
+        assert_eq!(config.liveness_free_bound_ms, model.lease_ms + LIVENESS_LEADER_BOUND_MS_DEFAULT);
+        let broken = CheckConfig { nodes: 0, ..config };
+        assert!(broken.validate().unwrap_err().contains("`nodes`"));
+    }
 }

@@ -75,9 +75,7 @@ impl RaftChecker {
     fn on_leader(&mut self, at_us: u64, node: NodeId, term: Term, report: &mut Report) {
         let first = *self.leaders.entry(term).or_insert(node);
         if first == node {
-            if self.leaders.len() as u64 > report.counters.elections {
-                report.counters.elections = self.leaders.len() as u64;
-            }
+            report.counters.elections = self.leaders.len() as u64;
             report.counters.first_leader_us.get_or_insert(at_us);
             return;
         }
