@@ -10,11 +10,29 @@
 //! `Ready::messages_after_persist` (votes, append acknowledgements) only after
 //! `hard_state`, `entries` and `snapshot` of the same `Ready` are durable.
 
+mod config;
+mod election;
+mod log;
+mod progress;
+mod read_index;
+mod ready;
+mod replication;
+#[cfg(test)]
+mod tests;
+
+pub use config::TICK_MS_STANDARD;
+
 use crate::command::Command;
 use crate::lock::LockState;
 use crate::types::{LogIndex, NodeId, Term};
 use crate::variant::Variant;
+use log::RaftLog;
+use progress::Progress;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use read_index::ReadRounds;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// What a node stores durably besides its log.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,6 +112,10 @@ pub enum MessageBody {
         hint_index: LogIndex,
         hint_term: Term,
         read_ctx: u64,
+        /// The sender's disk was restored from a stale backup and it has not
+        /// caught up yet: the leader forgets what it acknowledged before and
+        /// counts only `match_index` (see RESTORE.md).
+        recovering: bool,
     },
     InstallSnapshot {
         snapshot: Snapshot,
@@ -118,16 +140,21 @@ pub struct Ready {
     /// Entries to append to the durable log. The log is first truncated from
     /// `entries[0].index` (a follower overwriting a conflicting suffix).
     pub entries: Vec<Entry>,
-    /// A snapshot to persist and install: it replaces the log up to its index
-    /// and the state machine.
+    /// A snapshot to persist and install: it replaces the whole durable log
+    /// (the entries after it, if any, follow in `entries`) and the state
+    /// machine. Persist it before `entries`.
     pub snapshot: Option<Snapshot>,
     /// Messages that may be sent at once.
     pub messages: Vec<Message>,
     /// Messages to send only after the persistent parts of this Ready are durable.
     pub messages_after_persist: Vec<Message>,
-    /// Committed entries to apply, in order.
+    /// Committed entries to apply, in order, starting right after the applied
+    /// index (after `snapshot`, if there is one). Apply them only once the
+    /// persistent parts are durable.
     pub committed_entries: Vec<Entry>,
-    /// Read-index rounds confirmed by a majority since the last Ready.
+    /// Read-index rounds confirmed by a majority since the last Ready. A round
+    /// still pending when the leader loses leadership is dropped without a
+    /// `ReadState`: the caller must time out.
     pub read_states: Vec<ReadState>,
 }
 
@@ -202,82 +229,224 @@ pub struct DurableState {
     /// Entries after the snapshot, in index order.
     pub entries: Vec<Entry>,
     /// Set by the operator's restore procedure when the disk came from a stale
-    /// backup of this node (see ARCHITECTURE.md, "Restores").
+    /// backup of this node (see ARCHITECTURE.md, "Restores"). The driver keeps
+    /// it set until [`RaftNode::is_recovering`] turns false and the Ready that
+    /// did it is durable, then clears it.
     pub restored_from_backup: bool,
 }
 
-/// One Raft server's protocol state. The implementation lives in the
-/// submodules; this is the whole public surface.
+/// A node whose disk was restored from a stale backup, until it has caught up
+/// with a leader of a later term (see RESTORE.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Recovery {
+    /// The term on the restored disk; votes cast after it may have been lost.
+    restored_term: Term,
+}
+
+/// One Raft server's protocol state. The logic lives in the submodules
+/// (`election`, `replication`, `read_index`, `ready`); this is the whole
+/// public surface.
 pub struct RaftNode {
-    _private: (),
+    config: Config,
+    term: Term,
+    vote: Option<NodeId>,
+    role: Role,
+    leader: Option<NodeId>,
+    log: RaftLog,
+    /// The latest snapshot, sent to followers that fell behind the log start.
+    snapshot: Option<Snapshot>,
+    /// The leader's view of every other voter; empty otherwise.
+    progress: BTreeMap<NodeId, Progress>,
+    /// (Pre-)votes received in the current campaign: voter -> granted.
+    votes: BTreeMap<NodeId, bool>,
+    election_elapsed: u32,
+    heartbeat_elapsed: u32,
+    /// Drawn from `rng` in [election_ticks_min, election_ticks_max) at every role change.
+    election_timeout: u32,
+    rng: ChaCha8Rng,
+    recovery: Option<Recovery>,
+    reads: ReadRounds,
+    // What the next Ready hands out, and what the last one handed out.
+    messages: Vec<Message>,
+    messages_after_persist: Vec<Message>,
+    read_states: Vec<ReadState>,
+    snapshot_to_install: Option<Snapshot>,
+    hard_state_handed: HardState,
+    /// The last entry handed out for persistence, confirmed in `advance`.
+    entries_handed: Option<(LogIndex, Term)>,
 }
 
 impl RaftNode {
     /// Starts a node from what its disk holds (an empty `DurableState` for a
     /// brand-new node). `rng_seed` seeds the node's own ChaCha stream for
     /// election timeouts. Fails only on an invalid config.
+    ///
+    /// The node resumes as a follower from the durable state only. Its commit
+    /// is clamped to what the log holds; the driver's state machine starts
+    /// from `durable.snapshot` and the entries after it up to the commit come
+    /// back in the first `Ready` as committed entries. A state of only a
+    /// snapshot and a hard state (a whole-cluster restore) is accepted.
     pub fn new(config: Config, durable: DurableState, rng_seed: u64) -> Result<RaftNode, ConfigError> {
-        let _ = (config, durable, rng_seed);
-        todo!("raft: RaftNode::new")
+        config.validate()?;
+        let (snapshot_index, snapshot_term) =
+            durable.snapshot.as_ref().map_or((LogIndex(0), Term(0)), |snapshot| (snapshot.index, snapshot.term));
+        let mut log = RaftLog::recovered(snapshot_index, snapshot_term, durable.entries);
+        let commit = durable.hard_state.commit.clamp(snapshot_index, log.last_index());
+        if commit > log.committed {
+            log.commit_to(commit);
+        }
+        // A restore may hand a snapshot whose term is above the stored hard state.
+        let term = durable.hard_state.term.max(log.last_term());
+        let vote = if term == durable.hard_state.term { durable.hard_state.vote } else { None };
+        // The one place Variant::AmnesiaRejoin is consulted: it skips the recovery rule.
+        let recovery = (durable.restored_from_backup && config.variant != Variant::AmnesiaRejoin)
+            .then_some(Recovery { restored_term: term });
+        let mut node = RaftNode {
+            term,
+            vote,
+            role: Role::Follower,
+            leader: None,
+            log,
+            snapshot: durable.snapshot,
+            progress: BTreeMap::new(),
+            votes: BTreeMap::new(),
+            election_elapsed: 0,
+            heartbeat_elapsed: 0,
+            election_timeout: config.election_ticks_min,
+            rng: ChaCha8Rng::seed_from_u64(rng_seed),
+            recovery,
+            reads: ReadRounds::default(),
+            messages: Vec::new(),
+            messages_after_persist: Vec::new(),
+            read_states: Vec::new(),
+            snapshot_to_install: None,
+            hard_state_handed: durable.hard_state,
+            entries_handed: None,
+            config,
+        };
+        node.reset_election_timer();
+        Ok(node)
     }
 
     /// Advances logical time by one tick (the driver calls it every tick interval of its local clock).
     pub fn tick(&mut self) {
-        todo!("raft: tick")
+        if self.role == Role::Leader {
+            self.tick_leader();
+        } else {
+            self.tick_election();
+        }
     }
 
     /// Handles a message from a peer.
     pub fn step(&mut self, message: Message) {
-        let _ = message;
-        todo!("raft: step")
+        assert_eq!(message.to, self.config.id, "message delivered to the wrong node");
+        if !self.config.voters.contains(&message.from) || message.from == self.config.id {
+            return;
+        }
+        self.step_checked(message);
     }
 
     /// Appends a command to the leader's log; returns its index and term.
     pub fn propose(&mut self, command: Command) -> Result<(LogIndex, Term), ProposeError> {
-        let _ = command;
-        todo!("raft: propose")
+        self.propose_payload(Payload::Command(command))
     }
 
     /// Starts a read-index round (leadership confirmation by a majority).
-    /// Its `ReadState` with the same `ctx` appears in a later `Ready` once confirmed.
+    /// Its `ReadState` with the same `ctx` appears in a later `Ready` once
+    /// confirmed; if leadership is lost first, it never appears.
     pub fn read_index(&mut self, ctx: u64) -> Result<(), ProposeError> {
-        let _ = ctx;
-        todo!("raft: read_index")
+        self.start_read(ctx)
     }
 
     pub fn has_ready(&self) -> bool {
-        todo!("raft: has_ready")
+        self.has_ready_inner()
     }
 
     /// Takes the pending work. Call [`RaftNode::advance`] once it is done.
     pub fn ready(&mut self) -> Ready {
-        todo!("raft: ready")
+        self.take_ready()
     }
 
     /// Acknowledges that the last Ready was persisted and its committed entries
     /// were applied up to `applied`.
     pub fn advance(&mut self, applied: LogIndex) {
-        let _ = applied;
-        todo!("raft: advance")
+        self.advance_inner(applied);
     }
 
     /// Compacts the in-memory log up to `index`: `state` is the lock state
     /// machine as of `index` (already applied). Returns the snapshot, which the
     /// driver persists atomically with the truncation of its durable log.
     pub fn compact(&mut self, index: LogIndex, state: LockState) -> Snapshot {
-        let _ = (index, state);
-        todo!("raft: compact")
+        self.compact_inner(index, state)
     }
 
     pub fn soft_state(&self) -> SoftState {
-        todo!("raft: soft_state")
+        SoftState { role: self.role, term: self.term, leader: self.leader }
     }
 
     pub fn hard_state(&self) -> HardState {
-        todo!("raft: hard_state")
+        HardState { term: self.term, vote: self.vote, commit: self.log.committed }
     }
 
     pub fn id(&self) -> NodeId {
-        todo!("raft: id")
+        self.config.id
+    }
+
+    pub fn commit_index(&self) -> LogIndex {
+        self.log.committed
+    }
+
+    pub fn last_index(&self) -> LogIndex {
+        self.log.last_index()
+    }
+
+    /// What the driver reported applied (or the snapshot index installed since).
+    pub fn applied_index(&self) -> LogIndex {
+        self.log.applied
+    }
+
+    /// The index the in-memory log starts after (the last compaction or snapshot).
+    pub fn snapshot_index(&self) -> LogIndex {
+        self.log.snapshot_index
+    }
+
+    /// True once `snapshot_threshold_entries` entries were applied past the last snapshot.
+    pub fn snapshot_due(&self) -> bool {
+        self.log.applied.0 - self.log.snapshot_index.0 >= self.config.snapshot_threshold_entries
+    }
+
+    /// The term of the entry at `index`, if the in-memory log still holds it.
+    pub fn entry_term(&self, index: LogIndex) -> Option<Term> {
+        self.log.term(index)
+    }
+
+    /// True while this node, restored from a stale backup, has not yet caught
+    /// up with a leader of a later term (RESTORE.md): it neither votes nor campaigns.
+    pub fn is_recovering(&self) -> bool {
+        self.recovery.is_some()
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn quorum(&self) -> usize {
+        self.config.voters.len() / 2 + 1
+    }
+
+    fn send(&mut self, to: NodeId, body: MessageBody) {
+        self.send_at(to, self.term, body);
+    }
+
+    fn send_at(&mut self, to: NodeId, term: Term, body: MessageBody) {
+        self.messages.push(Message { from: self.config.id, to, term, body });
+    }
+
+    fn send_after_persist(&mut self, to: NodeId, body: MessageBody) {
+        self.messages_after_persist.push(Message { from: self.config.id, to, term: self.term, body });
+    }
+
+    fn peers(&self) -> Vec<NodeId> {
+        self.config.voters.iter().copied().filter(|&id| id != self.config.id).collect()
     }
 }

@@ -1,0 +1,289 @@
+//! Terms, roles and elections: the election timer, pre-vote, voting with the
+//! at-most-one-vote rule, leader stickiness, check-quorum, and the dispatch of
+//! every incoming message after its term was checked.
+
+use super::progress::Progress;
+use super::{Message, MessageBody, Payload, RaftNode, Role};
+use crate::types::{LogIndex, NodeId, Term};
+use crate::variant::Variant;
+use rand::Rng;
+
+impl RaftNode {
+    pub(super) fn reset_election_timer(&mut self) {
+        self.election_elapsed = 0;
+        self.heartbeat_elapsed = 0;
+        self.election_timeout = self.rng.gen_range(self.config.election_ticks_min..self.config.election_ticks_max);
+    }
+
+    pub(super) fn tick_election(&mut self) {
+        self.election_elapsed += 1;
+        if self.election_elapsed < self.election_timeout {
+            return;
+        }
+        self.reset_election_timer();
+        // A node restored from a stale backup may have voted in terms it no
+        // longer remembers, so it never campaigns while recovering.
+        if self.recovery.is_some() {
+            return;
+        }
+        if self.config.pre_vote {
+            self.become_pre_candidate();
+        } else {
+            self.become_candidate();
+        }
+    }
+
+    pub(super) fn tick_leader(&mut self) {
+        self.election_elapsed += 1;
+        self.heartbeat_elapsed += 1;
+        if self.election_elapsed >= self.config.election_ticks_min {
+            self.election_elapsed = 0;
+            if self.config.check_quorum {
+                let active = 1 + self.progress.values().filter(|progress| progress.recent_active).count();
+                if active < self.quorum() {
+                    // Isolated from a majority: stop acting as leader (and
+                    // stop confirming reads) within one election timeout.
+                    self.become_follower(self.term, None);
+                    return;
+                }
+            }
+            for progress in self.progress.values_mut() {
+                progress.recent_active = false;
+            }
+        }
+        if self.heartbeat_elapsed >= self.config.heartbeat_ticks {
+            self.heartbeat_elapsed = 0;
+            self.tick_snapshot_waits();
+            self.broadcast_heartbeat();
+        }
+    }
+
+    /// Within the minimum election timeout of hearing from a leader, a node
+    /// ignores (pre-)votes, so a partitioned node coming back cannot depose a
+    /// working leader. A leader is always "hearing from itself" until
+    /// check-quorum tells it otherwise.
+    fn in_lease(&self) -> bool {
+        self.leader.is_some() && self.election_elapsed < self.config.election_ticks_min
+    }
+
+    pub(super) fn become_follower(&mut self, term: Term, leader: Option<NodeId>) {
+        assert!(term >= self.term, "terms never decrease");
+        if term > self.term {
+            self.term = term;
+            self.vote = None;
+        }
+        self.role = Role::Follower;
+        self.leader = leader;
+        self.votes.clear();
+        self.progress.clear();
+        // Pending read rounds die with leadership; their callers time out.
+        self.reads.clear();
+        self.reset_election_timer();
+    }
+
+    fn become_pre_candidate(&mut self) {
+        // Pre-vote changes neither the term nor the vote: a node that could
+        // not win does not disturb the cluster.
+        self.role = Role::PreCandidate;
+        self.leader = None;
+        self.votes.clear();
+        self.votes.insert(self.config.id, true);
+        let body = MessageBody::PreVote { last_index: self.log.last_index(), last_term: self.log.last_term() };
+        for peer in self.peers() {
+            self.send_at(peer, Term(self.term.0 + 1), body.clone());
+        }
+        self.check_votes();
+    }
+
+    fn become_candidate(&mut self) {
+        assert!(self.recovery.is_none(), "a recovering node never campaigns");
+        self.term = Term(self.term.0 + 1);
+        self.vote = Some(self.config.id);
+        self.role = Role::Candidate;
+        self.leader = None;
+        self.votes.clear();
+        self.votes.insert(self.config.id, true);
+        self.reset_election_timer();
+        let body = MessageBody::RequestVote { last_index: self.log.last_index(), last_term: self.log.last_term() };
+        for peer in self.peers() {
+            // The candidate's own vote and term must be durable first, or a
+            // crash could let it vote for someone else in the same term.
+            self.send_after_persist(peer, body.clone());
+        }
+        self.check_votes();
+    }
+
+    fn become_leader(&mut self) {
+        assert_eq!(self.role, Role::Candidate);
+        assert_eq!(self.vote, Some(self.config.id));
+        self.role = Role::Leader;
+        self.leader = Some(self.config.id);
+        self.votes.clear();
+        self.reset_election_timer();
+        let next = LogIndex(self.log.last_index().0 + 1);
+        self.progress = self.peers().into_iter().map(|peer| (peer, Progress::new(next))).collect();
+        // The no-op of the new term: once it commits, everything before it is
+        // committed too, and read-index rounds may be answered.
+        self.append_entry(Payload::Noop);
+        self.broadcast_append();
+    }
+
+    /// Counts the (pre-)votes of the current campaign and moves on when decided.
+    fn check_votes(&mut self) {
+        let granted = self.votes.values().filter(|&&granted| granted).count();
+        let rejected = self.votes.len() - granted;
+        if granted >= self.quorum() {
+            match self.role {
+                Role::PreCandidate => self.become_candidate(),
+                Role::Candidate => self.become_leader(),
+                Role::Follower | Role::Leader => unreachable!("only candidates count votes"),
+            }
+        } else if rejected >= self.quorum() {
+            self.become_follower(self.term, None);
+        }
+    }
+
+    /// Checks the message's term against ours, then dispatches it.
+    pub(super) fn step_checked(&mut self, message: Message) {
+        if message.term > self.term {
+            match &message.body {
+                MessageBody::PreVote { .. } | MessageBody::RequestVote { .. } if self.in_lease() => return,
+                // A pre-vote is for a term the candidate has not entered yet,
+                // and a granted answer carries that future term.
+                MessageBody::PreVote { .. } | MessageBody::PreVoteResponse { granted: true } => {}
+                MessageBody::Append { .. } | MessageBody::InstallSnapshot { .. } => {
+                    self.become_follower(message.term, Some(message.from))
+                }
+                _ => self.become_follower(message.term, None),
+            }
+        } else if message.term < self.term {
+            match message.body {
+                // A stale leader learns our term from the answer and steps down;
+                // with pre-vote this is how a node with a higher term rejoins.
+                MessageBody::Append { .. } | MessageBody::InstallSnapshot { .. } => {
+                    let body = MessageBody::AppendResponse {
+                        success: false,
+                        match_index: LogIndex(0),
+                        hint_index: LogIndex(0),
+                        hint_term: Term(0),
+                        read_ctx: 0,
+                        recovering: self.recovery.is_some(),
+                    };
+                    self.send(message.from, body);
+                }
+                MessageBody::PreVote { .. } => self.send(message.from, MessageBody::PreVoteResponse { granted: false }),
+                _ => {}
+            }
+            return;
+        }
+        let from = message.from;
+        match message.body {
+            MessageBody::PreVote { last_index, last_term } => {
+                self.handle_vote_request(from, message.term, last_index, last_term, true)
+            }
+            MessageBody::RequestVote { last_index, last_term } => {
+                self.handle_vote_request(from, message.term, last_index, last_term, false)
+            }
+            MessageBody::PreVoteResponse { granted } => {
+                if (self.role == Role::PreCandidate && message.term == Term(self.term.0 + 1)) || !granted {
+                    self.record_vote(from, granted, Role::PreCandidate);
+                }
+            }
+            MessageBody::RequestVoteResponse { granted } => self.record_vote(from, granted, Role::Candidate),
+            MessageBody::Append { prev_index, prev_term, entries, commit, read_ctx } => {
+                if self.accept_leader(from) {
+                    self.handle_append(from, prev_index, prev_term, entries, commit, read_ctx);
+                }
+            }
+            MessageBody::AppendResponse { success, match_index, hint_index, hint_term, read_ctx, recovering } => {
+                if self.role == Role::Leader {
+                    self.handle_append_response(
+                        from,
+                        success,
+                        match_index,
+                        hint_index,
+                        hint_term,
+                        read_ctx,
+                        recovering,
+                    );
+                }
+            }
+            MessageBody::InstallSnapshot { snapshot } => {
+                if self.accept_leader(from) {
+                    self.handle_install_snapshot(from, snapshot);
+                }
+            }
+            MessageBody::InstallSnapshotResponse { index } => {
+                if self.role == Role::Leader {
+                    self.handle_install_snapshot_response(from, index);
+                }
+            }
+        }
+    }
+
+    /// An append or snapshot of our own term comes from that term's only leader.
+    fn accept_leader(&mut self, from: NodeId) -> bool {
+        if self.role == Role::Leader {
+            // Two leaders in one term: only possible under an unsafe variant
+            // (a vote that was not durable, or amnesia). Ignore the other one;
+            // the history checker reports the violation.
+            return false;
+        }
+        if self.role != Role::Follower || self.leader != Some(from) {
+            self.become_follower(self.term, Some(from));
+        }
+        self.election_elapsed = 0;
+        true
+    }
+
+    fn record_vote(&mut self, from: NodeId, granted: bool, campaign: Role) {
+        if self.role != campaign {
+            return;
+        }
+        self.votes.entry(from).or_insert(granted);
+        self.check_votes();
+    }
+
+    fn handle_vote_request(&mut self, from: NodeId, term: Term, last_index: LogIndex, last_term: Term, pre: bool) {
+        let can_vote =
+            self.vote == Some(from) || (self.vote.is_none() && self.leader.is_none()) || (pre && term > self.term);
+        let granted = can_vote && self.recovery.is_none() && self.log.is_up_to_date(last_index, last_term);
+        if pre {
+            // A pre-vote promises nothing, so its answer needs no persistence.
+            let answer_term = if granted { term } else { self.term };
+            self.send_at(from, answer_term, MessageBody::PreVoteResponse { granted });
+            return;
+        }
+        assert_eq!(term, self.term);
+        if granted {
+            assert!(self.vote.is_none() || self.vote == Some(from), "at most one vote per term");
+            self.vote = Some(from);
+            self.election_elapsed = 0;
+        }
+        self.send_vote_response(from, granted);
+    }
+
+    /// The one place Variant::VoteNotDurable is consulted.
+    fn send_vote_response(&mut self, to: NodeId, granted: bool) {
+        let body = MessageBody::RequestVoteResponse { granted };
+        if self.config.variant == Variant::VoteNotDurable {
+            self.send(to, body);
+        } else {
+            self.send_after_persist(to, body);
+        }
+    }
+
+    /// Leaves recovery once caught up with the leader of a term after the
+    /// restored one: recording that leader as this term's vote closes the term
+    /// to any other candidate (RESTORE.md).
+    pub(super) fn maybe_finish_recovery(&mut self, leader: NodeId, leader_commit: LogIndex) {
+        let Some(recovery) = self.recovery else { return };
+        if self.term <= recovery.restored_term || self.log.committed < leader_commit {
+            return;
+        }
+        assert_eq!(self.leader, Some(leader));
+        assert!(self.vote.is_none() || self.vote == Some(leader), "a recovering node never votes");
+        self.vote = Some(leader);
+        self.recovery = None;
+    }
+}

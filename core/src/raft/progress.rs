@@ -1,0 +1,150 @@
+//! What a leader knows about one follower's log: how far it matches, what to
+//! send next, and how many appends are still unacknowledged.
+
+use crate::types::LogIndex;
+use std::collections::VecDeque;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ProgressState {
+    /// Where the follower's log diverges is unknown: one append at a time.
+    Probe,
+    /// The follower is in step: stream appends, up to `inflight_max` unacknowledged.
+    Replicate,
+    /// An InstallSnapshot at `index` is on its way; `wait_ticks` counts heartbeats
+    /// since, so a lost snapshot is sent again.
+    Snapshot { index: LogIndex, wait_ticks: u32 },
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Progress {
+    pub(super) match_index: LogIndex,
+    pub(super) next_index: LogIndex,
+    pub(super) state: ProgressState,
+    /// In `Probe`, an append was sent and no answer came back yet.
+    probe_sent: bool,
+    /// In `Replicate`, the last index of each unacknowledged append with entries.
+    inflight: VecDeque<LogIndex>,
+    /// The follower answered during the current check-quorum window.
+    pub(super) recent_active: bool,
+}
+
+impl Progress {
+    pub(super) fn new(next_index: LogIndex) -> Progress {
+        Progress {
+            match_index: LogIndex(0),
+            next_index,
+            state: ProgressState::Probe,
+            probe_sent: false,
+            inflight: VecDeque::new(),
+            recent_active: false,
+        }
+    }
+
+    pub(super) fn is_paused(&self, inflight_max: usize) -> bool {
+        match self.state {
+            ProgressState::Probe => self.probe_sent,
+            ProgressState::Replicate => self.inflight.len() >= inflight_max,
+            ProgressState::Snapshot { .. } => true,
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn inflight_len(&self) -> usize {
+        self.inflight.len()
+    }
+
+    /// Records an append carrying entries up to `last_index` (equal to the
+    /// previous index for an empty append).
+    pub(super) fn sent_append(&mut self, last_index: LogIndex, entries_len: usize, inflight_max: usize) {
+        match self.state {
+            ProgressState::Probe => self.probe_sent = true,
+            ProgressState::Replicate => {
+                if entries_len > 0 {
+                    assert!(self.inflight.len() < inflight_max, "never more than inflight_max appends in flight");
+                    self.next_index = LogIndex(last_index.0 + 1);
+                    self.inflight.push_back(last_index);
+                }
+            }
+            ProgressState::Snapshot { .. } => unreachable!("no append is sent while a snapshot is pending"),
+        }
+    }
+
+    /// A successful acknowledgement up to `index`; true if the match moved.
+    pub(super) fn acknowledge(&mut self, index: LogIndex) -> bool {
+        self.probe_sent = false;
+        let moved = index > self.match_index;
+        if moved {
+            self.match_index = index;
+        }
+        self.next_index = self.next_index.max(LogIndex(self.match_index.0 + 1));
+        let freed_before = self.inflight.len();
+        while self.inflight.front().is_some_and(|&last| last <= index) {
+            self.inflight.pop_front();
+        }
+        // A heartbeat answer frees one slot of a full window, so a window whose
+        // appends were all lost drains and the follower's rejection resets it.
+        if !moved && freed_before == self.inflight.len() && self.state == ProgressState::Replicate {
+            self.inflight.pop_front();
+        }
+        moved
+    }
+
+    /// A rejection of an append whose previous index was `rejected`; the
+    /// follower's hint is already mapped onto the leader's log as `probe_from`.
+    /// Returns false for a stale rejection.
+    pub(super) fn reject(&mut self, rejected: LogIndex, probe_from: LogIndex) -> bool {
+        match self.state {
+            ProgressState::Replicate => {
+                if rejected <= self.match_index {
+                    return false;
+                }
+                self.become_probe();
+                true
+            }
+            ProgressState::Probe => {
+                if rejected.0 + 1 != self.next_index.0 {
+                    return false;
+                }
+                let next = rejected.min(probe_from).0 + 1;
+                self.next_index = LogIndex(next.max(self.match_index.0 + 1));
+                self.probe_sent = false;
+                true
+            }
+            ProgressState::Snapshot { .. } => false,
+        }
+    }
+
+    pub(super) fn become_probe(&mut self) {
+        self.next_index = match self.state {
+            ProgressState::Snapshot { index, .. } => LogIndex(self.match_index.max(index).0 + 1),
+            _ => LogIndex(self.match_index.0 + 1),
+        };
+        self.state = ProgressState::Probe;
+        self.probe_sent = false;
+        self.inflight.clear();
+    }
+
+    pub(super) fn become_replicate(&mut self) {
+        self.state = ProgressState::Replicate;
+        self.next_index = LogIndex(self.match_index.0 + 1);
+        self.probe_sent = false;
+        self.inflight.clear();
+    }
+
+    pub(super) fn become_snapshot(&mut self, index: LogIndex) {
+        self.state = ProgressState::Snapshot { index, wait_ticks: 0 };
+        self.probe_sent = false;
+        self.inflight.clear();
+    }
+
+    /// The follower said its disk was restored from a backup: whatever it
+    /// acknowledged before is forgotten, and only `match_index` (what it
+    /// reports now) counts.
+    pub(super) fn forget_match(&mut self, match_index: LogIndex, next_index: LogIndex) {
+        self.match_index = match_index;
+        self.state = ProgressState::Probe;
+        self.next_index = next_index.max(LogIndex(match_index.0 + 1));
+        self.probe_sent = false;
+        self.inflight.clear();
+    }
+}

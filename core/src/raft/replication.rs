@@ -1,0 +1,329 @@
+//! Log replication: the leader's appends, heartbeats and snapshots, the
+//! follower's handling of them with fast conflict backoff, and the commit rule
+//! (only entries of the leader's current term are committed by counting).
+
+use super::progress::ProgressState;
+use super::{Entry, MessageBody, Payload, ProposeError, RaftNode, Role, Snapshot};
+use crate::types::{LogIndex, NodeId, Term};
+use crate::variant::Variant;
+
+impl RaftNode {
+    pub(super) fn propose_payload(&mut self, payload: Payload) -> Result<(LogIndex, Term), ProposeError> {
+        if self.role != Role::Leader {
+            return Err(ProposeError::NotLeader { leader: self.leader });
+        }
+        if self.log.last_index().0 - self.log.committed.0 >= self.config.uncommitted_entries_max() {
+            return Err(ProposeError::Busy);
+        }
+        let index = self.append_entry(payload);
+        self.broadcast_append();
+        Ok((index, self.term))
+    }
+
+    /// The leader appends to its own log. Its own copy counts toward commit
+    /// only once the driver reports it persisted (in `advance`).
+    pub(super) fn append_entry(&mut self, payload: Payload) -> LogIndex {
+        assert_eq!(self.role, Role::Leader);
+        let index = LogIndex(self.log.last_index().0 + 1);
+        self.log.append_leader(Entry { term: self.term, index, payload });
+        index
+    }
+
+    pub(super) fn broadcast_append(&mut self) {
+        for peer in self.peers() {
+            // Bounded by the in-flight window: each send fills one slot or pauses a probe.
+            for _ in 0..=self.config.inflight_max {
+                if !self.send_append(peer, false) {
+                    break;
+                }
+            }
+        }
+    }
+
+    pub(super) fn broadcast_heartbeat(&mut self) {
+        for peer in self.peers() {
+            self.send_heartbeat(peer);
+        }
+    }
+
+    /// Sends the next append (or the snapshot) to `to` unless its window is
+    /// full. Returns true if something was sent.
+    fn send_append(&mut self, to: NodeId, allow_empty: bool) -> bool {
+        let inflight_max = self.config.inflight_max;
+        let last = self.log.last_index();
+        let progress = self.progress.get(&to).expect("the leader tracks every peer");
+        if progress.is_paused(inflight_max) {
+            return false;
+        }
+        let next = progress.next_index.min(LogIndex(last.0 + 1));
+        let prev_index = LogIndex(next.0 - 1);
+        let Some(prev_term) = self.log.term(prev_index) else {
+            self.send_snapshot(to);
+            return true;
+        };
+        let entries = self.log.slice(next, last, self.config.entries_per_message_max as u64);
+        if entries.is_empty() && !allow_empty {
+            return false;
+        }
+        let last_sent = entries.last().map_or(prev_index, |entry| entry.index);
+        let entries_len = entries.len();
+        let body = MessageBody::Append {
+            prev_index,
+            prev_term,
+            entries,
+            commit: self.log.committed,
+            read_ctx: self.reads.latest_ctx(),
+        };
+        self.send(to, body);
+        let progress = self.progress.get_mut(&to).expect("the leader tracks every peer");
+        progress.sent_append(last_sent, entries_len, inflight_max);
+        true
+    }
+
+    fn send_snapshot(&mut self, to: NodeId) {
+        let snapshot = self.snapshot.clone().expect("a log that starts after index 0 has a snapshot");
+        assert_eq!(snapshot.index, self.log.snapshot_index, "the kept snapshot is the log's start");
+        self.progress.get_mut(&to).expect("the leader tracks every peer").become_snapshot(snapshot.index);
+        self.send(to, MessageBody::InstallSnapshot { snapshot });
+    }
+
+    /// An empty append at the follower's match index: it carries the commit
+    /// (the follower clamps it to the match) and the latest read-index round.
+    fn send_heartbeat(&mut self, to: NodeId) {
+        let match_index = self.progress.get(&to).expect("the leader tracks every peer").match_index;
+        // Below a compaction the term is gone; index 0 always matches.
+        let (prev_index, prev_term) = match self.log.term(match_index) {
+            Some(term) => (match_index, term),
+            None => (LogIndex(0), Term(0)),
+        };
+        let body = MessageBody::Append {
+            prev_index,
+            prev_term,
+            entries: Vec::new(),
+            commit: self.log.committed,
+            read_ctx: self.reads.latest_ctx(),
+        };
+        self.send(to, body);
+    }
+
+    /// A snapshot that got no answer within two election timeouts is sent again.
+    pub(super) fn tick_snapshot_waits(&mut self) {
+        let heartbeat_ticks = self.config.heartbeat_ticks;
+        let wait_ticks_max = self.config.election_ticks_min.saturating_mul(2);
+        let mut resend = Vec::new();
+        for (&peer, progress) in self.progress.iter_mut() {
+            if let ProgressState::Snapshot { index, wait_ticks } = progress.state {
+                let wait_ticks = wait_ticks.saturating_add(heartbeat_ticks);
+                progress.state = ProgressState::Snapshot { index, wait_ticks };
+                if wait_ticks >= wait_ticks_max {
+                    let match_index = progress.match_index;
+                    progress.forget_match(match_index, LogIndex(match_index.0 + 1));
+                    resend.push(peer);
+                }
+            }
+        }
+        for peer in resend {
+            self.send_append(peer, true);
+        }
+    }
+
+    /// The one place Variant::AckBeforeDurable is consulted: acknowledgements
+    /// normally wait until what they acknowledge is durable.
+    fn send_append_ack(&mut self, to: NodeId, body: MessageBody) {
+        if self.config.variant == Variant::AckBeforeDurable {
+            self.send(to, body);
+        } else {
+            self.send_after_persist(to, body);
+        }
+    }
+
+    fn ack_append(&mut self, to: NodeId, match_index: LogIndex, read_ctx: u64, recovering: bool) {
+        let body = MessageBody::AppendResponse {
+            success: true,
+            match_index,
+            hint_index: LogIndex(0),
+            hint_term: Term(0),
+            read_ctx,
+            recovering,
+        };
+        self.send_append_ack(to, body);
+    }
+
+    /// A follower (or candidate that just learned of the leader) handles an
+    /// append of its own term.
+    pub(super) fn handle_append(
+        &mut self,
+        from: NodeId,
+        prev_index: LogIndex,
+        prev_term: Term,
+        mut entries: Vec<Entry>,
+        commit: LogIndex,
+        read_ctx: u64,
+    ) {
+        let recovering = self.recovery.is_some();
+        let committed = self.log.committed;
+        let (mut prev_index, mut prev_term) = (prev_index, prev_term);
+        if prev_index < committed {
+            // Everything up to our commit matches the leader (leader
+            // completeness), so skip what we already hold for sure.
+            let Some(first_new) = entries.iter().position(|entry| entry.index > committed) else {
+                self.ack_append(from, committed, read_ctx, recovering);
+                self.maybe_finish_recovery(from, commit);
+                return;
+            };
+            assert!(first_new > 0, "appends are contiguous after prev_index");
+            if self.config.variant.is_safe() {
+                let ours = self.log.term(committed);
+                assert_eq!(Some(entries[first_new - 1].term), ours, "log matching at the commit index {committed}");
+            }
+            prev_term = self.log.term(committed).expect("the committed index is in the log or the snapshot");
+            prev_index = committed;
+            entries.drain(..first_new);
+        }
+        if self.log.term(prev_index) != Some(prev_term) {
+            let (hint_index, hint_term) = self.log.find_conflict_by_term(prev_index, prev_term);
+            let body = MessageBody::AppendResponse {
+                success: false,
+                match_index: prev_index,
+                hint_index,
+                hint_term,
+                read_ctx,
+                recovering,
+            };
+            self.send_append_ack(from, body);
+            return;
+        }
+        let last_new = LogIndex(prev_index.0 + entries.len() as u64);
+        if let Some(conflict) = self.log.find_conflict(&entries) {
+            if conflict <= self.log.committed {
+                // Only an unsafe variant (two leaders in a term, lost acked
+                // entries) gets here; keep the committed entry and let the
+                // history checker see the divergence.
+                assert!(!self.config.variant.is_safe(), "append conflicts with committed entry {conflict}");
+                return;
+            }
+            let start = (conflict.0 - prev_index.0 - 1) as usize;
+            self.log.truncate_and_append(&entries[start..]);
+        }
+        if self.config.variant.is_safe() {
+            for entry in &entries {
+                assert_eq!(self.log.entry(entry.index), Some(entry), "log matching: same index and term, same entry");
+            }
+        }
+        let commit_to = commit.min(last_new);
+        if commit_to > self.log.committed {
+            self.log.commit_to(commit_to);
+        }
+        self.ack_append(from, last_new, read_ctx, recovering);
+        self.maybe_finish_recovery(from, commit);
+    }
+
+    pub(super) fn handle_install_snapshot(&mut self, from: NodeId, snapshot: Snapshot) {
+        let index = snapshot.index;
+        if index <= self.log.committed {
+            let committed = self.log.committed;
+            self.send_append_ack(from, MessageBody::InstallSnapshotResponse { index: committed });
+            return;
+        }
+        if self.log.term(index) == Some(snapshot.term) {
+            // Our log already holds that entry, and by log matching everything before it.
+            self.log.commit_to(index);
+        } else {
+            self.log.restore(&snapshot);
+            self.snapshot = Some(snapshot.clone());
+            self.snapshot_to_install = Some(snapshot);
+            self.entries_handed = None;
+        }
+        self.send_append_ack(from, MessageBody::InstallSnapshotResponse { index });
+    }
+
+    pub(super) fn handle_install_snapshot_response(&mut self, from: NodeId, index: LogIndex) {
+        let index = index.min(self.log.last_index());
+        let Some(progress) = self.progress.get_mut(&from) else { return };
+        progress.recent_active = true;
+        let moved = progress.acknowledge(index);
+        if matches!(progress.state, ProgressState::Snapshot { .. }) {
+            progress.become_probe();
+        }
+        if moved {
+            self.maybe_commit();
+        }
+        self.send_append(from, true);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn handle_append_response(
+        &mut self,
+        from: NodeId,
+        success: bool,
+        match_index: LogIndex,
+        hint_index: LogIndex,
+        hint_term: Term,
+        read_ctx: u64,
+        recovering: bool,
+    ) {
+        let match_index = match_index.min(self.log.last_index());
+        let probe_from =
+            if hint_term > Term(0) { self.log.find_conflict_by_term(hint_index, hint_term).0 } else { hint_index };
+        let Some(progress) = self.progress.get_mut(&from) else { return };
+        progress.recent_active = true;
+        if recovering {
+            // Acknowledgements from before the restore no longer hold.
+            let known = if success { match_index } else { LogIndex(0) };
+            progress.forget_match(known, LogIndex(match_index.0 + 1));
+        }
+        if success {
+            let moved = progress.acknowledge(match_index);
+            match progress.state {
+                ProgressState::Probe if moved => progress.become_replicate(),
+                ProgressState::Snapshot { index, .. } if progress.match_index >= index => progress.become_probe(),
+                _ => {}
+            }
+            if moved {
+                self.maybe_commit();
+            }
+            for _ in 0..=self.config.inflight_max {
+                if !self.send_append(from, false) {
+                    break;
+                }
+            }
+        } else if progress.reject(match_index, probe_from) {
+            self.send_append(from, true);
+        }
+        if read_ctx > 0 {
+            self.reads.acknowledge(from, read_ctx);
+            self.release_reads();
+        }
+    }
+
+    /// Commits the highest index stored by a majority (the leader counting its
+    /// own persisted log), if that entry is of the current term (Raft figure 8).
+    pub(super) fn maybe_commit(&mut self) -> bool {
+        assert_eq!(self.role, Role::Leader);
+        let mut stored: Vec<LogIndex> = self
+            .config
+            .voters
+            .iter()
+            .map(|id| {
+                if *id == self.config.id {
+                    self.log.persisted
+                } else {
+                    self.progress.get(id).expect("the leader tracks every peer").match_index
+                }
+            })
+            .collect();
+        stored.sort_unstable_by(|a, b| b.cmp(a));
+        let candidate = stored[self.quorum() - 1];
+        if candidate <= self.log.committed {
+            return false;
+        }
+        let term = self.log.term(candidate).expect("an index above commit is in the leader's log");
+        // The one place Variant::CommitOldTermByCount is consulted.
+        if term != self.term && self.config.variant != Variant::CommitOldTermByCount {
+            return false;
+        }
+        self.log.commit_to(candidate);
+        self.release_reads();
+        true
+    }
+}

@@ -1,0 +1,50 @@
+use crate::raft::progress::{Progress, ProgressState};
+use crate::types::LogIndex;
+
+#[test]
+fn replicate_never_has_more_than_inflight_max_appends() {
+    let mut progress = Progress::new(LogIndex(1));
+    progress.become_replicate();
+    for last in 1..=4 {
+        assert!(!progress.is_paused(4));
+        progress.sent_append(LogIndex(last), 1, 4);
+    }
+    assert!(progress.is_paused(4));
+    assert_eq!(progress.inflight_len(), 4);
+    assert!(progress.acknowledge(LogIndex(2)));
+    assert_eq!(progress.inflight_len(), 2);
+    assert_eq!(progress.next_index, LogIndex(5));
+}
+
+#[test]
+fn a_probe_sends_one_append_at_a_time() {
+    let mut progress = Progress::new(LogIndex(10));
+    progress.sent_append(LogIndex(10), 1, 4);
+    assert!(progress.is_paused(4));
+    // A rejection of a different previous index is stale.
+    assert!(!progress.reject(LogIndex(3), LogIndex(3)));
+    assert!(progress.reject(LogIndex(9), LogIndex(4)));
+    assert_eq!(progress.next_index, LogIndex(5));
+    assert!(!progress.is_paused(4));
+}
+
+#[test]
+fn a_stale_rejection_in_replicate_is_ignored() {
+    let mut progress = Progress::new(LogIndex(1));
+    progress.acknowledge(LogIndex(5));
+    progress.become_replicate();
+    assert!(!progress.reject(LogIndex(4), LogIndex(0)));
+    assert_eq!(progress.state, ProgressState::Replicate);
+    assert!(progress.reject(LogIndex(7), LogIndex(0)));
+    assert_eq!(progress.state, ProgressState::Probe);
+    assert_eq!(progress.next_index, LogIndex(6));
+}
+
+#[test]
+fn forgetting_a_match_after_a_restore_lowers_it() {
+    let mut progress = Progress::new(LogIndex(1));
+    progress.acknowledge(LogIndex(50));
+    progress.forget_match(LogIndex(20), LogIndex(21));
+    assert_eq!(progress.match_index, LogIndex(20));
+    assert_eq!(progress.state, ProgressState::Probe);
+}
