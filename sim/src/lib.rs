@@ -13,6 +13,7 @@ compile_error!(
 pub mod checker;
 pub mod clock;
 pub mod disk;
+pub mod faults;
 pub mod history;
 pub mod model;
 pub mod net;

@@ -1,0 +1,484 @@
+//! Faults as data: the schedule of a run's safety phase, drawn from the seed.
+//!
+//! A plan is a plain list of timed [`FaultEvent`]s, so it can be printed,
+//! saved as JSON, edited and replayed. Each fault family draws from its own
+//! ChaCha stream (one key from the seed, one stream number per family), so
+//! switching one family off leaves every other family's schedule unchanged.
+//! Loss, duplication and corruption are per-packet rates the world sets on the
+//! net; they are not events here.
+
+use crate::history::Actor;
+use crate::model::Model;
+use crate::net::Addr;
+use fencelock::{ClientId, NodeId};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+#[cfg(test)]
+mod tests;
+
+/// Separates the fault schedule's key from the other streams drawn from the run's seed.
+const FAULT_STREAM: u64 = 0xFA17_5EED;
+
+/// Events a plan may hold; a day-long safety phase stays far below it.
+pub const EVENTS_MAX: usize = 1_000_000;
+
+/// No fault starts before this, so the cluster elects its first leader in peace.
+const WARMUP_MS: u64 = 300;
+
+/// A majority may be down at once only this long (a brief blip, not an outage).
+const MAJORITY_DOWN_MS_MAX: u64 = 1_500;
+
+/// One fault at a point of the safety phase.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FaultEvent {
+    pub at_ms: u64,
+    pub fault: Fault,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Fault {
+    /// Cuts every link between different sides, both ways; addresses on no side keep their links.
+    Partition {
+        sides: Vec<Vec<Addr>>,
+    },
+    /// Cuts one direction of one link.
+    OneWay {
+        from: Addr,
+        to: Addr,
+    },
+    /// Cuts whoever leads when the fault fires off from everyone.
+    IsolateLeader,
+    /// Cuts a client off from the cluster (its requests and answers vanish).
+    CutClient {
+        client: ClientId,
+    },
+    /// Ends every network fault above.
+    Heal,
+    /// Kills a server; its disk drops unsynced writes (`torn`: keeping a random prefix).
+    Crash {
+        node: NodeId,
+        torn: bool,
+    },
+    Restart {
+        node: NodeId,
+    },
+    /// A stop-the-world stall of `ms`.
+    Pause {
+        actor: Actor,
+        ms: u64,
+    },
+    /// Sets a local clock's drift. At `at_ms` 0 these are the clocks' initial rates.
+    ClockRate {
+        actor: Actor,
+        ppm: i64,
+    },
+    /// Steps a local clock forward or backward.
+    ClockStep {
+        actor: Actor,
+        delta_ms: i64,
+    },
+    /// Copies a server's durable disk aside.
+    BackupNode {
+        node: NodeId,
+    },
+    /// Restarts a server from its last backup (amnesia of everything since).
+    RestoreNode {
+        node: NodeId,
+    },
+    /// Takes the operator's backup of the committed state.
+    BackupCluster,
+    /// Restores every server from the cluster backup.
+    RestoreCluster,
+    CrashResource,
+    RestartResource,
+}
+
+/// `n0`, `c1`, `resource`: the same names as [`Addr`]'s.
+pub fn actor_name(actor: Actor) -> String {
+    match actor {
+        Actor::Server(node) => node.to_string(),
+        Actor::Client(client) => client.to_string(),
+        Actor::Resource => "resource".to_string(),
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::Partition { sides } => {
+                let sides: Vec<String> = sides
+                    .iter()
+                    .map(|side| format!("{{{}}}", side.iter().map(Addr::to_string).collect::<Vec<_>>().join(" ")))
+                    .collect();
+                write!(f, "partition {}", sides.join(" | "))
+            }
+            Fault::OneWay { from, to } => write!(f, "one-way cut {from} -> {to}"),
+            Fault::IsolateLeader => f.write_str("isolate the leader"),
+            Fault::CutClient { client } => write!(f, "cut client {client} off"),
+            Fault::Heal => f.write_str("heal the network"),
+            Fault::Crash { node, torn: false } => write!(f, "crash {node}"),
+            Fault::Crash { node, torn: true } => write!(f, "crash {node} (torn write)"),
+            Fault::Restart { node } => write!(f, "restart {node}"),
+            Fault::Pause { actor, ms } => write!(f, "pause {} for {ms} ms", actor_name(*actor)),
+            Fault::ClockRate { actor, ppm } => write!(f, "clock rate {} {ppm:+} ppm", actor_name(*actor)),
+            Fault::ClockStep { actor, delta_ms } => write!(f, "clock step {} {delta_ms:+} ms", actor_name(*actor)),
+            Fault::BackupNode { node } => write!(f, "back up {node}"),
+            Fault::RestoreNode { node } => write!(f, "restore {node} from its backup"),
+            Fault::BackupCluster => f.write_str("back up the cluster"),
+            Fault::RestoreCluster => f.write_str("restore the cluster from its backup"),
+            Fault::CrashResource => f.write_str("crash the resource"),
+            Fault::RestartResource => f.write_str("restart the resource"),
+        }
+    }
+}
+
+/// One line per event: its time and what happens.
+pub fn describe(plan: &[FaultEvent]) -> String {
+    plan.iter().map(|e| format!("{:>8} ms  {}\n", e.at_ms, e.fault)).collect()
+}
+
+/// The fault families, each with its own stream.
+#[derive(Clone, Copy)]
+enum Family {
+    Drift = 1,
+    Network = 2,
+    Outages = 3,
+    ClusterRestores = 4,
+    Pauses = 5,
+    Clocks = 6,
+    Resource = 7,
+}
+
+fn family_rng(seed: u64, family: Family) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ FAULT_STREAM);
+    rng.set_stream(family as u64);
+    rng
+}
+
+/// The fault schedule of a run: sorted by time, every event inside the
+/// safety phase `[0, model.safety_ms)`, each family present only if the
+/// model switches it on. The initial clock rates (at 0) are always there.
+pub fn plan(model: &Model, seed: u64) -> Vec<FaultEvent> {
+    let mut planner = Planner { model, events: Vec::new() };
+    let beyond = planner.initial_rates(&mut family_rng(seed, Family::Drift));
+    if model.partitions {
+        planner.network(&mut family_rng(seed, Family::Network));
+    }
+    if model.crashes || model.restores {
+        planner.outages(&mut family_rng(seed, Family::Outages));
+    }
+    if model.restores {
+        planner.cluster_restores(&mut family_rng(seed, Family::ClusterRestores));
+    }
+    if model.pauses {
+        planner.pauses(&mut family_rng(seed, Family::Pauses));
+    }
+    if model.clock_steps {
+        planner.clocks(&mut family_rng(seed, Family::Clocks), &beyond);
+    }
+    if model.resource_crashes {
+        planner.resource(&mut family_rng(seed, Family::Resource));
+    }
+    let mut events = planner.events;
+    // Stable: events at the same millisecond keep their family order.
+    events.sort_by_key(|e| e.at_ms);
+    assert!(events.len() <= EVENTS_MAX, "fault plan of {} events", events.len());
+    events
+}
+
+/// A server's time down: from its crash to its restart or restore.
+struct Outage {
+    node: NodeId,
+    torn: bool,
+    /// Set when the node comes back from a backup taken at this time.
+    backup_at: Option<u64>,
+    crash_at: u64,
+    up_at: u64,
+}
+
+struct Planner<'a> {
+    model: &'a Model,
+    events: Vec<FaultEvent>,
+}
+
+impl Planner<'_> {
+    fn push(&mut self, at_ms: u64, fault: Fault) {
+        assert!(at_ms == 0 || at_ms < self.model.safety_ms, "fault at {at_ms} ms is past the safety phase");
+        assert!(self.events.len() < EVENTS_MAX, "fault plan over {EVENTS_MAX} events");
+        self.events.push(FaultEvent { at_ms, fault });
+    }
+
+    fn servers(&self) -> Vec<NodeId> {
+        (0..self.model.nodes).map(NodeId).collect()
+    }
+
+    fn clients(&self) -> Vec<ClientId> {
+        (0..self.model.clients).map(ClientId).collect()
+    }
+
+    /// Servers and clients: the actors with a local clock.
+    fn clocked_actors(&self) -> Vec<Actor> {
+        let servers = self.servers().into_iter().map(Actor::Server);
+        servers.chain(self.clients().into_iter().map(Actor::Client)).collect()
+    }
+
+    /// The start times of a family's episodes: `gap` between the end of one
+    /// and the start of the next; `episode` returns how long one lasts (None
+    /// to skip a slot). Every returned episode ends before the safety phase does.
+    fn episodes(
+        &self,
+        rng: &mut ChaCha8Rng,
+        gap_ms: (u64, u64),
+        mut episode: impl FnMut(&mut ChaCha8Rng, u64) -> Option<u64>,
+    ) {
+        let mut t = WARMUP_MS + rng.gen_range(0..=gap_ms.1);
+        for _ in 0..EVENTS_MAX {
+            if t >= self.model.safety_ms {
+                return;
+            }
+            let lasted = episode(rng, t).unwrap_or(0);
+            t += lasted + rng.gen_range(gap_ms.0..=gap_ms.1);
+        }
+    }
+
+    /// Drift within the bound for every clock; with `drift_beyond_bound`, one
+    /// or two actors drift 3-20 times the bound. Returns those actors.
+    fn initial_rates(&mut self, rng: &mut ChaCha8Rng) -> Vec<Actor> {
+        let actors = self.clocked_actors();
+        let beyond: Vec<Actor> = if self.model.drift_beyond_bound && !actors.is_empty() {
+            let count = rng.gen_range(1..=2).min(actors.len());
+            actors.choose_multiple(rng, count).copied().collect()
+        } else {
+            Vec::new()
+        };
+        for actor in actors {
+            let ppm = self.rate(rng, beyond.contains(&actor));
+            self.push(0, Fault::ClockRate { actor, ppm });
+        }
+        beyond
+    }
+
+    fn rate(&self, rng: &mut ChaCha8Rng, beyond_bound: bool) -> i64 {
+        let bound = i64::try_from(self.model.drift_ppm_max).expect("validated drift bound");
+        if beyond_bound {
+            // A zero bound still needs a visible excess.
+            let magnitude = rng.gen_range(3..=20) * bound.max(50);
+            if rng.gen_bool(0.5) {
+                magnitude
+            } else {
+                -magnitude
+            }
+        } else {
+            rng.gen_range(-bound..=bound)
+        }
+    }
+
+    /// Partitions, one-way cuts, leader isolation and cut-off clients, one at
+    /// a time (a heal ends them all), each healed within 0.5-8 s.
+    fn network(&mut self, rng: &mut ChaCha8Rng) {
+        let safety_ms = self.model.safety_ms;
+        let mut planned = Vec::new();
+        self.episodes(rng, (1_000, 5_000), |rng, t| {
+            let lasted = rng.gen_range(500..=8_000);
+            if t + lasted >= safety_ms {
+                return None;
+            }
+            planned.push((t, lasted));
+            Some(lasted)
+        });
+        for (t, lasted) in planned {
+            let Some(fault) = self.network_fault(rng) else { continue };
+            self.push(t, fault);
+            self.push(t + lasted, Fault::Heal);
+        }
+    }
+
+    fn network_fault(&self, rng: &mut ChaCha8Rng) -> Option<Fault> {
+        let servers = self.servers();
+        let clients = self.clients();
+        let roll = rng.gen_range(0..100);
+        if roll < 45 && servers.len() >= 2 {
+            return Some(self.partition(rng));
+        }
+        if roll < 65 {
+            let to_client = !clients.is_empty() && (servers.len() < 2 || rng.gen_bool(0.3));
+            if to_client {
+                let server = Addr::Server(*servers.choose(rng)?);
+                let client = Addr::Client(*clients.choose(rng)?);
+                let (from, to) = if rng.gen_bool(0.5) { (server, client) } else { (client, server) };
+                return Some(Fault::OneWay { from, to });
+            }
+            let pair: Vec<NodeId> = servers.choose_multiple(rng, 2).copied().collect();
+            if pair.len() == 2 {
+                return Some(Fault::OneWay { from: Addr::Server(pair[0]), to: Addr::Server(pair[1]) });
+            }
+        }
+        if roll < 85 || clients.is_empty() {
+            return Some(Fault::IsolateLeader);
+        }
+        Some(Fault::CutClient { client: *clients.choose(rng)? })
+    }
+
+    /// Servers split into two sides (sometimes three); some clients join a side.
+    fn partition(&self, rng: &mut ChaCha8Rng) -> Fault {
+        let mut servers = self.servers();
+        servers.shuffle(rng);
+        let count = if servers.len() >= 3 && rng.gen_bool(0.2) { 3 } else { 2 };
+        let mut cuts: Vec<usize> =
+            (1..servers.len()).collect::<Vec<_>>().choose_multiple(rng, count - 1).copied().collect();
+        cuts.sort_unstable();
+        let mut sides: Vec<Vec<Addr>> = Vec::new();
+        let mut start = 0;
+        for end in cuts.into_iter().chain([servers.len()]) {
+            let mut side: Vec<NodeId> = servers[start..end].to_vec();
+            side.sort_unstable();
+            sides.push(side.into_iter().map(Addr::Server).collect());
+            start = end;
+        }
+        for client in self.clients() {
+            if rng.gen_bool(0.3) {
+                let side = rng.gen_range(0..sides.len());
+                sides[side].push(Addr::Client(client));
+            }
+        }
+        assert!(sides.iter().all(|side| !side.is_empty()));
+        Fault::Partition { sides }
+    }
+
+    /// Server outages: a crash and a restart 0.2-5 s later, or (with restores)
+    /// a backup, a crash at least 2 s later and a restore from that backup.
+    /// A node is never down twice at once, and a majority is down at most briefly.
+    fn outages(&mut self, rng: &mut ChaCha8Rng) {
+        let (nodes, safety_ms) = (self.model.nodes, self.model.safety_ms);
+        let restore_chance = match (self.model.crashes, self.model.restores) {
+            (true, true) => 0.25,
+            (false, true) => 1.0,
+            _ => 0.0,
+        };
+        // Restores alone are rarer than crashes.
+        let gap_ms = if self.model.crashes { (2_500, 7_500) } else { (8_000, 20_000) };
+        let minority = usize::from(nodes.saturating_sub(1) / 2);
+        let mut outages: Vec<Outage> = Vec::new();
+        self.episodes(rng, gap_ms, |rng, t| {
+            let node = NodeId(rng.gen_range(0..nodes));
+            let mut lasted = rng.gen_range(200..=5_000);
+            let torn = rng.gen_bool(0.3);
+            let restore = rng.gen_bool(restore_chance);
+            let backup_ahead_ms = rng.gen_range(2_000..=8_000);
+            let majority_blip = rng.gen_bool(0.3);
+            let overlaps = |o: &Outage, lasted: u64| o.crash_at < t + lasted && t < o.up_at;
+            if outages.iter().any(|o| o.node == node && overlaps(o, lasted)) {
+                return None;
+            }
+            if outages.iter().filter(|o| overlaps(o, lasted)).count() + 1 > minority {
+                if !majority_blip {
+                    return None;
+                }
+                lasted = lasted.min(MAJORITY_DOWN_MS_MAX);
+            }
+            if t + lasted >= safety_ms {
+                return None;
+            }
+            let backup_at = (restore && t >= backup_ahead_ms).then(|| t - backup_ahead_ms);
+            outages.push(Outage { node, torn, backup_at, crash_at: t, up_at: t + lasted });
+            Some(lasted)
+        });
+        for outage in outages {
+            let node = outage.node;
+            if let Some(backup_at) = outage.backup_at {
+                self.push(backup_at, Fault::BackupNode { node });
+            }
+            self.push(outage.crash_at, Fault::Crash { node, torn: outage.torn });
+            let back = if outage.backup_at.is_some() { Fault::RestoreNode { node } } else { Fault::Restart { node } };
+            self.push(outage.up_at, back);
+        }
+    }
+
+    /// At most a couple of whole-cluster restores: one in about 30% of runs.
+    fn cluster_restores(&mut self, rng: &mut ChaCha8Rng) {
+        let safety_ms = self.model.safety_ms;
+        let count = if rng.gen_bool(0.3) { 1 + u32::from(rng.gen_bool(0.15)) } else { 0 };
+        let mut t = WARMUP_MS + 1_000;
+        for _ in 0..count {
+            let lead_ms = rng.gen_range(2_000..=10_000);
+            let room = safety_ms.saturating_sub(t + lead_ms);
+            if room == 0 {
+                return;
+            }
+            let backup_at = t + rng.gen_range(0..room);
+            self.push(backup_at, Fault::BackupCluster);
+            self.push(backup_at + lead_ms, Fault::RestoreCluster);
+            t = backup_at + lead_ms + 1;
+        }
+    }
+
+    /// Stop-the-world stalls of servers and workers, up to `pause_ms_max`, ending inside the safety phase.
+    fn pauses(&mut self, rng: &mut ChaCha8Rng) {
+        let (pause_ms_max, safety_ms) = (self.model.pause_ms_max, self.model.safety_ms);
+        let actors = self.clocked_actors();
+        if pause_ms_max == 0 || actors.is_empty() {
+            return;
+        }
+        let mut planned = Vec::new();
+        self.episodes(rng, (2_000, 8_000), |rng, t| {
+            let actor = *actors.choose(rng).expect("actors");
+            let ms = rng.gen_range(pause_ms_max.min(50)..=pause_ms_max).min(safety_ms - t);
+            if ms > 0 {
+                planned.push((t, Fault::Pause { actor, ms }));
+            }
+            // Pauses of different actors may overlap.
+            Some(0)
+        });
+        for (t, fault) in planned {
+            self.push(t, fault);
+        }
+    }
+
+    /// Clock steps forward and backward, and drift changes that keep each
+    /// clock in its class (within the bound, or beyond it).
+    fn clocks(&mut self, rng: &mut ChaCha8Rng, beyond: &[Actor]) {
+        let actors = self.clocked_actors();
+        if actors.is_empty() {
+            return;
+        }
+        let step_ms_max = i64::try_from(self.model.lease_ms.max(100)).expect("validated lease") * 2;
+        let mut planned = Vec::new();
+        self.episodes(rng, (3_000, 9_000), |rng, t| {
+            let actor = *actors.choose(rng).expect("actors");
+            let delta_ms = rng.gen_range(10..=step_ms_max) * if rng.gen_bool(0.5) { 1 } else { -1 };
+            planned.push((t, Fault::ClockStep { actor, delta_ms }));
+            Some(0)
+        });
+        self.episodes(rng, (6_000, 14_000), |rng, t| {
+            let actor = *actors.choose(rng).expect("actors");
+            let ppm = self.rate(rng, beyond.contains(&actor));
+            planned.push((t, Fault::ClockRate { actor, ppm }));
+            Some(0)
+        });
+        for (t, fault) in planned {
+            self.push(t, fault);
+        }
+    }
+
+    /// The protected resource crashes and restarts 0.2-3 s later.
+    fn resource(&mut self, rng: &mut ChaCha8Rng) {
+        let safety_ms = self.model.safety_ms;
+        let mut planned = Vec::new();
+        self.episodes(rng, (6_000, 18_000), |rng, t| {
+            let lasted = rng.gen_range(200..=3_000);
+            if t + lasted >= safety_ms {
+                return None;
+            }
+            planned.push((t, t + lasted));
+            Some(lasted)
+        });
+        for (down_at, up_at) in planned {
+            self.push(down_at, Fault::CrashResource);
+            self.push(up_at, Fault::RestartResource);
+        }
+    }
+}

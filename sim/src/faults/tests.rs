@@ -1,0 +1,308 @@
+//! Tests of the fault planner: determinism, switches, pairing and bounds.
+
+use super::*;
+use std::collections::BTreeSet;
+
+fn seeds() -> std::ops::Range<u64> {
+    0..200
+}
+
+/// Events after the initial clock rates.
+fn timed(plan: &[FaultEvent]) -> Vec<&FaultEvent> {
+    plan.iter().filter(|e| !(e.at_ms == 0 && matches!(e.fault, Fault::ClockRate { .. }))).collect()
+}
+
+#[test]
+fn deterministic_for_a_seed() {
+    let model = Model::default();
+    for seed in 0..20 {
+        assert_eq!(plan(&model, seed), plan(&model, seed));
+    }
+    assert_ne!(plan(&model, 1), plan(&model, 2));
+}
+
+#[test]
+fn sorted_inside_the_safety_phase_at_a_steady_rate() {
+    let model = Model::default();
+    let mut counts = Vec::new();
+    for seed in seeds() {
+        let plan = plan(&model, seed);
+        assert!(plan.windows(2).all(|w| w[0].at_ms <= w[1].at_ms), "seed {seed}: not sorted");
+        assert!(plan.iter().all(|e| e.at_ms < model.safety_ms), "seed {seed}: past the safety phase");
+        counts.push(timed(&plan).len());
+    }
+    let (low, high) = (*counts.iter().min().unwrap(), *counts.iter().max().unwrap());
+    let mean = counts.iter().sum::<usize>() / counts.len();
+    // One event per 0.5-2 s of a 30 s phase.
+    assert!((15..=60).contains(&mean), "mean {mean} events");
+    assert!(low >= 8 && high <= 90, "events per run {low}..{high}");
+}
+
+/// Picks the events of one family.
+type FaultFilter = fn(&Fault) -> bool;
+
+#[test]
+fn switched_off_families_have_no_events() {
+    let off = Model {
+        partitions: false,
+        crashes: false,
+        restores: false,
+        clock_steps: false,
+        pauses: false,
+        resource_crashes: false,
+        ..Model::default()
+    };
+    for seed in 0..50 {
+        assert!(timed(&plan(&off, seed)).is_empty(), "seed {seed}");
+        let checks: [(Model, FaultFilter); 5] = [
+            (Model { partitions: false, ..Model::default() }, |f| {
+                matches!(
+                    f,
+                    Fault::Partition { .. }
+                        | Fault::OneWay { .. }
+                        | Fault::IsolateLeader
+                        | Fault::CutClient { .. }
+                        | Fault::Heal
+                )
+            }),
+            (Model { crashes: false, restores: false, ..Model::default() }, |f| {
+                matches!(f, Fault::Crash { .. } | Fault::Restart { .. } | Fault::BackupNode { .. })
+            }),
+            (Model { restores: false, ..Model::default() }, |f| {
+                matches!(f, Fault::RestoreNode { .. } | Fault::BackupCluster | Fault::RestoreCluster)
+            }),
+            (Model { pauses: false, ..Model::default() }, |f| matches!(f, Fault::Pause { .. })),
+            (Model { resource_crashes: false, ..Model::default() }, |f| {
+                matches!(f, Fault::CrashResource | Fault::RestartResource)
+            }),
+        ];
+        for (model, forbidden) in checks {
+            assert!(timed(&plan(&model, seed)).iter().all(|e| !forbidden(&e.fault)), "seed {seed}");
+        }
+        let no_clocks = Model { clock_steps: false, ..Model::default() };
+        assert!(timed(&plan(&no_clocks, seed))
+            .iter()
+            .all(|e| !matches!(e.fault, Fault::ClockStep { .. } | Fault::ClockRate { .. })));
+    }
+}
+
+#[test]
+fn switching_a_family_off_leaves_the_others_unchanged() {
+    for seed in 0..50 {
+        let full = plan(&Model::default(), seed);
+        let without = plan(&Model { partitions: false, ..Model::default() }, seed);
+        let kept: Vec<&FaultEvent> = full
+            .iter()
+            .filter(|e| {
+                !matches!(
+                    e.fault,
+                    Fault::Partition { .. }
+                        | Fault::OneWay { .. }
+                        | Fault::IsolateLeader
+                        | Fault::CutClient { .. }
+                        | Fault::Heal
+                )
+            })
+            .collect();
+        assert_eq!(kept, without.iter().collect::<Vec<_>>(), "seed {seed}");
+    }
+}
+
+#[test]
+fn every_crash_comes_back_and_every_restore_has_an_earlier_backup() {
+    for nodes in [1, 3, 5, 7] {
+        let model = Model { nodes, ..Model::default() };
+        for seed in seeds() {
+            let plan = plan(&model, seed);
+            for (i, event) in plan.iter().enumerate() {
+                let Fault::Crash { node, .. } = event.fault else { continue };
+                let back = plan[i + 1..]
+                    .iter()
+                    .find(|e| matches!(e.fault, Fault::Restart { node: n } | Fault::RestoreNode { node: n } | Fault::Crash { node: n, .. } if n == node))
+                    .unwrap_or_else(|| panic!("seed {seed}: {node} never comes back"));
+                assert!(!matches!(back.fault, Fault::Crash { .. }), "seed {seed}: {node} crashed twice");
+                let down_ms = back.at_ms - event.at_ms;
+                assert!((200..=5_000).contains(&down_ms), "seed {seed}: {node} down {down_ms} ms");
+                if matches!(back.fault, Fault::RestoreNode { .. }) {
+                    let backup = plan[..i]
+                        .iter()
+                        .rev()
+                        .find(|e| e.fault == Fault::BackupNode { node })
+                        .unwrap_or_else(|| panic!("seed {seed}: restore of {node} without a backup"));
+                    assert!(event.at_ms - backup.at_ms >= 2_000);
+                }
+            }
+            let crashes = plan.iter().filter(|e| matches!(e.fault, Fault::Crash { .. })).count();
+            let returns =
+                plan.iter().filter(|e| matches!(e.fault, Fault::Restart { .. } | Fault::RestoreNode { .. })).count();
+            assert_eq!(crashes, returns, "seed {seed}");
+        }
+    }
+}
+
+#[test]
+fn a_majority_is_never_down_for_long() {
+    for nodes in [1, 3, 5] {
+        let model = Model { nodes, restores: false, ..Model::default() };
+        let majority = usize::from(nodes / 2 + 1);
+        for seed in seeds() {
+            let mut down = BTreeSet::new();
+            let mut majority_since: Option<u64> = None;
+            for event in plan(&model, seed) {
+                match event.fault {
+                    Fault::Crash { node, .. } => assert!(down.insert(node)),
+                    Fault::Restart { node } => assert!(down.remove(&node)),
+                    _ => continue,
+                }
+                match (down.len() >= majority, majority_since) {
+                    (true, None) => majority_since = Some(event.at_ms),
+                    (false, Some(since)) => {
+                        let ms = event.at_ms - since;
+                        assert!(ms <= MAJORITY_DOWN_MS_MAX, "seed {seed}: majority down {ms} ms");
+                        majority_since = None;
+                    }
+                    _ => {}
+                }
+            }
+            assert!(down.is_empty());
+        }
+    }
+}
+
+#[test]
+fn network_faults_are_healed_in_time_one_at_a_time() {
+    let model = Model::default();
+    let mut kinds = BTreeSet::new();
+    for seed in seeds() {
+        let mut open: Option<u64> = None;
+        for event in plan(&model, seed) {
+            match &event.fault {
+                Fault::Heal => {
+                    let since = open.take().expect("a heal ends a fault");
+                    assert!((500..=8_000).contains(&(event.at_ms - since)), "seed {seed}");
+                }
+                Fault::Partition { sides } => {
+                    assert!(sides.len() >= 2 && sides.iter().all(|s| !s.is_empty()));
+                    assert!(open.replace(event.at_ms).is_none(), "seed {seed}: overlapping network faults");
+                    kinds.insert("partition");
+                }
+                Fault::OneWay { from, to } => {
+                    assert_ne!(from, to);
+                    assert!(open.replace(event.at_ms).is_none());
+                    kinds.insert("one-way");
+                }
+                Fault::IsolateLeader | Fault::CutClient { .. } => {
+                    assert!(open.replace(event.at_ms).is_none());
+                    kinds.insert(if event.fault == Fault::IsolateLeader { "isolate" } else { "cut-client" });
+                }
+                _ => {}
+            }
+        }
+        assert!(open.is_none(), "seed {seed}: a network fault outlives the safety phase");
+    }
+    assert_eq!(kinds.len(), 4, "every kind of network fault appears: {kinds:?}");
+}
+
+#[test]
+fn initial_clock_rates_respect_the_bound_unless_told_not_to() {
+    let model = Model::default();
+    for seed in 0..50 {
+        let rates: Vec<(Actor, i64)> = plan(&model, seed)
+            .iter()
+            .filter_map(|e| match e.fault {
+                Fault::ClockRate { actor, ppm } if e.at_ms == 0 => Some((actor, ppm)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(rates.len(), usize::from(model.nodes) + model.clients as usize);
+        assert!(rates.iter().all(|&(_, ppm)| ppm.unsigned_abs() <= model.drift_ppm_max));
+        assert!(rates.iter().any(|&(_, ppm)| ppm != 0));
+    }
+    let wild = Model { drift_beyond_bound: true, ..Model::default() };
+    for seed in 0..50 {
+        let beyond: Vec<i64> = plan(&wild, seed)
+            .iter()
+            .filter_map(|e| match e.fault {
+                Fault::ClockRate { ppm, .. } if e.at_ms == 0 && ppm.unsigned_abs() > wild.drift_ppm_max => Some(ppm),
+                _ => None,
+            })
+            .collect();
+        assert!((1..=2).contains(&beyond.len()), "seed {seed}: {beyond:?}");
+        let bound = wild.drift_ppm_max as i64;
+        assert!(beyond.iter().all(|ppm| (3 * bound..=20 * bound).contains(&ppm.abs())));
+    }
+}
+
+#[test]
+fn cluster_restores_are_rare_and_follow_a_backup() {
+    let model = Model::default();
+    let mut runs_with = 0;
+    for seed in seeds() {
+        let plan = plan(&model, seed);
+        let restores: Vec<&FaultEvent> = plan.iter().filter(|e| e.fault == Fault::RestoreCluster).collect();
+        assert!(restores.len() <= 2);
+        for restore in &restores {
+            let backup = plan.iter().rev().find(|e| e.fault == Fault::BackupCluster && e.at_ms < restore.at_ms);
+            assert!(backup.is_some_and(|b| restore.at_ms - b.at_ms >= 2_000), "seed {seed}");
+        }
+        runs_with += usize::from(!restores.is_empty());
+    }
+    assert!((30..=90).contains(&runs_with), "{runs_with} of 200 runs restore the cluster");
+}
+
+#[test]
+fn resource_crashes_are_followed_by_restarts() {
+    let model = Model::default();
+    for seed in seeds() {
+        let mut down_at = None;
+        for event in plan(&model, seed) {
+            match event.fault {
+                Fault::CrashResource => assert!(down_at.replace(event.at_ms).is_none()),
+                Fault::RestartResource => {
+                    let since = down_at.take().expect("restart after a crash");
+                    assert!((200..=3_000).contains(&(event.at_ms - since)));
+                }
+                _ => {}
+            }
+        }
+        assert!(down_at.is_none());
+    }
+}
+
+#[test]
+fn plans_round_trip_through_json_and_read_as_one_line_each() {
+    for seed in 0..20 {
+        let plan = plan(&Model::default(), seed);
+        let text = serde_json::to_string_pretty(&plan).unwrap();
+        let back: Vec<FaultEvent> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, plan);
+        assert_eq!(describe(&plan).lines().count(), plan.len());
+    }
+    let partition = Fault::Partition {
+        sides: vec![
+            vec![Addr::Server(NodeId(0)), Addr::Server(NodeId(1))],
+            vec![Addr::Server(NodeId(2)), Addr::Client(ClientId(3))],
+        ],
+    };
+    assert_eq!(partition.to_string(), "partition {n0 n1} | {n2 c3}");
+    assert_eq!(
+        Fault::ClockStep { actor: Actor::Client(ClientId(1)), delta_ms: -1_500 }.to_string(),
+        "clock step c1 -1500 ms"
+    );
+    assert_eq!(Fault::Crash { node: NodeId(4), torn: true }.to_string(), "crash n4 (torn write)");
+}
+
+#[test]
+fn tiny_and_empty_safety_phases() {
+    for safety_ms in [0, 1, 400, 2_000] {
+        let model = Model { safety_ms, ..Model::default() };
+        for seed in 0..20 {
+            let plan = plan(&model, seed);
+            assert!(timed(&plan).iter().all(|e| e.at_ms < safety_ms));
+        }
+    }
+    let lonely = Model { nodes: 1, clients: 0, ..Model::default() };
+    for seed in 0..20 {
+        assert!(!plan(&lonely, seed).is_empty());
+    }
+}
