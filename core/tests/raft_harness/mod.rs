@@ -5,7 +5,9 @@
 //! election safety, apply agreement, log matching and commit durability.
 #![allow(dead_code)]
 
-use fencelock::raft::{Config, DurableState, Entry, HardState, Message, RaftNode, ReadState, Role, Snapshot};
+use fencelock::raft::{
+    Config, DurableState, Entry, HardState, Message, MessageBody, Payload, RaftNode, ReadState, Role, Snapshot,
+};
 use fencelock::{Command, Key, LockState, LogIndex, NodeId, Term, Token, Variant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -86,6 +88,29 @@ pub struct Cluster {
     pub auto_compact: bool,
     pub token_next: u64,
     pub steps: u64,
+    /// Nodes that crash at their next Ready, after sending `messages` and before persisting.
+    pub crash_before_persist: BTreeSet<NodeId>,
+    /// Append rejections and snapshots delivered, to see backoff and InstallSnapshot at work.
+    pub rejections: u64,
+    pub snapshots_delivered: u64,
+}
+
+/// A disk holding `entries` given as (index, term), with a term and vote.
+pub fn disk(term: u64, vote: Option<u8>, entries: &[(u64, u64)]) -> Disk {
+    let entries = entries
+        .iter()
+        .map(|&(index, entry_term)| Entry {
+            term: Term(entry_term),
+            index: LogIndex(index),
+            payload: Payload::Command(command(1000 + index * 100 + entry_term)),
+        })
+        .collect();
+    Disk {
+        hard_state: HardState { term: Term(term), vote: vote.map(NodeId), commit: LogIndex(0) },
+        snapshot: None,
+        entries,
+        restored_from_backup: false,
+    }
 }
 
 pub fn command(token: u64) -> Command {
@@ -130,6 +155,9 @@ impl Cluster {
             auto_compact: false,
             token_next: 1,
             steps: 0,
+            crash_before_persist: BTreeSet::new(),
+            rejections: 0,
+            snapshots_delivered: 0,
         };
         for id in ids(count) {
             cluster.restart(id);
@@ -233,8 +261,10 @@ impl Cluster {
             }
             let ready = node.ready();
             self.enqueue(ready.messages);
-            if self.faults.crash_mid_ready_per_mille > 0
-                && self.rng.gen_range(0..1000) < self.faults.crash_mid_ready_per_mille
+            let crash_planned = self.crash_before_persist.remove(&id);
+            if crash_planned
+                || (self.faults.crash_mid_ready_per_mille > 0
+                    && self.rng.gen_range(0..1000) < self.faults.crash_mid_ready_per_mille)
             {
                 // Nothing of this Ready reached the disk.
                 self.crash(id);
@@ -303,6 +333,11 @@ impl Cluster {
             return;
         }
         let to = message.to;
+        match &message.body {
+            MessageBody::AppendResponse { success: false, .. } => self.rejections += 1,
+            MessageBody::InstallSnapshot { .. } => self.snapshots_delivered += 1,
+            _ => {}
+        }
         self.node_mut(to).step(message);
         self.process(to);
     }
@@ -314,6 +349,18 @@ impl Cluster {
             self.deliver(message);
         }
         panic!("the network did not quiet down within {DELIVERIES_MAX} deliveries");
+    }
+
+    /// Delivers in FIFO order until `done` holds (checked after each delivery).
+    pub fn deliver_until(&mut self, done: impl Fn(&Cluster) -> bool) -> bool {
+        for _ in 0..DELIVERIES_MAX {
+            if done(self) {
+                return true;
+            }
+            let Some(message) = self.queue.pop_front() else { return done(self) };
+            self.deliver(message);
+        }
+        false
     }
 
     pub fn tick(&mut self, id: NodeId) {
