@@ -50,7 +50,7 @@ pub fn init_true_time() {
 }
 
 /// A local clock: `local = local_ref + (true - true_ref) * (1e6 + rate_ppm) / 1e6`.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct LocalClock {
     true_ref_us: u64,
     local_ref_us: u64,
@@ -59,6 +59,19 @@ pub struct LocalClock {
     changes: u64,
     /// Sleepers to wake when the mapping changes.
     wakers: Vec<Waker>,
+}
+
+/// A clone is a copy of the mapping; the sleepers stay registered on the original only.
+impl Clone for LocalClock {
+    fn clone(&self) -> LocalClock {
+        LocalClock {
+            true_ref_us: self.true_ref_us,
+            local_ref_us: self.local_ref_us,
+            rate_ppm: self.rate_ppm,
+            changes: self.changes,
+            wakers: Vec::new(),
+        }
+    }
 }
 
 impl LocalClock {

@@ -41,7 +41,7 @@ impl LockServer {
         // Proposals only after `advance`: the Ready handed out is fully acknowledged.
         for after in after_batch {
             match after {
-                AfterBatch::Grant { pending, result } => self.answer_grant(pending, result),
+                AfterBatch::Grant { pending, result } => self.answer_grant(pending, result, now_local_ms),
                 AfterBatch::Release { pending, result } => self.answer_release(pending, result),
             }
         }
@@ -103,8 +103,8 @@ impl LockServer {
     /// Our Grant applied: answer `Granted` if [`LockServer::decide_grant_reply`]
     /// allows it; if the client has gone (cancelled while in flight), release
     /// the ghost at once and send nothing.
-    fn answer_grant(&mut self, pending: Pending, result: ApplyResult) {
-        let PendingKind::Acquire { key } = &pending.kind else {
+    fn answer_grant(&mut self, pending: Pending, result: ApplyResult, now_local_ms: u64) {
+        let PendingKind::Acquire { key, lease_ms } = &pending.kind else {
             unreachable!("answer_grant gets acquires only");
         };
         let holder = Holder { client: pending.client, request: pending.request };
@@ -115,11 +115,12 @@ impl LockServer {
             return;
         }
         let reply = match result {
-            ApplyResult::Granted { token } => self.decide_grant_reply(pending.term, key, token),
+            ApplyResult::Granted { token } => self.decide_grant_reply(pending.term, key, token, *lease_ms),
             // Defensive: the leader never proposes a Grant for a key it knows to be held.
-            ApplyResult::GrantRejected => self
-                .still_leader_of(pending.term)
-                .then_some(ClientReply::Busy { remaining_ms: self.leases.get(key).map_or(0, |lease| lease.lease_ms) }),
+            ApplyResult::GrantRejected => self.still_leader_of(pending.term).then(|| {
+                let deadline_local_ms = self.leases.get(key).map_or(now_local_ms, |lease| lease.deadline_local_ms);
+                ClientReply::Busy { remaining_ms: deadline_local_ms.saturating_sub(now_local_ms) }
+            }),
             // A late duplicate of an older request: its client has moved on.
             _ => None,
         };
@@ -137,11 +138,10 @@ impl LockServer {
     ///
     /// `GrantAfterExpiredWait` answers the way a naive server does: whoever
     /// received the request says `Granted` when it applies the Grant, leader or
-    /// not, and whether or not the lock is still live.
-    fn decide_grant_reply(&self, term: Term, key: &Key, token: Token) -> Option<ClientReply> {
-        let lease_ms = self.state.lock(key).map(|lock| lock.lease_ms);
+    /// not, and whether or not the lock is still live, with the lease the
+    /// Grant asked for.
+    fn decide_grant_reply(&self, term: Term, key: &Key, token: Token, lease_ms: u64) -> Option<ClientReply> {
         if self.config.variant == Variant::GrantAfterExpiredWait {
-            let lease_ms = lease_ms.unwrap_or(0);
             return Some(ClientReply::Granted { token, lease_ms });
         }
         if !self.still_leader_of(term) {

@@ -163,8 +163,14 @@ struct Pending {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum PendingKind {
-    Acquire { key: Key },
-    Release { key: Key },
+    /// `lease_ms` is the lease the Grant asks for.
+    Acquire {
+        key: Key,
+        lease_ms: u64,
+    },
+    Release {
+        key: Key,
+    },
 }
 
 /// A client waiting in a key's FIFO queue for the key to be free.

@@ -107,7 +107,12 @@ impl LockServer {
                 return KeyStatus::Ours;
             }
             // Counting our own proposals in flight keeps GrantRejected purely defensive.
-            return KeyStatus::Busy { remaining_ms: 0 };
+            // The Grant in flight will hold the key for a full lease once applied.
+            let remaining_ms = match pending.kind {
+                PendingKind::Acquire { lease_ms, .. } => lease_ms,
+                PendingKind::Release { .. } => unreachable!("inflight_grant finds acquires only"),
+            };
+            return KeyStatus::Busy { remaining_ms };
         }
         if self.waiters.get(key).is_some_and(|queue| !queue.is_empty()) {
             // First come, first served: a newcomer does not overtake the queue.
@@ -121,7 +126,7 @@ impl LockServer {
         let term = self.office?.term;
         self.pending.values().find(|pending| {
             pending.term == term
-                && matches!(&pending.kind, PendingKind::Acquire { key: pending_key } if pending_key == key)
+                && matches!(&pending.kind, PendingKind::Acquire { key: pending_key, .. } if pending_key == key)
         })
     }
 
@@ -187,7 +192,7 @@ impl LockServer {
 
     fn propose_grant(&mut self, holder: Holder, key: Key, lease_ms: u64) {
         let command = Command::Grant { key: key.clone(), lease_ms, holder };
-        self.propose_for_client(holder.client, holder.request, command, PendingKind::Acquire { key });
+        self.propose_for_client(holder.client, holder.request, command, PendingKind::Acquire { key, lease_ms });
     }
 
     fn release(&mut self, client: ClientId, request: RequestId, key: Key, token: Token) {

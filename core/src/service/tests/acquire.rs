@@ -1,0 +1,163 @@
+//! Acquire, release and the Granted decision.
+
+use super::*;
+
+#[test]
+fn granted_only_after_commit_and_apply() {
+    let mut cluster = single(Variant::Default);
+    cluster.send(NodeId(0), 1, 1, acquire(0));
+    assert_eq!(cluster.answers(1, 1), vec![], "nothing is answered before the Grant is applied");
+    cluster.settle();
+    assert_eq!(cluster.answers(1, 1), vec![ClientReply::Granted { token: Token(1), lease_ms: LEASE_MS }]);
+    assert_eq!(cluster.token_of(NodeId(0)), Some(Token(1)));
+}
+
+#[test]
+fn granted_in_a_three_node_cluster_is_applied_everywhere() {
+    let (mut cluster, leader) = three(Variant::Default);
+    cluster.request(leader, 1, 1, acquire(0));
+    assert_eq!(cluster.replies(1, 1), vec![(leader, ClientReply::Granted { token: Token(1), lease_ms: LEASE_MS })]);
+    cluster.run_ms(100);
+    for node in 0..3 {
+        assert_eq!(cluster.token_of(NodeId(node)), Some(Token(1)));
+    }
+}
+
+#[test]
+fn try_lock_on_a_held_key_answers_busy_with_the_remaining_lease() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    cluster.run_ms(300);
+    cluster.request(NodeId(0), 2, 1, acquire(0));
+    let [ClientReply::Busy { remaining_ms }] = cluster.answers(2, 1)[..] else {
+        panic!("expected Busy, got {:?}", cluster.answers(2, 1));
+    };
+    assert!(remaining_ms <= LEASE_MS - 300, "remaining {remaining_ms}");
+    assert!(remaining_ms >= LEASE_MS - 300 - 2 * TICK_MS, "remaining {remaining_ms}");
+}
+
+#[test]
+fn a_waiter_is_granted_when_the_key_frees() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    cluster.request(NodeId(0), 2, 1, acquire(5_000));
+    assert_eq!(cluster.answers(2, 1), vec![], "a waiter waits");
+    cluster.request(NodeId(0), 1, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    assert_eq!(cluster.answers(1, 2), vec![ClientReply::Released]);
+    assert_eq!(cluster.answers(2, 1), vec![ClientReply::Granted { token: Token(2), lease_ms: LEASE_MS }]);
+}
+
+#[test]
+fn a_waiter_times_out_at_its_deadline() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    cluster.request(NodeId(0), 2, 1, acquire(200));
+    cluster.run_ms(190);
+    assert_eq!(cluster.answers(2, 1), vec![]);
+    cluster.run_ms(20);
+    assert_eq!(cluster.answers(2, 1), vec![ClientReply::TimedOut]);
+    assert_eq!(cluster.token_of(NodeId(0)), Some(Token(1)));
+}
+
+#[test]
+fn the_wait_queue_is_bounded() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    // wait_queue_max is 2 in the test cluster.
+    cluster.request(NodeId(0), 2, 1, acquire(5_000));
+    cluster.request(NodeId(0), 3, 1, acquire(5_000));
+    cluster.request(NodeId(0), 4, 1, acquire(5_000));
+    assert_eq!(cluster.answers(2, 1), vec![]);
+    assert_eq!(cluster.answers(3, 1), vec![]);
+    assert_eq!(cluster.answers(4, 1), vec![ClientReply::Unavailable]);
+    // First in, first served.
+    cluster.request(NodeId(0), 1, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    assert_eq!(cluster.answers(2, 1), vec![ClientReply::Granted { token: Token(2), lease_ms: LEASE_MS }]);
+    assert_eq!(cluster.answers(3, 1), vec![]);
+}
+
+#[test]
+fn a_retry_with_the_same_request_id_gets_the_original_token() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    cluster.run_ms(100);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    let granted = ClientReply::Granted { token: Token(1), lease_ms: LEASE_MS };
+    assert_eq!(cluster.answers(1, 1), vec![granted, granted]);
+    assert_eq!(cluster.server(NodeId(0)).state().token_last(), Token(1), "no second token was issued");
+}
+
+#[test]
+fn a_retry_while_the_grant_is_in_flight_proposes_no_second_grant() {
+    let mut cluster = single(Variant::Default);
+    cluster.send(NodeId(0), 1, 1, acquire(0));
+    cluster.send(NodeId(0), 1, 1, acquire(0));
+    cluster.settle();
+    let grants =
+        cluster.applied(NodeId(0)).iter().filter(|(command, _)| matches!(command, Command::Grant { .. })).count();
+    assert_eq!(grants, 1);
+    assert_eq!(cluster.answers(1, 1), vec![ClientReply::Granted { token: Token(1), lease_ms: LEASE_MS }]);
+}
+
+#[test]
+fn a_second_client_is_not_granted_a_key_with_a_grant_in_flight() {
+    let mut cluster = single(Variant::Default);
+    cluster.send(NodeId(0), 1, 1, acquire(0));
+    cluster.send(NodeId(0), 2, 1, acquire(0));
+    cluster.settle();
+    assert!(matches!(cluster.answers(2, 1)[..], [ClientReply::Busy { .. }]));
+    let rejected =
+        cluster.applied(NodeId(0)).iter().filter(|(_, result)| *result == ApplyResult::GrantRejected).count();
+    assert_eq!(rejected, 0, "GrantRejected stays defensive");
+}
+
+/// A Grant and the Release of its token applied in one batch: the lock is
+/// gone when the answer would leave, so the safe server says NotHeld.
+fn grant_then_release_in_one_batch(variant: Variant) -> Vec<ClientReply> {
+    let mut cluster = single(variant);
+    cluster.send(NodeId(0), 1, 1, acquire(0));
+    // Tokens are deterministic: the Grant will get token 1.
+    cluster.send(NodeId(0), 2, 1, ClientRequest::Release { key: key(), token: Token(1) });
+    cluster.settle();
+    assert_eq!(cluster.token_of(NodeId(0)), None);
+    cluster.answers(1, 1)
+}
+
+#[test]
+fn granted_is_suppressed_for_a_lock_that_is_already_gone() {
+    assert_eq!(grant_then_release_in_one_batch(Variant::Default), vec![ClientReply::NotHeld]);
+}
+
+#[test]
+fn grant_after_expired_wait_variant_says_granted_for_a_gone_lock() {
+    assert_eq!(
+        grant_then_release_in_one_batch(Variant::GrantAfterExpiredWait),
+        vec![ClientReply::Granted { token: Token(1), lease_ms: LEASE_MS }]
+    );
+}
+
+#[test]
+fn release_is_owner_safe() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    cluster.request(NodeId(0), 2, 1, ClientRequest::Release { key: key(), token: Token(7) });
+    assert_eq!(cluster.answers(2, 1), vec![ClientReply::NotHeld]);
+    assert_eq!(cluster.token_of(NodeId(0)), Some(Token(1)));
+    cluster.request(NodeId(0), 1, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    assert_eq!(cluster.answers(1, 2), vec![ClientReply::Released]);
+    assert_eq!(cluster.token_of(NodeId(0)), None);
+}
+
+#[test]
+fn a_deposed_leader_does_not_answer_its_lost_proposals() {
+    let (mut cluster, old) = three(Variant::Default);
+    cluster.isolate(old);
+    cluster.send(old, 1, 1, acquire(0));
+    cluster.settle();
+    assert!(cluster.run_until(5_000, |cluster| cluster.leader().is_some_and(|leader| leader != old)));
+    cluster.heal();
+    cluster.run_ms(1_000);
+    assert_ne!(cluster.role(old), Role::Leader);
+    assert_eq!(cluster.answers(1, 1), vec![], "the lost proposal gets no answer; the client retries");
+    assert_eq!(cluster.token_of(old), None, "the uncommitted Grant was overwritten");
+}

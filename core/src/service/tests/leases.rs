@@ -1,0 +1,143 @@
+//! Lease timers: expiry at the leader's local deadline after confirmation,
+//! restart on a new leader, renew.
+
+use super::*;
+
+fn renew(token: u64) -> ClientRequest {
+    ClientRequest::Renew { key: key(), token: Token(token) }
+}
+
+#[test]
+fn expiry_happens_at_the_local_deadline_and_not_before() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    let granted_at_ms = cluster.now_ms(NodeId(0));
+    assert_eq!(cluster.server(NodeId(0)).lease_deadline_local_ms(&key()), Some(granted_at_ms + LEASE_MS));
+    cluster.run_ms(LEASE_MS - TICK_MS);
+    assert_eq!(cluster.expire_proposals(NodeId(0)), 0);
+    assert_eq!(cluster.token_of(NodeId(0)), Some(Token(1)));
+    cluster.run_ms(2 * TICK_MS);
+    assert_eq!(cluster.expire_proposals(NodeId(0)), 1);
+    assert_eq!(cluster.token_of(NodeId(0)), None);
+    let expired = (Command::Expire { key: key(), token: Token(1) }, ApplyResult::Expired { existed: true });
+    assert_eq!(cluster.applied(NodeId(0)).last(), Some(&expired));
+}
+
+#[test]
+fn a_leader_cut_off_at_the_deadline_does_not_expire_until_confirmed() {
+    let (mut cluster, leader) = three(Variant::Default);
+    cluster.request(leader, 1, 1, acquire(0));
+    cluster.run_ms(LEASE_MS - 30);
+    cluster.isolate(leader);
+    cluster.run_ms(60);
+    assert_eq!(cluster.role(leader), Role::Leader, "still believes it leads (check-quorum has not fired)");
+    assert_eq!(cluster.expire_proposals(leader), 0, "no expiry without a confirmation");
+    cluster.heal();
+    cluster.run_ms(500);
+    assert_eq!(cluster.expire_proposals(leader), 1, "exactly one Expire once confirmed");
+    for node in 0..3 {
+        assert_eq!(cluster.token_of(NodeId(node)), None);
+    }
+}
+
+#[test]
+fn a_deposed_leader_never_expires_a_lease() {
+    let (mut cluster, old) = three(Variant::Default);
+    cluster.request(old, 1, 1, acquire(0));
+    cluster.run_ms(100);
+    cluster.isolate(old);
+    cluster.run_ms(2 * LEASE_MS);
+    assert_eq!(cluster.expire_proposals(old), 0);
+    assert_ne!(cluster.role(old), Role::Leader, "check-quorum deposed it");
+}
+
+/// Acquires on the first leader, lets `held_ms` pass, then cuts the leader
+/// off. Returns the cluster, the new leader, and the new leader's local time
+/// when it had applied the Grant.
+fn leader_change_mid_lease(variant: Variant, held_ms: u64) -> (Cluster, NodeId, u64) {
+    let (mut cluster, old) = three(variant);
+    cluster.request(old, 1, 1, acquire(0));
+    // Heartbeats carry the commit to the followers within a few ticks.
+    let granted_at_ms: Vec<u64> = (0..3).map(|n| cluster.now_ms(NodeId(n))).collect();
+    cluster.run_ms(held_ms);
+    cluster.isolate(old);
+    assert!(cluster.run_until(5_000, |cluster| cluster.leader().is_some_and(|leader| leader != old)));
+    let new = cluster.leader().expect("just elected");
+    assert_eq!(cluster.token_of(new), Some(Token(1)));
+    (cluster, new, granted_at_ms[usize::from(new.0)])
+}
+
+#[test]
+fn a_new_leader_restarts_every_lease_with_a_full_lease() {
+    let (mut cluster, new, granted_at_ms) = leader_change_mid_lease(Variant::Default, 600);
+    let deadline_ms = cluster.server(new).lease_deadline_local_ms(&key()).expect("timer restarted");
+    let office_ms = cluster.now_ms(new);
+    assert!(deadline_ms + TICK_MS * 2 >= office_ms + LEASE_MS, "deadline {deadline_ms}, took office by {office_ms}");
+    assert!(deadline_ms >= granted_at_ms + 600 + LEASE_MS);
+    // Past the old deadline (apply + lease) the lock is still there.
+    cluster.run_ms(granted_at_ms + LEASE_MS + 100 - cluster.now_ms(new));
+    assert_eq!(cluster.expire_proposals(new), 0);
+    assert_eq!(cluster.token_of(new), Some(Token(1)));
+    // And a full lease after taking office it goes.
+    cluster.run_ms(deadline_ms + 200 - cluster.now_ms(new));
+    assert_eq!(cluster.expire_proposals(new), 1);
+    assert_eq!(cluster.token_of(new), None);
+}
+
+#[test]
+fn no_lease_restart_variant_expires_on_the_old_deadline() {
+    let (mut cluster, new, granted_at_ms) = leader_change_mid_lease(Variant::NoLeaseRestartOnNewLeader, 600);
+    let deadline_ms = cluster.server(new).lease_deadline_local_ms(&key()).expect("timer");
+    assert!(deadline_ms <= granted_at_ms + LEASE_MS + 5 * TICK_MS, "deadline {deadline_ms} from the apply time");
+    cluster.run_ms(granted_at_ms + LEASE_MS + 200 - cluster.now_ms(new));
+    assert_eq!(cluster.expire_proposals(new), 1);
+    assert_eq!(cluster.token_of(new), None);
+}
+
+#[test]
+fn renew_extends_the_lease_for_the_holder_only() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    cluster.run_ms(800);
+    cluster.request(NodeId(0), 1, 2, renew(1));
+    assert_eq!(cluster.answers(1, 2), vec![ClientReply::Renewed { lease_ms: LEASE_MS }]);
+    let renewed_at_ms = cluster.now_ms(NodeId(0));
+    assert_eq!(cluster.server(NodeId(0)).lease_deadline_local_ms(&key()), Some(renewed_at_ms + LEASE_MS));
+    cluster.request(NodeId(0), 2, 1, renew(9));
+    assert_eq!(cluster.answers(2, 1), vec![ClientReply::NotHeld]);
+    cluster.request(NodeId(0), 1, 3, ClientRequest::Renew { key: Key::new("other"), token: Token(1) });
+    assert_eq!(cluster.answers(1, 3), vec![ClientReply::NotHeld]);
+    // The renewal moved the expiry: still held past the original deadline.
+    cluster.run_ms(LEASE_MS - 100);
+    assert_eq!(cluster.token_of(NodeId(0)), Some(Token(1)));
+    cluster.run_ms(200);
+    assert_eq!(cluster.token_of(NodeId(0)), None);
+    cluster.request(NodeId(0), 1, 4, renew(1));
+    assert_eq!(cluster.answers(1, 4), vec![ClientReply::NotHeld], "an expired lock cannot be renewed");
+}
+
+/// Renews at a leader that was just cut off (it still believes it leads).
+fn renew_at_deposed_leader(variant: Variant) -> Vec<ClientReply> {
+    let (mut cluster, old) = three(variant);
+    cluster.request(old, 1, 1, acquire(0));
+    cluster.run_ms(100);
+    cluster.isolate(old);
+    assert_eq!(cluster.role(old), Role::Leader);
+    cluster.request(old, 1, 2, renew(1));
+    cluster.run_ms(1_000);
+    assert_ne!(cluster.role(old), Role::Leader);
+    cluster.answers(1, 2)
+}
+
+#[test]
+fn a_renew_at_a_deposed_leader_is_not_acknowledged() {
+    assert_eq!(renew_at_deposed_leader(Variant::Default), vec![]);
+}
+
+#[test]
+fn renew_without_leadership_check_variant_acknowledges_at_a_deposed_leader() {
+    assert_eq!(
+        renew_at_deposed_leader(Variant::RenewWithoutLeadershipCheck),
+        vec![ClientReply::Renewed { lease_ms: LEASE_MS }]
+    );
+}

@@ -1,0 +1,276 @@
+//! Tests of the lock service rules on a tiny in-memory cluster of
+//! [`LockServer`]s: one node (which commits on its own) or three nodes that
+//! exchange messages through a queue, with per-node local clocks and a switch
+//! to cut a node off.
+
+mod acquire;
+mod ghosts;
+mod leases;
+
+use super::{ClientReply, ClientRequest, LockServer, Output, ServiceConfig};
+use crate::command::{ApplyResult, Command};
+use crate::lock::LockState;
+use crate::raft::{Config, DurableState, Message, RaftNode, Role};
+use crate::types::{ClientId, Key, NodeId, RequestId, Token};
+use crate::variant::Variant;
+use std::collections::{BTreeSet, VecDeque};
+
+const TICK_MS: u64 = 10;
+const LEASE_MS: u64 = 1_000;
+/// Rounds of ready/deliver per settle; a cluster that does not quiesce is a bug.
+const SETTLE_ROUNDS_MAX: usize = 10_000;
+
+pub(super) struct Cluster {
+    servers: Vec<LockServer>,
+    /// Each node's local clock; they start far apart so a test cannot confuse them.
+    clocks_ms: Vec<u64>,
+    inbox: VecDeque<Message>,
+    isolated: BTreeSet<NodeId>,
+    /// Every output, in order, with the node that produced it.
+    log: Vec<(NodeId, Output)>,
+}
+
+fn raft_config(id: NodeId, voters: Vec<NodeId>, variant: Variant) -> Config {
+    Config {
+        id,
+        voters,
+        heartbeat_ticks: 2,
+        election_ticks_min: 10,
+        election_ticks_max: 20,
+        entries_per_message_max: 64,
+        inflight_max: 4,
+        snapshot_threshold_entries: 256,
+        pre_vote: true,
+        check_quorum: true,
+        variant,
+    }
+}
+
+pub(super) fn key() -> Key {
+    Key::new("invoice/B-1042")
+}
+
+pub(super) fn acquire(wait_ms: u64) -> ClientRequest {
+    ClientRequest::Acquire { key: key(), lease_ms: LEASE_MS, wait_ms }
+}
+
+impl Cluster {
+    pub(super) fn new(nodes: u8, variant: Variant) -> Cluster {
+        let mut config = ServiceConfig::standard(variant);
+        config.wait_queue_max = 2;
+        Cluster::with_config(nodes, config)
+    }
+
+    pub(super) fn with_config(nodes: u8, config: ServiceConfig) -> Cluster {
+        let voters: Vec<NodeId> = (0..nodes).map(NodeId).collect();
+        let servers = voters
+            .iter()
+            .map(|id| {
+                let raft_config = raft_config(*id, voters.clone(), config.variant);
+                let raft =
+                    RaftNode::new(raft_config, DurableState::default(), 1_000 + u64::from(id.0)).expect("valid config");
+                LockServer::new(config.clone(), raft, LockState::new(Token(0)))
+            })
+            .collect();
+        let clocks_ms = (0..nodes).map(|n| 1_000_000 * (u64::from(n) + 1)).collect();
+        Cluster { servers, clocks_ms, inbox: VecDeque::new(), isolated: BTreeSet::new(), log: Vec::new() }
+    }
+
+    pub(super) fn server(&self, node: NodeId) -> &LockServer {
+        &self.servers[usize::from(node.0)]
+    }
+
+    pub(super) fn now_ms(&self, node: NodeId) -> u64 {
+        self.clocks_ms[usize::from(node.0)]
+    }
+
+    /// Hands out every Ready and delivers every message until the cluster is quiet.
+    pub(super) fn settle(&mut self) {
+        for _ in 0..SETTLE_ROUNDS_MAX {
+            let mut busy = false;
+            for n in 0..self.servers.len() {
+                let node = NodeId(n as u8);
+                let now_ms = self.clocks_ms[n];
+                let server = &mut self.servers[n];
+                if server.has_ready() {
+                    busy = true;
+                    let mut ready = server.ready();
+                    let messages: Vec<Message> = std::mem::take(&mut ready.messages)
+                        .into_iter()
+                        .chain(std::mem::take(&mut ready.messages_after_persist))
+                        .collect();
+                    server.apply_ready(ready, now_ms);
+                    for message in messages {
+                        if !self.isolated.contains(&message.from) && !self.isolated.contains(&message.to) {
+                            self.inbox.push_back(message);
+                        }
+                    }
+                }
+                self.collect(node);
+            }
+            if let Some(message) = self.inbox.pop_front() {
+                busy = true;
+                let to = usize::from(message.to.0);
+                let now_ms = self.clocks_ms[to];
+                self.servers[to].step(message, now_ms);
+                self.collect(NodeId(to as u8));
+            }
+            if !busy {
+                return;
+            }
+        }
+        panic!("the cluster did not settle within {SETTLE_ROUNDS_MAX} rounds");
+    }
+
+    fn collect(&mut self, node: NodeId) {
+        let outputs = self.servers[usize::from(node.0)].take_outputs();
+        self.log.extend(outputs.into_iter().map(|output| (node, output)));
+    }
+
+    /// One tick on every node (each on its own clock), then settle.
+    pub(super) fn tick(&mut self) {
+        for n in 0..self.servers.len() {
+            self.clocks_ms[n] += TICK_MS;
+            let now_ms = self.clocks_ms[n];
+            self.servers[n].tick(now_ms);
+            self.collect(NodeId(n as u8));
+        }
+        self.settle();
+    }
+
+    pub(super) fn run_ms(&mut self, ms: u64) {
+        for _ in 0..ms / TICK_MS {
+            self.tick();
+        }
+    }
+
+    /// Ticks until `until` holds, at most `ms_max`; returns whether it did.
+    pub(super) fn run_until(&mut self, ms_max: u64, until: impl Fn(&Cluster) -> bool) -> bool {
+        for _ in 0..ms_max / TICK_MS {
+            if until(self) {
+                return true;
+            }
+            self.tick();
+        }
+        until(self)
+    }
+
+    /// The reachable leader that serves requests, if exactly one.
+    pub(super) fn leader(&self) -> Option<NodeId> {
+        let serving: Vec<NodeId> = (0..self.servers.len() as u8)
+            .map(NodeId)
+            .filter(|node| !self.isolated.contains(node) && self.server(*node).is_serving_leader())
+            .collect();
+        (serving.len() == 1).then(|| serving[0])
+    }
+
+    /// Runs until a serving leader exists; returns it.
+    pub(super) fn elect(&mut self) -> NodeId {
+        assert!(self.run_until(5_000, |cluster| cluster.leader().is_some()), "no leader within 5 s");
+        self.leader().expect("just checked")
+    }
+
+    pub(super) fn isolate(&mut self, node: NodeId) {
+        self.isolated.insert(node);
+        self.inbox.retain(|message| message.from != node && message.to != node);
+    }
+
+    pub(super) fn heal(&mut self) {
+        self.isolated.clear();
+    }
+
+    /// Delivers a client request to `node` without settling.
+    pub(super) fn send(&mut self, node: NodeId, client: u32, request: u64, body: ClientRequest) {
+        let now_ms = self.now_ms(node);
+        self.servers[usize::from(node.0)].on_client(ClientId(client), RequestId(request), body, now_ms);
+        self.collect(node);
+    }
+
+    /// Delivers a client request to `node` and settles.
+    pub(super) fn request(&mut self, node: NodeId, client: u32, request: u64, body: ClientRequest) {
+        self.send(node, client, request, body);
+        self.settle();
+    }
+
+    pub(super) fn bounce(&mut self, node: NodeId, client: u32, request: u64, reply: ClientReply) {
+        let now_ms = self.now_ms(node);
+        self.servers[usize::from(node.0)].on_bounced(ClientId(client), RequestId(request), reply, now_ms);
+        self.collect(node);
+        self.settle();
+    }
+
+    /// Every reply to `(client, request)`, with the node that sent it.
+    pub(super) fn replies(&self, client: u32, request: u64) -> Vec<(NodeId, ClientReply)> {
+        self.log
+            .iter()
+            .filter_map(|(node, output)| match output {
+                Output::Reply { client: c, request: r, reply }
+                    if *c == ClientId(client) && *r == RequestId(request) =>
+                {
+                    Some((*node, *reply))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The replies to `(client, request)` without the sender.
+    pub(super) fn answers(&self, client: u32, request: u64) -> Vec<ClientReply> {
+        self.replies(client, request).into_iter().map(|(_, reply)| reply).collect()
+    }
+
+    /// The commands `node` applied, with their results.
+    pub(super) fn applied(&self, node: NodeId) -> Vec<(Command, ApplyResult)> {
+        self.log
+            .iter()
+            .filter_map(|(from, output)| match output {
+                Output::Applied { command, result, .. } if *from == node => Some((command.clone(), *result)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    pub(super) fn outputs_of(&self, node: NodeId) -> impl Iterator<Item = &Output> {
+        self.log.iter().filter(move |(from, _)| *from == node).map(|(_, output)| output)
+    }
+
+    pub(super) fn expire_proposals(&self, node: NodeId) -> usize {
+        self.outputs_of(node).filter(|output| matches!(output, Output::ExpireProposed { .. })).count()
+    }
+
+    pub(super) fn token_of(&self, node: NodeId) -> Option<Token> {
+        self.server(node).state().lock(&key()).map(|lock| lock.token)
+    }
+
+    pub(super) fn role(&self, node: NodeId) -> Role {
+        self.server(node).raft().soft_state().role
+    }
+}
+
+/// A one-node cluster with a serving leader, node 0.
+pub(super) fn single(variant: Variant) -> Cluster {
+    let mut cluster = Cluster::new(1, variant);
+    assert_eq!(cluster.elect(), NodeId(0));
+    cluster
+}
+
+/// A three-node cluster with a serving leader; returns it too.
+pub(super) fn three(variant: Variant) -> (Cluster, NodeId) {
+    let mut cluster = Cluster::new(3, variant);
+    let leader = cluster.elect();
+    (cluster, leader)
+}
+
+/// Some node other than `node`.
+pub(super) fn other_than(node: NodeId) -> NodeId {
+    NodeId((node.0 + 1) % 3)
+}
+
+#[test]
+fn follower_redirects_to_the_leader_it_knows() {
+    let (mut cluster, leader) = three(Variant::Default);
+    let follower = other_than(leader);
+    cluster.request(follower, 1, 1, acquire(0));
+    assert_eq!(cluster.answers(1, 1), vec![ClientReply::NotLeader { leader: Some(leader) }]);
+    assert_eq!(cluster.token_of(leader), None, "a follower proposes nothing");
+}
