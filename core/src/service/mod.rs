@@ -277,7 +277,7 @@ impl LockServer {
             read_ctx_last: 0,
             applied_at_ms: BTreeMap::new(),
         };
-        server.applied_index = LogIndex(0); // TEMP until raft lands applied_index()
+        server.applied_index = server.raft.applied_index();
         for (key, lock) in server.state.locks() {
             server.applied_at_ms.insert(key.clone(), (lock.token, 0));
         }
