@@ -6,8 +6,11 @@
 
 mod raft_harness;
 
+use fencelock::raft::Config;
 use fencelock::Variant;
-use raft_harness::{with_variant, Cluster, Faults};
+use raft_harness::{Cluster, Faults};
+
+const FAULTS: Faults = Faults { drop_per_mille: 50, duplicate_per_mille: 30, crash_mid_ready_per_mille: 5 };
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|value| value.parse().ok()).unwrap_or(default)
@@ -15,9 +18,15 @@ fn env_or(name: &str, default: u64) -> u64 {
 
 /// Runs one schedule; returns the violations with the seed to reproduce them,
 /// and how many entries were committed.
-fn run_schedule(seed: u64, nodes: u8, steps: u64, variant: Variant) -> (Vec<String>, usize) {
-    let mut cluster = Cluster::new(nodes, seed, with_variant(variant));
-    cluster.faults = Faults { drop_per_mille: 50, duplicate_per_mille: 30, crash_mid_ready_per_mille: 5 };
+fn run_schedule(seed: u64, nodes: u8, steps: u64, variant: Variant, faults: Faults) -> (Vec<String>, usize) {
+    let mut cluster = Cluster::new(nodes, seed, |config: &mut Config| {
+        config.variant = variant;
+        if seed.is_multiple_of(2) {
+            // Small snapshots so InstallSnapshot happens often.
+            config.snapshot_threshold_entries = 8;
+        }
+    });
+    cluster.faults = faults;
     cluster.auto_compact = seed.is_multiple_of(2);
     for step in 0..steps {
         cluster.random_step();
@@ -48,7 +57,7 @@ fn random_schedules_keep_raft_safe_and_live() {
     let mut committed_total = 0;
     for seed in 0..schedules {
         let nodes = if seed.is_multiple_of(3) { 5 } else { 3 };
-        let (violations, committed) = run_schedule(seed, nodes, steps, Variant::Default);
+        let (violations, committed) = run_schedule(seed, nodes, steps, Variant::Default, FAULTS);
         failures.extend(violations);
         committed_total += committed;
         if failures.len() > 5 {
@@ -60,4 +69,19 @@ fn random_schedules_keep_raft_safe_and_live() {
         started.elapsed()
     );
     assert!(failures.is_empty(), "reproduce with the seed:\n{}", failures.join("\n"));
+}
+
+/// The checkers are not vacuous: each unsafe persistence variant is caught
+/// by some schedule (crashing between send and persist more often).
+#[test]
+fn random_schedules_catch_the_unsafe_persistence_variants() {
+    let faults = Faults { drop_per_mille: 20, duplicate_per_mille: 10, crash_mid_ready_per_mille: 60 };
+    for variant in [Variant::VoteNotDurable, Variant::AckBeforeDurable] {
+        let caught = (0..2000u64).find_map(|seed| {
+            let (violations, _) = run_schedule(seed, 3, 3000, variant, faults);
+            violations.into_iter().next()
+        });
+        eprintln!("{variant:?}: {caught:?}");
+        assert!(caught.is_some(), "{variant:?} was never caught");
+    }
 }

@@ -167,7 +167,7 @@ impl RaftNode {
                         hint_index: LogIndex(0),
                         hint_term: Term(0),
                         read_ctx: 0,
-                        recovering: self.recovery.is_some(),
+                        recovering: self.reports_recovering(),
                     };
                     self.send(message.from, body);
                 }
@@ -285,5 +285,6 @@ impl RaftNode {
         assert!(self.vote.is_none() || self.vote == Some(leader), "a recovering node never votes");
         self.vote = Some(leader);
         self.recovery = None;
+        self.recovered_in_term = Some(self.term);
     }
 }

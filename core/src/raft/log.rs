@@ -127,18 +127,19 @@ impl RaftLog {
     }
 
     /// Fast conflict backoff: the last index at or below `index` whose term is
-    /// at most `term`, with that term. Stops at the snapshot.
+    /// at most `term`, with that term. Below the snapshot the term is unknown:
+    /// the answer is then that index with term 0.
     pub(super) fn find_conflict_by_term(&self, index: LogIndex, term: Term) -> (LogIndex, Term) {
         let mut index = index.min(self.last_index());
         // Bounded by the log length: every step goes one index down.
-        while index > self.snapshot_index {
-            let here = self.term(index).expect("index is inside the log");
-            if here <= term {
-                return (index, here);
+        for _ in 0..=self.entries.len() {
+            match self.term(index) {
+                Some(here) if here <= term => return (index, here),
+                Some(_) if index.0 > 0 => index = LogIndex(index.0 - 1),
+                _ => break,
             }
-            index = LogIndex(index.0 - 1);
         }
-        (index, self.term(index).unwrap_or(Term(0)))
+        (index, Term(0))
     }
 
     pub(super) fn commit_to(&mut self, index: LogIndex) {

@@ -265,6 +265,10 @@ pub struct RaftNode {
     election_timeout: u32,
     rng: ChaCha8Rng,
     recovery: Option<Recovery>,
+    /// The term in which recovery ended: answers stay flagged `recovering`
+    /// for the rest of it, so that leader can tell them from stale answers
+    /// sent before the restore (RESTORE.md).
+    recovered_in_term: Option<Term>,
     reads: ReadRounds,
     // What the next Ready hands out, and what the last one handed out.
     messages: Vec<Message>,
@@ -315,6 +319,7 @@ impl RaftNode {
             election_timeout: config.election_ticks_min,
             rng: ChaCha8Rng::seed_from_u64(rng_seed),
             recovery,
+            recovered_in_term: None,
             reads: ReadRounds::default(),
             messages: Vec::new(),
             messages_after_persist: Vec::new(),
@@ -428,6 +433,11 @@ impl RaftNode {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Whether answers to a leader carry `recovering: true`.
+    fn reports_recovering(&self) -> bool {
+        self.recovery.is_some() || self.recovered_in_term == Some(self.term)
     }
 
     fn quorum(&self) -> usize {

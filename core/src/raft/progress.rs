@@ -26,6 +26,8 @@ pub(super) struct Progress {
     inflight: VecDeque<LogIndex>,
     /// The follower answered during the current check-quorum window.
     pub(super) recent_active: bool,
+    /// The follower reported a restore from backup in this term.
+    pub(super) restored_seen: bool,
 }
 
 impl Progress {
@@ -37,6 +39,7 @@ impl Progress {
             probe_sent: false,
             inflight: VecDeque::new(),
             recent_active: false,
+            restored_seen: false,
         }
     }
 
@@ -102,11 +105,15 @@ impl Progress {
                 true
             }
             ProgressState::Probe => {
-                if rejected.0 + 1 != self.next_index.0 {
+                // A rejection of an index at or below the match contradicts
+                // what the follower acknowledged; waiting for its next answer
+                // (or a restore report) beats probing the same index forever.
+                if rejected.0 + 1 != self.next_index.0 || rejected <= self.match_index {
                     return false;
                 }
-                let next = rejected.min(probe_from).0 + 1;
-                self.next_index = LogIndex(next.max(self.match_index.0 + 1));
+                // Strictly below the rejected index, so probing always moves.
+                let next = rejected.min(LogIndex(probe_from.0 + 1));
+                self.next_index = next.max(LogIndex(self.match_index.0 + 1));
                 self.probe_sent = false;
                 true
             }

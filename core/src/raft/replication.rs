@@ -160,7 +160,7 @@ impl RaftNode {
         commit: LogIndex,
         read_ctx: u64,
     ) {
-        let recovering = self.recovery.is_some();
+        let recovering = self.reports_recovering();
         let committed = self.log.committed;
         let (mut prev_index, mut prev_term) = (prev_index, prev_term);
         if prev_index < committed {
@@ -271,6 +271,15 @@ impl RaftNode {
             // Acknowledgements from before the restore no longer hold.
             let known = if success { match_index } else { LogIndex(0) };
             progress.forget_match(known, LogIndex(match_index.0 + 1));
+            progress.restored_seen = true;
+        } else if progress.restored_seen {
+            // The peer flags every answer in this term since its restore: an
+            // unflagged one was sent before the restore and proves nothing now.
+            if read_ctx > 0 {
+                self.reads.acknowledge(from, read_ctx);
+                self.release_reads();
+            }
+            return;
         }
         if success {
             let moved = progress.acknowledge(match_index);
