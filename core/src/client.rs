@@ -31,6 +31,10 @@ pub struct ClientConfig {
     pub drift_ppm_max: u64,
     /// How long to wait for an answer before retrying at the next server.
     pub request_timeout_us: u64,
+    /// Request ids start above this; a client that restarts passes a higher
+    /// base so a new life never reuses an old life's ids (the lock sessions
+    /// and the resource's dedup table assume ids only go up per client).
+    pub first_request: RequestId,
 }
 
 /// A request to send.
@@ -114,7 +118,7 @@ impl Client {
         assert!(config.nodes > 0, "client config `nodes` must be positive");
         assert!(config.request_timeout_us > 0, "client config `request_timeout_us` must be positive");
         assert!(config.drift_ppm_max < 1_000_000, "client config `drift_ppm_max` must be below 1e6");
-        Client { config, request_last: RequestId(0), leader_guess: NodeId(0), pending: None, beliefs: BTreeMap::new() }
+        Client { request_last: config.first_request, config, leader_guess: NodeId(0), pending: None, beliefs: BTreeMap::new() }
     }
 
     pub fn id(&self) -> ClientId {
@@ -318,7 +322,13 @@ mod tests {
     const LEASE_MS: u64 = 2_000;
 
     fn client() -> Client {
-        Client::new(ClientConfig { id: ClientId(7), nodes: 3, drift_ppm_max: 500, request_timeout_us: 100_000 })
+        Client::new(ClientConfig {
+            id: ClientId(7),
+            nodes: 3,
+            drift_ppm_max: 500,
+            request_timeout_us: 100_000,
+            first_request: RequestId(0),
+        })
     }
 
     fn key() -> Key {

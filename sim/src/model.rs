@@ -74,7 +74,7 @@ impl Default for Model {
 impl Model {
     /// Checks the ranges a TOML type cannot express; the error names the key.
     pub fn validate(&self) -> Result<(), String> {
-        if self.nodes == 0 || self.nodes > 9 || self.nodes % 2 == 0 {
+        if self.nodes == 0 || self.nodes > 9 || self.nodes.is_multiple_of(2) {
             return Err(format!("model key `nodes` must be odd and in 1..=9, got {}", self.nodes));
         }
         if self.clients > 64 {

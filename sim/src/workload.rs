@@ -362,7 +362,10 @@ impl Worker {
                         Some(out) => {
                             let request = out.request;
                             self.send_request(&out);
-                            self.settle(self.await_answer(request).await)
+                            {
+                                let answer = self.await_answer(request).await;
+                                self.settle(answer)
+                            }
                         }
                         None => WorkerResult::Refused("holds no lock on that key".into()),
                     };
@@ -373,7 +376,10 @@ impl Worker {
                         (Some(out), Some(_)) => {
                             let request = out.request;
                             self.send_request(&out);
-                            self.settle(self.await_answer(request).await)
+                            {
+                                let answer = self.await_answer(request).await;
+                                self.settle(answer)
+                            }
                         }
                         _ => WorkerResult::Refused("holds no lock on that key".into()),
                     };

@@ -322,7 +322,7 @@ impl Supervisor {
     }
 
     /// `etcdctl snapshot save`: the committed state of the most advanced server.
-    pub(crate) fn take_cluster_backup(&self) -> Option<ClusterBackup> {
+    fn take_cluster_backup(&self) -> Option<ClusterBackup> {
         let variant = self.ctx.model.variant;
         let floor = Token(self.ctx.model.token_floor);
         self.ctx
