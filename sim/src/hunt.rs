@@ -96,6 +96,19 @@ fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
     }
 }
 
+/// A panic inside a seed is reported as a `panic` violation with its
+/// message; during a sweep the default hook's backtraces would drown the
+/// summary, so seed threads panic quietly (replay the seed to see it all).
+pub fn quiet_panics() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let in_seed = std::thread::current().name().is_some_and(|name| name.starts_with("seed-"));
+        if !in_seed {
+            default_hook(info);
+        }
+    }));
+}
+
 fn default_jobs() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
@@ -140,6 +153,7 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
     if let Some(dir) = &args.save {
         std::fs::create_dir_all(dir).map_err(|e| InputError(format!("cannot create {}: {e}", dir.display())))?;
     }
+    quiet_panics();
     let started = Instant::now();
     let bar = if args.json { None } else { progress_bar(seeds.end - seeds.start) };
     let results = sweep(seeds.clone(), &model, jobs, args.check_determinism, bar.as_ref());
@@ -237,6 +251,7 @@ pub fn variants(args: &VariantsArgs) -> Result<ExitCode, InputError> {
     if args.seeds == 0 {
         return Err(InputError("--seeds must be at least 1".into()));
     }
+    quiet_panics();
     let jobs = default_jobs();
     let mut rows = Vec::new();
     for info in VARIANTS.iter().filter(|v| !v.variant.is_safe()) {

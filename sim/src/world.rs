@@ -312,6 +312,8 @@ impl Supervisor {
     /// One server restarted from a stale backup of its own disk (amnesia).
     pub(crate) fn restore_node(&mut self, node: NodeId) {
         let Some((backup_at_us, image)) = self.node_backups.get(&node).cloned() else {
+            // No backup of this cluster generation: the operator restarts it as it is.
+            self.restart(Actor::Server(node));
             return;
         };
         self.kill(Actor::Server(node));
@@ -349,6 +351,9 @@ impl Supervisor {
             state.raise_token_floor(Token(epoch_base));
         }
         let token_floor = state.token_last();
+        // Per-node backups belong to the cluster generation before the restore;
+        // restoring one into the new generation would be an operator's error.
+        self.node_backups.clear();
         for n in 0..self.ctx.model.nodes {
             self.kill(Actor::Server(NodeId(n)));
         }
