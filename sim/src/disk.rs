@@ -147,6 +147,9 @@ pub enum NodeOp {
     Snapshot(Snapshot),
     /// Local compaction: drops the entries the snapshot covers.
     Compact(Snapshot),
+    /// The node has relearned what its restored disk forgot (it left
+    /// recovery and its vote for the current leader is durable).
+    Recovered,
 }
 
 impl NodeImage {
@@ -222,6 +225,7 @@ impl Image for NodeImage {
             NodeOp::Append(entries) => self.append(entries),
             NodeOp::Snapshot(snapshot) => self.install(snapshot, true),
             NodeOp::Compact(snapshot) => self.install(snapshot, false),
+            NodeOp::Recovered => self.restored_from_backup = false,
         }
     }
 }

@@ -102,6 +102,13 @@ async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftSt
             fsync(&ctx.node_disks[id.0 as usize]).await;
         }
         send_all(ctx, id, std::mem::take(&mut ready.messages_after_persist));
+        if must_sync && !server.raft().is_recovering() {
+            let mut disk = ctx.node_disks[id.0 as usize].lock().expect("disk lock");
+            if disk.durable().restored_from_backup {
+                // Durable with the vote that ended recovery (core/src/raft/RESTORE.md).
+                disk.write(NodeOp::Recovered);
+            }
+        }
         if let Some(snapshot) = &ready.snapshot {
             ctx.record(EventKind::SnapshotInstalled {
                 node: id,
