@@ -5,11 +5,11 @@
 //!
 //! A [`LockServer`] owns one [`RaftNode`] and the [`LockState`] it applies. The
 //! rules, each in the submodule that owns it:
-//! - [`requests`]: what a client request does (acquire as try-lock or bounded
+//! - `requests`: what a client request does (acquire as try-lock or bounded
 //!   wait, renew, owner-safe release, cancel; followers redirect).
-//! - [`apply`]: applying committed entries, the one decision whether a
+//! - `apply`: applying committed entries, the one decision whether a
 //!   `Granted` may be sent, ghost-lock cleanup, compaction.
-//! - [`leases`]: lease timers on the leader's local clock, confirmed expiry,
+//! - `leases`: lease timers on the leader's local clock, confirmed expiry,
 //!   confirmed renew, restarting every lease when a new leader takes office.
 //!
 //! Architecture invariant: a lock only ends through a committed Expire or

@@ -274,3 +274,27 @@ fn follower_redirects_to_the_leader_it_knows() {
     assert_eq!(cluster.answers(1, 1), vec![ClientReply::NotLeader { leader: Some(leader) }]);
     assert_eq!(cluster.token_of(leader), None, "a follower proposes nothing");
 }
+
+#[test]
+fn the_log_is_compacted_every_threshold_applied_entries() {
+    let mut config = ServiceConfig::standard(Variant::Default);
+    config.snapshot_threshold_entries = 4;
+    let mut cluster = Cluster::with_config(1, config);
+    cluster.elect();
+    // Entry 1 is the leader's no-op; 2, 3 and 4 are a grant, its release and a second grant.
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    cluster.request(NodeId(0), 1, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    let compactions = |cluster: &Cluster| -> Vec<(u64, Option<Token>)> {
+        cluster
+            .outputs_of(NodeId(0))
+            .filter_map(|output| match output {
+                Output::Compacted(snapshot) => Some((snapshot.index.0, snapshot.state.lock(&key()).map(|l| l.token))),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(compactions(&cluster), vec![]);
+    cluster.request(NodeId(0), 1, 3, acquire(0));
+    assert_eq!(compactions(&cluster), vec![(4, Some(Token(2)))], "the snapshot holds the state as of its index");
+    assert_eq!(cluster.server(NodeId(0)).raft().snapshot_index().0, 4);
+}
