@@ -72,6 +72,10 @@ pub struct Ctx {
     pub script_queues: Option<Mutex<BTreeMap<fencelock::ClientId, crate::workload::CommandQueue>>>,
 }
 
+/// What every local clock reads when the run starts (1000 s after its
+/// machine booted), so a backward step has room to go back.
+pub const LOCAL_START_US: u64 = 1_000_000_000;
+
 /// fsync latency of every simulated disk. madsim's minimum sleep is 1 ms.
 pub const FSYNC_US: u64 = 1_000;
 
@@ -79,7 +83,7 @@ impl Ctx {
     pub fn new(seed: u64, model: Model, net: Net, clock_rates: &BTreeMap<Actor, i64>) -> Ctx {
         let clock = |actor: Actor| {
             let rate_ppm = clock_rates.get(&actor).copied().unwrap_or(0);
-            Arc::new(Mutex::new(LocalClock::new(0, 0, rate_ppm)))
+            Arc::new(Mutex::new(LocalClock::new(0, LOCAL_START_US, rate_ppm)))
         };
         let nodes = model.nodes;
         let resource_image = ResourceImage { state: ResourceState::default(), variant: model.variant };

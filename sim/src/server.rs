@@ -31,6 +31,9 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
     let tick_us = TICK_MS * 1_000;
     let mut next_tick_local_us = local_now(&clock) + tick_us;
     loop {
+        // Ticks keep their pace across a backward step of the local clock
+        // (only the lease deadlines, which read the clock, feel the step).
+        next_tick_local_us = next_tick_local_us.min(local_now(&clock) + tick_us);
         let now_true_us = now_us();
         let tick_true_us = clock.lock().expect("clock lock").true_us_when(next_tick_local_us, now_true_us);
         let wait = Duration::from_micros(tick_true_us.saturating_sub(now_true_us).max(1));

@@ -154,14 +154,30 @@ impl Worker {
         self.finish(&key, token).await;
     }
 
-    /// Sends `Cancel` after a short while and walks away without the answer.
+    /// Walks away without the answer, the two ways real clients do: it sends
+    /// `Cancel` after a short while, or its connection drops (replies bounce
+    /// back to the server) for a while. Either way a grant is a ghost lock.
     async fn give_up_soon(&mut self, request: RequestId) {
-        let wait_ms = self.rng.gen_range(1..20);
-        madsim::time::sleep(Duration::from_millis(wait_ms)).await;
-        if let Some(cancel) = self.client.cancel(self.now()) {
-            self.send_request(&cancel);
+        if self.rng.gen_bool(0.5) {
+            let wait_ms = self.rng.gen_range(1..20);
+            madsim::time::sleep(Duration::from_millis(wait_ms)).await;
+            if let Some(cancel) = self.client.cancel(self.now()) {
+                self.send_request(&cancel);
+            }
+            self.ctx.record(EventKind::GaveUp { client: self.id, request });
+        } else {
+            let away_ms = self.rng.gen_range(200..2_000);
+            self.disconnect(request, away_ms).await;
         }
+    }
+
+    /// The connection drops for `away_ms`: replies meant for it bounce.
+    async fn disconnect(&mut self, request: RequestId, away_ms: u64) {
+        self.ctx.net.unbind(Addr::Client(self.id));
         self.ctx.record(EventKind::GaveUp { client: self.id, request });
+        madsim::time::sleep(Duration::from_millis(away_ms)).await;
+        let _ = self.client.cancel(self.now());
+        self.mailbox = self.ctx.net.bind(Addr::Client(self.id));
     }
 
     /// Works on the job; returns false when the lock was lost and the job dropped.
@@ -372,8 +388,10 @@ impl Worker {
                     let _ = done.send(result);
                 }
                 WorkerCommand::Release { key, done } => {
-                    let result = match (self.client.release(&key, self.now()), self.held.remove(&key)) {
-                        (Some(out), Some(_)) => {
+                    let token = self.client.token_of(&key);
+                    let result = match (self.client.release(&key, self.now()), self.held.remove(&key), token) {
+                        (Some(out), Some(_), Some(token)) => {
+                            self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
                             let request = out.request;
                             self.send_request(&out);
                             {
@@ -394,7 +412,7 @@ impl Worker {
         let request = out.request;
         self.send_request(&out);
         if vanish {
-            self.give_up_soon(request).await;
+            self.disconnect(request, 1_000).await;
             return WorkerResult::NoAnswer;
         }
         let answer = self.await_answer(request).await;

@@ -131,7 +131,14 @@ impl Supervisor {
         let mut ctx = Ctx::new(seed, model, net, &clock_rates);
         ctx.script_queues = script_queues.map(Mutex::new);
         let ctx = Arc::new(ctx);
-        for (&actor, &rate_ppm) in &clock_rates {
+        // Every clock's starting mapping is in the history: the checker
+        // converts local lease ends to true time with it.
+        let actors = (0..ctx.model.nodes)
+            .map(|n| Actor::Server(NodeId(n)))
+            .chain((0..ctx.model.clients).map(|c| Actor::Client(ClientId(c))))
+            .chain([Actor::Resource]);
+        for actor in actors {
+            let rate_ppm = clock_rates.get(&actor).copied().unwrap_or(0);
             ctx.record(clock_event(&ctx, actor, rate_ppm));
         }
         Supervisor::build(ctx, Handle::current())

@@ -21,6 +21,12 @@ where
     Fut: Future<Output = Sim> + 'static,
 {
     let outcome = run_script(0, model, story_fn);
+    if std::env::var_os("FENCESIM_TRACE").is_some() {
+        // `FENCESIM_TRACE=1 cargo test -p fencesim-tests --test scenarios NAME -- --nocapture`
+        for event in outcome.history.events() {
+            println!("{}", fencesim::trace::line(event));
+        }
+    }
     let mut text = story(&outcome.history);
     text.push_str("\n---\n");
     if outcome.violations.is_empty() {
@@ -120,8 +126,12 @@ fn ghost_lock_is_released_by_the_leader() {
     let outcome = check("ghost_lock", script_model(2), |mut sim| async move {
         let (a, b) = (worker_a(), worker_b());
         sim.leader().await;
+        // A has worked with the cluster before, so it knows the leader.
+        sim.acquire(a, "invoice/B-1043").await;
+        sim.release(a, "invoice/B-1043").await;
+        // Its connection drops right after it asks: the Granted answer bounces.
         sim.acquire_and_vanish(a, B1042).await;
-        sim.run_for(ms(500)).await;
+        sim.run_for(ms(300)).await;
         // Well before A's lease would have run out, the key is free again.
         sim.acquire(b, B1042).await;
         sim.finish().await;
@@ -153,15 +163,22 @@ fn leader_change_mid_lease_keeps_the_lease() {
 #[test]
 fn renew_at_a_deposed_leader_is_not_acknowledged() {
     let outcome = check("renew_at_deposed_leader", script_model(2), |mut sim| async move {
-        let a = worker_a();
+        let (a, b) = (worker_a(), worker_b());
         let leader = sim.leader().await;
-        sim.acquire(a, B1042).await;
-        let others: Vec<Addr> = (0..5).filter(|&n| n != leader.0).map(|n| Addr::Server(NodeId(n))).collect();
-        sim.partition(vec![vec![Addr::Server(leader)], others]).await;
-        sim.run_for(ms(1_000)).await;
+        assert_eq!(sim.acquire(a, B1042).await, Token(41));
+        // A and the old leader end up on the minority side.
+        let majority: Vec<Addr> = (0..5)
+            .filter(|&n| n != leader.0)
+            .map(|n| Addr::Server(NodeId(n)))
+            .chain([Addr::Client(b)])
+            .collect();
+        sim.partition(vec![vec![Addr::Server(leader), Addr::Client(a)], majority]).await;
         // The old leader cannot confirm its leadership, so it must not say Renewed.
         let renew = sim.renew(a, B1042).await;
         assert_ne!(renew, WorkerResult::Renewed, "a deposed leader acknowledged a renewal");
+        // The majority's new leader expires 41 after a full lease and grants 42.
+        sim.run_for(ms(lease_ms() * 2)).await;
+        assert_eq!(sim.acquire(b, B1042).await, Token(42));
         sim.heal().await;
         sim.finish().await;
         sim
