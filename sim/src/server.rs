@@ -108,7 +108,7 @@ async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftSt
         if must_sync && !server.raft().is_recovering() {
             let mut disk = ctx.node_disks[id.0 as usize].lock().expect("disk lock");
             if disk.durable().restored_from_backup {
-                // Durable with the vote that ended recovery (core/src/raft/RESTORE.md).
+                // Durable with the vote that ended recovery (ARCHITECTURE.md, "Restores").
                 disk.write(NodeOp::Recovered);
             }
         }

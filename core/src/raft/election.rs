@@ -275,7 +275,7 @@ impl RaftNode {
 
     /// Leaves recovery once caught up with the leader of a term after the
     /// restored one: recording that leader as this term's vote closes the term
-    /// to any other candidate (RESTORE.md).
+    /// to any other candidate (ARCHITECTURE.md, "Restores").
     pub(super) fn maybe_finish_recovery(&mut self, leader: NodeId, leader_commit: LogIndex) {
         let Some(recovery) = self.recovery else { return };
         if self.term <= recovery.restored_term || self.log.committed < leader_commit {

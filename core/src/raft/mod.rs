@@ -114,7 +114,7 @@ pub enum MessageBody {
         read_ctx: u64,
         /// The sender's disk was restored from a stale backup and it has not
         /// caught up yet: the leader forgets what it acknowledged before and
-        /// counts only `match_index` (see RESTORE.md).
+        /// counts only `match_index` (ARCHITECTURE.md, "Restores").
         recovering: bool,
     },
     InstallSnapshot {
@@ -236,7 +236,7 @@ pub struct DurableState {
 }
 
 /// A node whose disk was restored from a stale backup, until it has caught up
-/// with a leader of a later term (see RESTORE.md).
+/// with a leader of a later term (ARCHITECTURE.md, "Restores").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Recovery {
     /// The term on the restored disk; votes cast after it may have been lost.
@@ -267,7 +267,7 @@ pub struct RaftNode {
     recovery: Option<Recovery>,
     /// The term in which recovery ended: answers stay flagged `recovering`
     /// for the rest of it, so that leader can tell them from stale answers
-    /// sent before the restore (RESTORE.md).
+    /// sent before the restore (ARCHITECTURE.md, "Restores").
     recovered_in_term: Option<Term>,
     reads: ReadRounds,
     // What the next Ready hands out, and what the last one handed out.
@@ -426,7 +426,7 @@ impl RaftNode {
     }
 
     /// True while this node, restored from a stale backup, has not yet caught
-    /// up with a leader of a later term (RESTORE.md): it neither votes nor campaigns.
+    /// up with a leader of a later term (ARCHITECTURE.md, "Restores"): it neither votes nor campaigns.
     pub fn is_recovering(&self) -> bool {
         self.recovery.is_some()
     }
