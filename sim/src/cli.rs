@@ -247,6 +247,10 @@ fn run_file(args: &RunArgs) -> Result<ExitCode, InputError> {
         println!("{value}");
     } else {
         print_outcome(&outcome, args.trace);
+        let missing = scenario.missing_behaviours(&outcome);
+        if !missing.is_empty() {
+            println!("missing behaviours: {}", missing.join(", "));
+        }
         println!(
             "scenario {}: expect {} — {}",
             scenario.file.name,

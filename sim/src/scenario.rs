@@ -2,7 +2,9 @@
 //! outcome — the regression corpus in `seeds/` is made of them.
 
 use crate::model::{one_line, Model};
+use crate::history::EventKind;
 use crate::run::Outcome;
+use fencelock::{ApplyResult, Command};
 use fencelock::Variant;
 use serde::{Deserialize, Serialize};
 
@@ -32,8 +34,52 @@ pub struct ScenarioFile {
     pub expect: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub postmortem: Option<String>,
+    /// Behaviours the seed must still show (extension of CLI.md): keeps a
+    /// pinned seed honest when the fault model or workload changes. See
+    /// [`BEHAVIOURS`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exhibits: Vec<String>,
     #[serde(default)]
     pub model: Model,
+}
+
+/// What a scenario can require its run to exhibit, with how it is seen.
+pub const BEHAVIOURS: &[(&str, &str)] = &[
+    ("stale-write-rejected", "the resource rejected a write with a stale token"),
+    ("cluster-restore", "the whole cluster was restored from a backup"),
+    ("node-restore", "one node was restored from a stale backup of its own disk"),
+    ("ghost-release", "a leader released a ghost lock"),
+    ("late-expire", "an Expire was applied after its lock was gone (Expired { existed: false })"),
+    ("lease-exposure", "two clients believed they held a key at once while a clock was beyond its bound"),
+];
+
+/// The behaviours of [`BEHAVIOURS`] a run showed.
+pub fn exhibited(outcome: &Outcome) -> Vec<&'static str> {
+    let mut seen = std::collections::BTreeSet::new();
+    if outcome.stale_writes_rejected > 0 {
+        seen.insert("stale-write-rejected");
+    }
+    if outcome.lease_exposures > 0 {
+        seen.insert("lease-exposure");
+    }
+    for event in outcome.history.events() {
+        match &event.kind {
+            EventKind::ClusterRestored { .. } => {
+                seen.insert("cluster-restore");
+            }
+            EventKind::NodeRestored { .. } => {
+                seen.insert("node-restore");
+            }
+            EventKind::GhostReleaseProposed { .. } => {
+                seen.insert("ghost-release");
+            }
+            EventKind::Applied { command: Command::Expire { .. }, result: ApplyResult::Expired { existed: false }, .. } => {
+                seen.insert("late-expire");
+            }
+            _ => {}
+        }
+    }
+    seen.into_iter().collect()
 }
 
 fn default_variant() -> String {
@@ -60,13 +106,24 @@ impl Scenario {
             ));
         }
         file.model.validate().map_err(|e| format!("{origin}: {e}"))?;
+        if let Some(unknown) = file.exhibits.iter().find(|b| !BEHAVIOURS.iter().any(|(name, _)| name == b)) {
+            let known: Vec<&str> = BEHAVIOURS.iter().map(|(name, _)| *name).collect();
+            return Err(format!("{origin}: unknown behaviour `{unknown}` in `exhibits` (known: {})", known.join(", ")));
+        }
         let model = Model { variant, ..file.model.clone() };
         Ok(Scenario { file, model })
     }
 
-    /// Whether an outcome is what the scenario expects.
+    /// Whether an outcome is what the scenario expects, and shows every
+    /// behaviour the scenario says it exhibits.
     pub fn matches(&self, outcome: &Outcome) -> bool {
-        expectation_met(&self.file.expect, outcome)
+        expectation_met(&self.file.expect, outcome) && self.missing_behaviours(outcome).is_empty()
+    }
+
+    /// The required behaviours the run did not show.
+    pub fn missing_behaviours(&self, outcome: &Outcome) -> Vec<String> {
+        let shown = exhibited(outcome);
+        self.file.exhibits.iter().filter(|b| !shown.contains(&b.as_str())).cloned().collect()
     }
 }
 
@@ -88,6 +145,7 @@ pub fn for_failure(outcome: &Outcome, model: &Model) -> String {
         variant: model.variant.name().to_string(),
         expect: first.property.to_string(),
         postmortem: Some(format!("found by hunt: {}", first.detail)),
+        exhibits: Vec::new(),
         model: model.clone(),
     };
     toml::to_string(&file).expect("a scenario always serializes")

@@ -27,9 +27,10 @@ fn every_seed_file_matches_its_expectation() {
         if !scenario.matches(&outcome) {
             let found: Vec<String> = outcome.violations.iter().map(|v| v.to_string()).collect();
             mismatches.push(format!(
-                "{origin}: expected {}, found [{}]; replay: fencesim run {origin} --trace",
+                "{origin}: expected {}, found [{}], missing behaviours {:?}; replay: fencesim run {origin} --trace",
                 scenario.file.expect,
-                found.join("; ")
+                found.join("; "),
+                scenario.missing_behaviours(&outcome)
             ));
         }
     }
