@@ -15,11 +15,13 @@ fn default_sweep_is_deterministic_and_clean() {
     assert_eq!(first.len(), second.len());
     for (a, b) in first.iter().zip(&second) {
         assert_eq!(a.seed, b.seed);
-        assert_eq!(a.trace_hash, b.trace_hash, "seed {} is not deterministic; replay: fencesim replay --seed {} --trace", a.seed, a.seed);
+        assert_eq!(
+            a.trace_hash, b.trace_hash,
+            "seed {} is not deterministic; replay: fencesim replay --seed {} --trace",
+            a.seed, a.seed
+        );
     }
-    let failures: Vec<String> = first
-        .iter()
-        .flat_map(|r| r.violations.iter().map(move |v| format!("seed {}: {v}", r.seed)))
-        .collect();
+    let failures: Vec<String> =
+        first.iter().flat_map(|r| r.violations.iter().map(move |v| format!("seed {}: {v}", r.seed))).collect();
     assert!(failures.is_empty(), "the default protocol violated properties:\n{}", failures.join("\n"));
 }

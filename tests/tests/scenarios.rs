@@ -3,6 +3,8 @@
 //! tokens, expiries with `existed`, resource verdicts, leader changes, faults.
 //! Review changed snapshots with `cargo insta review`.
 
+use fencelock::resource::{WritePath, WriteVerdict};
+use fencelock::{NodeId, Token};
 use fencesim::faults::Fault;
 use fencesim::history::Actor;
 use fencesim::model::Model;
@@ -10,8 +12,6 @@ use fencesim::net::Addr;
 use fencesim::run::Outcome;
 use fencesim::script::{ms, run_script, script_model, story, worker_a, worker_b, Sim, B1042};
 use fencesim::workload::WorkerResult;
-use fencelock::resource::{WritePath, WriteVerdict};
-use fencelock::{NodeId, Token};
 use std::future::Future;
 
 /// Runs a story and snapshots what happened plus the checker's verdict.
@@ -99,7 +99,7 @@ fn tokens_stay_monotonic_across_restores() {
             sim.acquire(a, B1042).await;
             sim.release(a, B1042).await;
         } // tokens reached 45
-        // A node restart, then one node restored from its stale backup.
+          // A node restart, then one node restored from its stale backup.
         sim.crash(leader).await;
         sim.run_for(ms(500)).await;
         sim.restart(leader).await;
@@ -167,11 +167,8 @@ fn renew_at_a_deposed_leader_is_not_acknowledged() {
         let leader = sim.leader().await;
         assert_eq!(sim.acquire(a, B1042).await, Token(41));
         // A and the old leader end up on the minority side.
-        let majority: Vec<Addr> = (0..5)
-            .filter(|&n| n != leader.0)
-            .map(|n| Addr::Server(NodeId(n)))
-            .chain([Addr::Client(b)])
-            .collect();
+        let majority: Vec<Addr> =
+            (0..5).filter(|&n| n != leader.0).map(|n| Addr::Server(NodeId(n))).chain([Addr::Client(b)]).collect();
         sim.partition(vec![vec![Addr::Server(leader), Addr::Client(a)], majority]).await;
         // The old leader cannot confirm its leadership, so it must not say Renewed.
         let renew = sim.renew(a, B1042).await;

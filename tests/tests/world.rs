@@ -1,0 +1,78 @@
+//! The simulated world's semantics, seen from whole runs: pauses park a
+//! process and deliver its queue on resume; a run depends on its seed alone;
+//! a model without faults stays clean.
+
+use fencesim::history::{Actor, EventKind};
+use fencesim::model::Model;
+use fencesim::run::run_seed;
+use fencesim::script::{ms, run_script, script_model, worker_a, B1042};
+use fencesim::workload::WorkerResult;
+
+#[test]
+fn a_paused_worker_acts_only_after_it_resumes() {
+    let outcome = run_script(5, script_model(1), |mut sim| async move {
+        let a = worker_a();
+        sim.leader().await;
+        sim.hold(Actor::Client(a));
+        let acquire = sim.start_acquire(a, B1042);
+        sim.run_for(ms(3_000)).await;
+        sim.resume(Actor::Client(a));
+        assert!(matches!(sim.outcome(acquire).await, WorkerResult::Granted(_)));
+        sim.finish().await;
+        sim
+    });
+    let events = outcome.history.events();
+    let resumed_us = events
+        .iter()
+        .find(|e| matches!(e.kind, EventKind::Resumed { actor: Actor::Client(_) }))
+        .map(|e| e.at_us)
+        .expect("the worker was resumed");
+    let first_request_us = events
+        .iter()
+        .find(|e| matches!(e.kind, EventKind::Requested { .. }))
+        .map(|e| e.at_us)
+        .expect("the worker sent its acquire");
+    assert!(resumed_us >= 3_000_000, "the pause lasted the three seconds");
+    assert!(first_request_us >= resumed_us, "a paused worker sent nothing while paused");
+    assert!(outcome.ok, "{:?}", outcome.violations);
+}
+
+#[test]
+fn the_same_seed_gives_the_same_trace_and_another_seed_another() {
+    let model = Model::default();
+    let first = run_seed(42, &model);
+    let again = run_seed(42, &model);
+    let other = run_seed(43, &model);
+    assert_eq!(first.trace_hash, again.trace_hash);
+    assert_eq!(first.history.events().len(), again.history.events().len());
+    assert_ne!(first.trace_hash, other.trace_hash);
+}
+
+#[test]
+fn a_calm_model_grants_and_writes_without_violations() {
+    let model = Model { clients: 3, ..script_model(0) };
+    let outcome = run_seed(1, &model);
+    assert!(outcome.ok, "{:?}", outcome.violations);
+    assert!(outcome.grants >= 10, "workers got locks: {}", outcome.grants);
+    assert!(outcome.writes_accepted >= 5, "workers wrote: {}", outcome.writes_accepted);
+    assert_eq!(outcome.first_leader_ms.map(|ms| ms < 1_000), Some(true), "a leader within a second");
+}
+
+#[test]
+fn the_standard_model_injects_faults_and_heals() {
+    let outcome = run_seed(7, &Model::default());
+    let faults: Vec<&str> = outcome
+        .history
+        .events()
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Fault { what } => Some(what.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(faults.len() >= 15, "a 30 s safety phase sees many faults: {}", faults.len());
+    let crashed =
+        outcome.history.events().iter().any(|e| matches!(e.kind, EventKind::Crashed { actor: Actor::Server(_) }));
+    assert!(crashed, "servers crash");
+    assert!(outcome.history.events().iter().any(|e| matches!(e.kind, EventKind::Healed)), "the run heals");
+}
