@@ -281,6 +281,12 @@ impl RaftNode {
         if self.term <= recovery.restored_term || self.log.committed < leader_commit {
             return;
         }
+        // A fresh leader's commit index may lag entries committed in earlier
+        // terms (it holds them, but has not counted them yet); only a
+        // commit of an entry of its own term covers them all.
+        if self.log.term(self.log.committed) != Some(self.term) {
+            return;
+        }
         assert_eq!(self.leader, Some(leader));
         assert!(self.vote.is_none() || self.vote == Some(leader), "a recovering node never votes");
         self.vote = Some(leader);

@@ -73,7 +73,7 @@ impl Progress {
     }
 
     /// A successful acknowledgement up to `index`; true if the match moved.
-    pub(super) fn acknowledge(&mut self, index: LogIndex) -> bool {
+    pub(super) fn acknowledge(&mut self, index: LogIndex, inflight_max: usize) -> bool {
         self.probe_sent = false;
         let moved = index > self.match_index;
         if moved {
@@ -84,9 +84,15 @@ impl Progress {
         while self.inflight.front().is_some_and(|&last| last <= index) {
             self.inflight.pop_front();
         }
-        // A heartbeat answer frees one slot of a full window, so a window whose
-        // appends were all lost drains and the follower's rejection resets it.
-        if !moved && freed_before == self.inflight.len() && self.state == ProgressState::Replicate {
+        // A heartbeat answer frees one slot of a *full* window, so a window
+        // whose appends were all lost drains and the follower's rejection
+        // resets it. Only a full one: duplicated answers must not open the
+        // window beyond `inflight_max` while appends are still in flight.
+        if !moved
+            && freed_before == self.inflight.len()
+            && freed_before >= inflight_max
+            && self.state == ProgressState::Replicate
+        {
             self.inflight.pop_front();
         }
         moved

@@ -239,9 +239,10 @@ impl RaftNode {
 
     pub(super) fn handle_install_snapshot_response(&mut self, from: NodeId, index: LogIndex) {
         let index = index.min(self.log.last_index());
+        let inflight_max = self.config.inflight_max;
         let Some(progress) = self.progress.get_mut(&from) else { return };
         progress.recent_active = true;
-        let moved = progress.acknowledge(index);
+        let moved = progress.acknowledge(index, inflight_max);
         if matches!(progress.state, ProgressState::Snapshot { .. }) {
             progress.become_probe();
         }
@@ -265,6 +266,7 @@ impl RaftNode {
         let match_index = match_index.min(self.log.last_index());
         let probe_from =
             if hint_term > Term(0) { self.log.find_conflict_by_term(hint_index, hint_term).0 } else { hint_index };
+        let inflight_max = self.config.inflight_max;
         let Some(progress) = self.progress.get_mut(&from) else { return };
         progress.recent_active = true;
         if recovering {
@@ -282,7 +284,7 @@ impl RaftNode {
             return;
         }
         if success {
-            let moved = progress.acknowledge(match_index);
+            let moved = progress.acknowledge(match_index, inflight_max);
             match progress.state {
                 ProgressState::Probe if moved => progress.become_replicate(),
                 ProgressState::Snapshot { index, .. } if progress.match_index >= index => progress.become_probe(),

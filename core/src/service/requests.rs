@@ -237,8 +237,11 @@ impl LockServer {
             queue.retain(|waiter| waiter.holder != holder);
         }
         self.waiters.retain(|_, queue| !queue.is_empty());
-        if self.pending_request_index(holder.client, holder.request).is_some() {
-            self.ghosts.insert(holder);
+        if let Some(index) = self.pending_request_index(holder.client, holder.request) {
+            // Only an in-flight Grant can become a ghost lock.
+            if matches!(self.pending[&index].kind, PendingKind::Acquire { .. }) {
+                self.ghosts.insert(holder);
+            }
             return;
         }
         self.release_ghost(holder, None);

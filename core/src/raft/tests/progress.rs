@@ -11,7 +11,7 @@ fn replicate_never_has_more_than_inflight_max_appends() {
     }
     assert!(progress.is_paused(4));
     assert_eq!(progress.inflight_len(), 4);
-    assert!(progress.acknowledge(LogIndex(2)));
+    assert!(progress.acknowledge(LogIndex(2), 4));
     assert_eq!(progress.inflight_len(), 2);
     assert_eq!(progress.next_index, LogIndex(5));
 }
@@ -31,7 +31,7 @@ fn a_probe_sends_one_append_at_a_time() {
 #[test]
 fn a_stale_rejection_in_replicate_is_ignored() {
     let mut progress = Progress::new(LogIndex(1));
-    progress.acknowledge(LogIndex(5));
+    progress.acknowledge(LogIndex(5), 4);
     progress.become_replicate();
     assert!(!progress.reject(LogIndex(4), LogIndex(0)));
     assert_eq!(progress.state, ProgressState::Replicate);
@@ -43,8 +43,32 @@ fn a_stale_rejection_in_replicate_is_ignored() {
 #[test]
 fn forgetting_a_match_after_a_restore_lowers_it() {
     let mut progress = Progress::new(LogIndex(1));
-    progress.acknowledge(LogIndex(50));
+    progress.acknowledge(LogIndex(50), 4);
     progress.forget_match(LogIndex(20), LogIndex(21));
     assert_eq!(progress.match_index, LogIndex(20));
     assert_eq!(progress.state, ProgressState::Probe);
+}
+
+#[test]
+fn duplicate_acks_do_not_open_the_window_beyond_inflight_max() {
+    let mut progress = Progress::new(LogIndex(1));
+    progress.become_replicate();
+    let mut sent_unacked = 0;
+    for last in 1..=4 {
+        progress.sent_append(LogIndex(last), 1, 4);
+        sent_unacked += 1;
+    }
+    assert!(progress.acknowledge(LogIndex(1), 4));
+    sent_unacked -= 1;
+    // The network duplicates that acknowledgement three times.
+    for _ in 0..3 {
+        progress.acknowledge(LogIndex(1), 4);
+    }
+    let mut last = 5;
+    while !progress.is_paused(4) {
+        progress.sent_append(LogIndex(last), 1, 4);
+        last += 1;
+        sent_unacked += 1;
+    }
+    assert!(sent_unacked <= 4, "{sent_unacked} appends with entries unacknowledged");
 }

@@ -69,3 +69,15 @@ fn a_bounce_of_a_stale_token_releases_nothing() {
     assert_eq!(ghost_releases(&cluster, NodeId(0)), vec![]);
     assert_eq!(cluster.token_of(NodeId(0)), Some(Token(1)));
 }
+
+#[test]
+fn cancelling_a_pending_release_leaves_no_ghost_entry() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    for request in 2..50u64 {
+        cluster.send(NodeId(0), 1, request, ClientRequest::Release { key: key(), token: Token(1) });
+        cluster.send(NodeId(0), 1, request, ClientRequest::Cancel);
+        cluster.settle();
+    }
+    assert_eq!(cluster.server(NodeId(0)).ghosts.len(), 0, "ghosts of cancelled releases are never removed");
+}
