@@ -15,13 +15,18 @@
 //!
 //! Renew needs no log entry. It is acknowledged only after a read-index round
 //! confirms that this node was still leader after the request arrived; the new
-//! deadline is `confirmation time + lease` on this leader's clock. A later
-//! leader restarts every lease at its own start of office, and that start is
-//! after the term of every confirmed predecessor ended, hence after every
-//! renew that predecessor acknowledged — so the later leader's deadline
-//! (office start + lease) is no earlier in true time than the renewed one,
-//! up to clock drift, which the client's belief already allows for. A renew
-//! that is lost with the old leader therefore never shortens a lease.
+//! deadline is `confirmation time + lease` on this leader's clock. Why that is
+//! safe across leader changes, argued from the client's side (README, "The
+//! client library's lease belief"): the client's renewed belief counts from
+//! the true instant `S` it first sent the renew. The confirming majority
+//! acknowledged a heartbeat sent after the request arrived, so after `S`; any
+//! later leader was elected by a majority that overlaps it, in a vote cast
+//! after that acknowledgement, so the later leader takes office after `S` and
+//! restarts the lease with a full lease from then. Either way the lock lasts
+//! at least a lease (measured on some server clock) after `S`, which is what
+//! the belief assumes. (The confirmation itself may be processed after a new
+//! leader took office; the argument does not need it to be earlier.) A renew
+//! lost with the old leader therefore never shortens a lease.
 
 use super::{ClientReply, Expiry, Lease, LockServer, Output, ReadPurpose, ReadRound, CONFIRM_RETRY_TICKS, READS_MAX};
 use crate::command::Command;
