@@ -48,6 +48,11 @@ pub struct VariantInfo {
     /// The property this variant is expected to break; `None` for the safe default.
     pub breaks: Option<&'static str>,
     pub about: &'static str,
+    /// A model the variant declares (a TOML fragment of model keys, empty for
+    /// the standard model): the situations its failure needs, e.g. a smaller
+    /// cluster. `variants --score`, and `hunt`/`replay --variant` without
+    /// `--model`, run the variant on it.
+    pub model: &'static str,
 }
 
 pub const VARIANTS: &[VariantInfo] = &[
@@ -56,90 +61,105 @@ pub const VARIANTS: &[VariantInfo] = &[
         name: "default",
         breaks: None,
         about: "the safe protocol: tokens on Expire and Release, fenced resource on every path, durable highest token",
+        model: "",
     },
     VariantInfo {
         variant: Variant::ExpireIgnoresToken,
         name: "expire-ignores-token",
         breaks: Some("expire-safety"),
         about: "Expire removes the lock whatever its token, so a late Expire deletes a regranted lock",
+        model: "",
     },
     VariantInfo {
         variant: Variant::ReleaseIgnoresToken,
         name: "release-ignores-token",
         breaks: Some("expire-safety"),
         about: "Release { key } as in the seed: a late or retried release deletes the next holder's lock",
+        model: "",
     },
     VariantInfo {
         variant: Variant::SinkUnfenced,
         name: "sink-unfenced",
         breaks: Some("fenced-write"),
         about: "the token is checked only in the worker; a paused worker wakes and writes anyway",
+        model: "",
     },
     VariantInfo {
         variant: Variant::SecondPathUnfenced,
         name: "second-path-unfenced",
         breaks: Some("fenced-write"),
         about: "the bulk-import path skips the token comparison",
+        model: "",
     },
     VariantInfo {
         variant: Variant::SinkMaxInMemory,
         name: "sink-max-in-memory",
         breaks: Some("fenced-write"),
         about: "the resource keeps its highest token in memory only; a restart forgets it",
+        model: "",
     },
     VariantInfo {
         variant: Variant::ClientClockToken,
         name: "client-clock-token",
         breaks: Some("token-monotonic"),
         about: "workers use their local clock as the token; drift and steps make it go backwards",
+        model: "",
     },
     VariantInfo {
         variant: Variant::RestoreNaive,
         name: "restore-naive",
         breaks: Some("token-monotonic"),
         about: "a whole-cluster restore keeps the backup's token counter, so tokens are reissued",
+        model: "",
     },
     VariantInfo {
         variant: Variant::NoLeaseRestartOnNewLeader,
         name: "no-lease-restart-on-new-leader",
         breaks: Some("lease-exclusion"),
         about: "a new leader expires leases on the old deadlines instead of a full lease from taking office",
+        model: "",
     },
     VariantInfo {
         variant: Variant::RenewWithoutLeadershipCheck,
         name: "renew-without-leadership-check",
         breaks: Some("lease-exclusion"),
         about: "a deposed leader acknowledges renewals without confirming leadership",
+        model: "",
     },
     VariantInfo {
         variant: Variant::GrantAfterExpiredWait,
         name: "grant-after-expired-wait",
         breaks: Some("grant-validity"),
         about: "a waiter is told Granted without re-checking that its lock is still live (etcd 11456)",
+        model: "",
     },
     VariantInfo {
         variant: Variant::CommitOldTermByCount,
         name: "commit-old-term-by-count",
         breaks: Some("commit-durability"),
         about: "a leader commits entries of earlier terms by counting replicas (Raft figure 8)",
+        model: "",
     },
     VariantInfo {
         variant: Variant::VoteNotDurable,
         name: "vote-not-durable",
         breaks: Some("election-safety"),
         about: "a vote is sent before it is durable; a crash lets the node vote twice in a term",
+        model: "",
     },
     VariantInfo {
         variant: Variant::AckBeforeDurable,
         name: "ack-before-durable",
         breaks: Some("commit-durability"),
         about: "appends are acknowledged before they are durable; a crash loses committed entries",
+        model: "",
     },
     VariantInfo {
         variant: Variant::AmnesiaRejoin,
         name: "amnesia-rejoin",
         breaks: Some("election-safety"),
         about: "a node restored from a stale backup votes at once and can vote twice in a term",
+        model: "",
     },
 ];
 

@@ -179,7 +179,7 @@ pub fn load_model(args: &ModelArgs) -> Result<Model, InputError> {
                 .map_err(|e| InputError(format!("cannot read model file {origin}: {e}")))?;
             Model::from_toml(&text, &origin)?
         }
-        None => Model::default(),
+        None => crate::hunt::declared_model(variant),
     };
     model.variant = variant;
     Ok(model)

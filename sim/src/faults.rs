@@ -52,6 +52,15 @@ pub enum Fault {
     },
     /// Cuts whoever leads when the fault fires off from everyone.
     IsolateLeader,
+    /// Cuts whoever leads when the fault fires, together with `clients`, off
+    /// from the other servers: the deposed leader keeps serving those clients
+    /// until it notices (renewals and reads meet a stale leader). With
+    /// `pause_ms`, the leader also stalls that long as it is cut off (a GC
+    /// pause), so it notices only after the others have elected a successor.
+    IsolateLeaderWith {
+        clients: Vec<ClientId>,
+        pause_ms: u64,
+    },
     /// Cuts a client off from the cluster (its requests and answers vanish).
     CutClient {
         client: ClientId,
@@ -118,6 +127,14 @@ impl fmt::Display for Fault {
             }
             Fault::OneWay { from, to } => write!(f, "one-way cut {from} -> {to}"),
             Fault::IsolateLeader => f.write_str("isolate the leader"),
+            Fault::IsolateLeaderWith { clients, pause_ms } => {
+                let clients: Vec<String> = clients.iter().map(ClientId::to_string).collect();
+                write!(f, "isolate the leader with {}", clients.join(" "))?;
+                if *pause_ms > 0 {
+                    write!(f, ", pausing it for {pause_ms} ms")?;
+                }
+                Ok(())
+            }
             Fault::CutClient { client } => write!(f, "cut client {client} off"),
             Fault::Heal => f.write_str("heal the network"),
             Fault::Crash { node, torn: false } => write!(f, "crash {node}"),
@@ -318,7 +335,14 @@ impl Planner<'_> {
             }
         }
         if roll < 85 || clients.is_empty() {
-            return Some(Fault::IsolateLeader);
+            if clients.is_empty() || rng.gen_bool(0.5) {
+                return Some(Fault::IsolateLeader);
+            }
+            let count = rng.gen_range(1..=clients.len());
+            let mut with: Vec<ClientId> = clients.choose_multiple(rng, count).copied().collect();
+            with.sort_unstable();
+            let pause_ms = if rng.gen_bool(0.5) { 0 } else { rng.gen_range(200..=1_500) };
+            return Some(Fault::IsolateLeaderWith { clients: with, pause_ms });
         }
         Some(Fault::CutClient { client: *clients.choose(rng)? })
     }

@@ -32,7 +32,13 @@ pub struct SeedResult {
 
 /// Runs `seeds` of `model` on `jobs` threads; with `twice`, every seed runs a
 /// second time and a differing trace hash is a `determinism` violation.
-pub fn sweep(seeds: Range<u64>, model: &Model, jobs: usize, twice: bool, progress: Option<&ProgressBar>) -> Vec<SeedResult> {
+pub fn sweep(
+    seeds: Range<u64>,
+    model: &Model,
+    jobs: usize,
+    twice: bool,
+    progress: Option<&ProgressBar>,
+) -> Vec<SeedResult> {
     let next = AtomicU64::new(seeds.start);
     let results = Mutex::new(Vec::with_capacity((seeds.end - seeds.start).min(1 << 20) as usize));
     let failures = AtomicU64::new(0);
@@ -265,7 +271,12 @@ pub fn variants(args: &VariantsArgs) -> Result<ExitCode, InputError> {
                     property,
                     row.seeds_to_detection.unwrap_or(0)
                 ),
-                _ => println!("{:<32} breaks {:<18} NOT DETECTED in {} seeds", info.name, info.breaks.unwrap_or("-"), args.seeds),
+                _ => println!(
+                    "{:<32} breaks {:<18} NOT DETECTED in {} seeds",
+                    info.name,
+                    info.breaks.unwrap_or("-"),
+                    args.seeds
+                ),
             }
         }
         rows.push(row);
@@ -276,29 +287,44 @@ pub fn variants(args: &VariantsArgs) -> Result<ExitCode, InputError> {
     Ok(exit_for(rows.iter().all(|r| r.detected)))
 }
 
+/// The model a variant runs on when no `--model` is given: the standard
+/// model with the keys the variant declares (`VariantInfo::model`).
+pub fn declared_model(variant: Variant) -> Model {
+    let info = variant.info();
+    let mut model = Model::from_toml(info.model, info.name).expect("a variant's declared model is valid");
+    model.variant = variant;
+    model
+}
+
+/// Seeds of `variant` on its declared model until one violates the property
+/// the variant is expected to break (`breaks`); other violations on the way
+/// (symptoms of the same flaw) do not count as detection.
 fn score_one(variant: Variant, seeds_max: u64, jobs: usize) -> ScoreJson {
     let info = variant.info();
-    let model = Model { variant, ..Model::default() };
+    let model = declared_model(variant);
     let mut start = 0;
     while start < seeds_max {
         let end = (start + jobs as u64 * 2).min(seeds_max);
         let results = sweep(start..end, &model, jobs, false, None);
-        if let Some(first) = results.iter().find(|r| !r.violations.is_empty()) {
-            let violation = first
-                .violations
-                .iter()
-                .find(|v| Some(v.property) == info.breaks)
-                .unwrap_or(&first.violations[0]);
+        let hit = |r: &&SeedResult| r.violations.iter().any(|v| Some(v.property) == info.breaks);
+        if let Some(first) = results.iter().find(hit) {
             return ScoreJson {
                 name: info.name,
                 breaks: info.breaks,
                 detected: true,
                 seeds_to_detection: Some(first.seed + 1),
                 seed: Some(first.seed),
-                property: Some(violation.property),
+                property: info.breaks,
             };
         }
         start = end;
     }
-    ScoreJson { name: info.name, breaks: info.breaks, detected: false, seeds_to_detection: None, seed: None, property: None }
+    ScoreJson {
+        name: info.name,
+        breaks: info.breaks,
+        detected: false,
+        seeds_to_detection: None,
+        seed: None,
+        property: None,
+    }
 }

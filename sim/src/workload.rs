@@ -17,10 +17,10 @@ use crate::wire;
 use fencelock::client::{Client, ClientConfig, ClientEvent, Outgoing};
 use fencelock::resource::Write;
 use fencelock::{ClientId, Holder, Key, RequestId, Token, Variant};
-use rand::{Rng, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use futures::channel::{mpsc, oneshot};
 use futures::StreamExt;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +31,8 @@ const REQUEST_TIMEOUT_US: u64 = 250_000;
 const ATTEMPTS_MAX: u32 = 8;
 /// Attempts of one resource write before the worker gives up on it.
 const WRITE_ATTEMPTS_MAX: u32 = 3;
+/// A long job renews after each this many thousandths of its lease.
+const RENEW_EVERY_PERMILLE: u64 = 400;
 
 /// The life of one worker process.
 pub async fn run(ctx: Arc<Ctx>, id: ClientId) {
@@ -66,11 +68,27 @@ fn ctx_commands(ctx: &Ctx, id: ClientId) -> Option<CommandQueue> {
 /// What a script asks a worker to do; each carries where to send the result.
 pub enum WorkerCommand {
     /// Acquire `key`; `vanish` = disconnect before the answer (a ghost lock).
-    Acquire { key: Key, wait_ms: u64, vanish: bool, done: oneshot::Sender<WorkerResult> },
+    Acquire {
+        key: Key,
+        wait_ms: u64,
+        vanish: bool,
+        done: oneshot::Sender<WorkerResult>,
+    },
     /// Write with the worker's token for `key` (or `token` if given), without checking its lease first.
-    Write { key: Key, token: Option<Token>, path: WritePath, done: oneshot::Sender<WorkerResult> },
-    Renew { key: Key, done: oneshot::Sender<WorkerResult> },
-    Release { key: Key, done: oneshot::Sender<WorkerResult> },
+    Write {
+        key: Key,
+        token: Option<Token>,
+        path: WritePath,
+        done: oneshot::Sender<WorkerResult>,
+    },
+    Renew {
+        key: Key,
+        done: oneshot::Sender<WorkerResult>,
+    },
+    Release {
+        key: Key,
+        done: oneshot::Sender<WorkerResult>,
+    },
 }
 
 /// What came of a scripted command.
@@ -181,34 +199,29 @@ impl Worker {
     }
 
     /// Works on the job; returns false when the lock was lost and the job dropped.
+    /// A long job renews its lease every `RENEW_EVERY_PERMILLE` of a lease, as a
+    /// careful worker does, so renewals meet leader changes and partitions.
     async fn work(&mut self, key: &Key, token: Token, lease_ms: u64) -> bool {
-        let long = self.rng.gen_bool(0.2);
+        let long = self.rng.gen_bool(0.25);
         let work_ms = if long {
-            self.rng.gen_range(lease_ms * 8 / 10..lease_ms * 2)
+            self.rng.gen_range(lease_ms * 8 / 10..lease_ms * 3)
         } else {
             self.rng.gen_range(lease_ms / 10..lease_ms * 6 / 10)
         };
-        if long && self.rng.gen_bool(0.5) {
-            // Renew halfway through a long job.
-            madsim::time::sleep(Duration::from_millis(work_ms / 2)).await;
-            if let Some(out) = self.client.renew(key, self.now()) {
-                let request = out.request;
-                self.send_request(&out);
-                match self.await_answer(request).await {
-                    Answer::Event(ClientEvent::Renewed { until_local_us, .. }) => {
-                        self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
-                        self.believe(key, token, until_local_us);
-                    }
-                    Answer::Event(ClientEvent::Lost { .. }) => {
-                        self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
-                        return false;
-                    }
-                    _ => {}
-                }
+        let renews = long && self.rng.gen_bool(0.8);
+        let chunk_ms = if renews { (lease_ms * RENEW_EVERY_PERMILLE / 1_000).max(1) } else { work_ms.max(1) };
+        let mut left_ms = work_ms;
+        // A bounded loop: at most work_ms / chunk_ms + 1 rounds.
+        for _ in 0..=work_ms / chunk_ms {
+            let slice_ms = left_ms.min(chunk_ms);
+            madsim::time::sleep(Duration::from_millis(slice_ms)).await;
+            left_ms -= slice_ms;
+            if left_ms == 0 {
+                break;
             }
-            madsim::time::sleep(Duration::from_millis(work_ms - work_ms / 2)).await;
-        } else {
-            madsim::time::sleep(Duration::from_millis(work_ms)).await;
+            if renews && !self.renew(key, token).await {
+                return false;
+            }
         }
         // The worker-side check: a careful worker does not write once it knows
         // its lease is gone. It cannot stop a stall between this check and the
@@ -226,6 +239,27 @@ impl Worker {
             self.ctx.record(EventKind::Resumed { actor });
         }
         true
+    }
+
+    /// Renews the lease on `key`; returns false when the service says it is lost.
+    async fn renew(&mut self, key: &Key, token: Token) -> bool {
+        let Some(out) = self.client.renew(key, self.now()) else {
+            return true;
+        };
+        let request = out.request;
+        self.send_request(&out);
+        match self.await_answer(request).await {
+            Answer::Event(ClientEvent::Renewed { until_local_us, .. }) => {
+                self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
+                self.believe(key, token, until_local_us);
+                true
+            }
+            Answer::Event(ClientEvent::Lost { .. }) => {
+                self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
+                false
+            }
+            _ => true,
+        }
     }
 
     /// Writes the job's result with the token, on one of the two write paths.

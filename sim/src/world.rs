@@ -224,6 +224,17 @@ impl Supervisor {
                     ctx.net.isolate(Addr::Server(leader));
                 }
             }
+            Fault::IsolateLeaderWith { clients, pause_ms } => {
+                if let Some(leader) = ctx.known_leader() {
+                    let mut side = vec![Addr::Server(leader)];
+                    side.extend(clients.iter().map(|client| Addr::Client(*client)));
+                    let others = (0..ctx.model.nodes).map(NodeId).filter(|n| *n != leader).map(Addr::Server);
+                    ctx.net.partition(&[side, others.collect()]);
+                    if *pause_ms > 0 {
+                        self.pause(Actor::Server(leader), *pause_ms);
+                    }
+                }
+            }
             Fault::CutClient { client } => ctx.net.isolate(Addr::Client(*client)),
             Fault::Heal => ctx.net.heal(),
             Fault::Crash { node, torn } => self.crash_server(*node, *torn),

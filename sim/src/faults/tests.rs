@@ -61,6 +61,7 @@ fn switched_off_families_have_no_events() {
                     Fault::Partition { .. }
                         | Fault::OneWay { .. }
                         | Fault::IsolateLeader
+                        | Fault::IsolateLeaderWith { .. }
                         | Fault::CutClient { .. }
                         | Fault::Heal
                 )
@@ -99,6 +100,7 @@ fn switching_a_family_off_leaves_the_others_unchanged() {
                     Fault::Partition { .. }
                         | Fault::OneWay { .. }
                         | Fault::IsolateLeader
+                        | Fault::IsolateLeaderWith { .. }
                         | Fault::CutClient { .. }
                         | Fault::Heal
                 )
@@ -191,6 +193,11 @@ fn network_faults_are_healed_in_time_one_at_a_time() {
                     assert!(open.replace(event.at_ms).is_none());
                     kinds.insert("one-way");
                 }
+                Fault::IsolateLeaderWith { clients, .. } => {
+                    assert!(!clients.is_empty() && clients.windows(2).all(|w| w[0] < w[1]), "seed {seed}");
+                    assert!(open.replace(event.at_ms).is_none());
+                    kinds.insert("isolate-with-clients");
+                }
                 Fault::IsolateLeader | Fault::CutClient { .. } => {
                     assert!(open.replace(event.at_ms).is_none());
                     kinds.insert(if event.fault == Fault::IsolateLeader { "isolate" } else { "cut-client" });
@@ -200,7 +207,7 @@ fn network_faults_are_healed_in_time_one_at_a_time() {
         }
         assert!(open.is_none(), "seed {seed}: a network fault outlives the safety phase");
     }
-    assert_eq!(kinds.len(), 4, "every kind of network fault appears: {kinds:?}");
+    assert_eq!(kinds.len(), 5, "every kind of network fault appears: {kinds:?}");
 }
 
 #[test]
