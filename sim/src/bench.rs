@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 
 const BASELINE_NODES: u8 = 5;
 const BASELINE_SIM_S: u64 = 60;
+/// Every node sends one message per simulated ms.
+const BASELINE_MESSAGES: u64 = BASELINE_NODES as u64 * BASELINE_SIM_S * 1_000;
 
 pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
     if args.seeds == 0 {
@@ -69,11 +71,14 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Bare madsim: every node sends to the next one as fast as `Endpoint`
-/// allows (each send costs 1 simulated ms), and counts what it receives.
+/// Bare madsim: every node sends one message per simulated ms to the next
+/// node through `Endpoint` for `BASELINE_SIM_S`, and drains what it receives.
+/// Returns the messages handed to the network (counted like the full stack's
+/// `messages`: every send) and the wall seconds taken.
 fn baseline() -> (u64, f64) {
-    let received = Arc::new(AtomicU64::new(0));
-    let counter = received.clone();
+    let sent = Arc::new(AtomicU64::new(0));
+    let counter = sent.clone();
+    let counter_main = sent.clone();
     let started = Instant::now();
     std::thread::spawn(move || {
         let runtime = madsim::runtime::Runtime::with_seed_and_config(1, madsim::Config::default());
@@ -93,26 +98,42 @@ fn baseline() -> (u64, f64) {
                             let receiver = endpoint.clone();
                             madsim::task::spawn(async move {
                                 let mut buffer = [0u8; 64];
-                                while receiver.recv_from(0, &mut buffer).await.is_ok() {
-                                    counter.fetch_add(1, Ordering::Relaxed);
-                                }
+                                while receiver.recv_from(0, &mut buffer).await.is_ok() {}
                             });
                             let to = addr((n + 1) % BASELINE_NODES);
-                            loop {
+                            let start = madsim::time::Instant::now();
+                            for k in 1..=BASELINE_SIM_S * 1_000 {
+                                // `send_to` itself sleeps madsim's minimum of 1 ms, so
+                                // the pace holds; sleep only if a send was quicker.
                                 let _ = endpoint.send_to(to, 0, b"ping").await;
+                                counter.fetch_add(1, Ordering::Relaxed);
+                                let due = start + Duration::from_millis(k);
+                                if madsim::time::Instant::now() < due {
+                                    madsim::time::sleep_until(due).await;
+                                }
                             }
+                            std::future::pending::<()>().await;
                         }
                     })
                     .build();
                 nodes.push(node);
             }
             madsim::time::sleep(Duration::from_secs(BASELINE_SIM_S)).await;
+            // Until every node has finished its schedule (a bounded grace period).
+            for _ in 0..BASELINE_SIM_S * 1_000 {
+                if counter_main.load(Ordering::Relaxed) >= BASELINE_MESSAGES {
+                    break;
+                }
+                madsim::time::sleep(Duration::from_millis(1)).await;
+            }
             drop(nodes);
         });
     })
     .join()
     .expect("the baseline run does not panic");
-    (received.load(Ordering::Relaxed), started.elapsed().as_secs_f64().max(1e-9))
+    let messages = sent.load(Ordering::Relaxed);
+    assert_eq!(messages, BASELINE_MESSAGES, "the baseline sends one message per node per simulated ms");
+    (messages, started.elapsed().as_secs_f64().max(1e-9))
 }
 
 struct HourRun {

@@ -85,7 +85,13 @@ impl LocalClock {
     pub fn local_us(&self, true_us: u64) -> u64 {
         let elapsed_true = i128::from(true_us) - i128::from(self.true_ref_us);
         // Floor division keeps the mapping monotonic for instants before the reference too.
-        let elapsed_local = (elapsed_true * (PPM_ONE + i128::from(self.rate_ppm))).div_euclid(PPM_ONE);
+        let elapsed_local = match (i64::try_from(elapsed_true).ok())
+            .and_then(|elapsed| elapsed.checked_mul(PPM_ONE as i64 + self.rate_ppm))
+        {
+            // The common case in 64 bits: 128-bit division is a library call, and this runs on every clock read.
+            Some(scaled) => i128::from(scaled.div_euclid(PPM_ONE as i64)),
+            None => (elapsed_true * (PPM_ONE + i128::from(self.rate_ppm))).div_euclid(PPM_ONE),
+        };
         let local = i128::from(self.local_ref_us) + elapsed_local;
         u64::try_from(local.max(0)).unwrap_or(u64::MAX)
     }
@@ -99,7 +105,11 @@ impl LocalClock {
         // Smallest d with floor(d * k / 1e6) >= target - local_ref, i.e. d * k >= (target - local_ref) * 1e6.
         let k = PPM_ONE + i128::from(self.rate_ppm);
         let needed = (i128::from(local_us) - i128::from(self.local_ref_us)) * PPM_ONE;
-        let elapsed_true = ceil_div(needed, k);
+        let elapsed_true = match (i64::try_from(needed), i64::try_from(k)) {
+            // 64 bits when they fit (always, in practice): see `local_us`.
+            (Ok(needed), Ok(k)) => i128::from(-((-needed).div_euclid(k))),
+            _ => ceil_div(needed, k),
+        };
         let at = i128::from(self.true_ref_us) + elapsed_true;
         let at = u64::try_from(at.max(0)).unwrap_or(u64::MAX).max(now_true_us);
         assert!(self.local_us(at) >= local_us, "true_us_when must reach the local target");

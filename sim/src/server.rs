@@ -3,7 +3,7 @@
 //! `fencelock`; this file only moves bytes, waits for fsync and reads the
 //! node's local clock.
 
-use crate::clock::{local_now, now_us};
+use crate::clock::{local_now, now_us, SharedClock};
 use crate::context::{stream_seed, Ctx, STREAM_RAFT};
 use crate::disk::{fsync, NodeOp};
 use crate::envelope::Envelope;
@@ -33,27 +33,21 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
     loop {
         // Ticks keep their pace across a backward step of the local clock
         // (only the lease deadlines, which read the clock, feel the step).
-        next_tick_local_us = next_tick_local_us.min(local_now(&clock) + tick_us);
         let now_true_us = now_us();
-        let tick_true_us = clock.lock().expect("clock lock").true_us_when(next_tick_local_us, now_true_us);
+        let tick_true_us = {
+            let clock = clock.lock().expect("clock lock");
+            next_tick_local_us = next_tick_local_us.min(clock.local_us(now_true_us) + tick_us);
+            clock.true_us_when(next_tick_local_us, now_true_us)
+        };
         let wait = Duration::from_micros(tick_true_us.saturating_sub(now_true_us).max(1));
-        match madsim::time::timeout(wait, mailbox.recv()).await {
-            Ok(Delivery::Packet { bytes, .. }) => match wire::decode::<Envelope>(&bytes) {
-                Ok(Envelope::Raft(message)) => server.step(message, local_ms(&clock)),
-                Ok(Envelope::Request { client, request, body }) => {
-                    server.on_client(client, request, body, local_ms(&clock))
-                }
-                Ok(_) => {}
-                Err(_) => ctx.net.note_corrupt_detected(),
-            },
-            Ok(Delivery::Bounced { to: Addr::Client(client), bytes }) => {
-                if let Ok(Envelope::Reply { request, reply }) = wire::decode::<Envelope>(&bytes) {
-                    server.on_bounced(client, request, reply, local_ms(&clock));
-                }
+        let first = madsim::time::timeout(wait, mailbox.recv()).await.ok();
+        // Time stands still until the next await: one clock read serves this round.
+        let now_local_us = local_now(&clock);
+        match first {
+            Some(delivery) => {
+                on_delivery(&ctx, &mut server, now_local_us / 1_000, delivery);
             }
-            Ok(Delivery::Bounced { .. }) => {}
-            Err(_elapsed) => {
-                let now_local_us = local_now(&clock);
+            None => {
                 server.tick(now_local_us / 1_000);
                 // A clock stepped far forward does not owe a burst of ticks.
                 next_tick_local_us = (next_tick_local_us + tick_us).max(now_local_us + 1);
@@ -63,7 +57,25 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
     }
 }
 
-fn local_ms(clock: &crate::clock::SharedClock) -> u64 {
+/// Steps one delivery into the server at local time `now_local_ms`.
+fn on_delivery(ctx: &Ctx, server: &mut LockServer, now_local_ms: u64, delivery: Delivery) {
+    match delivery {
+        Delivery::Packet { bytes, .. } => match wire::decode::<Envelope>(&bytes) {
+            Ok(Envelope::Raft(message)) => server.step(message, now_local_ms),
+            Ok(Envelope::Request { client, request, body }) => server.on_client(client, request, body, now_local_ms),
+            Ok(_) => {}
+            Err(_) => ctx.net.note_corrupt_detected(),
+        },
+        Delivery::Bounced { to: Addr::Client(client), bytes } => {
+            if let Ok(Envelope::Reply { request, reply }) = wire::decode::<Envelope>(&bytes) {
+                server.on_bounced(client, request, reply, now_local_ms);
+            }
+        }
+        Delivery::Bounced { .. } => {}
+    }
+}
+
+fn local_ms(clock: &SharedClock) -> u64 {
     local_now(clock) / 1_000
 }
 
@@ -99,7 +111,7 @@ async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftSt
             break;
         }
         let mut ready = server.ready();
-        let must_sync = persist(ctx, id, &ready);
+        let must_sync = persist(ctx, id, &mut ready);
         send_all(ctx, id, std::mem::take(&mut ready.messages));
         if must_sync {
             fsync(&ctx.node_disks[id.0 as usize]).await;
@@ -133,7 +145,7 @@ async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftSt
 /// Writes the persistent parts of a Ready to the disk (pending until fsync).
 /// Returns whether anything the protocol depends on was written: a commit
 /// index alone is not worth an fsync (it is recomputed after a crash).
-fn persist(ctx: &Ctx, id: NodeId, ready: &Ready) -> bool {
+fn persist(ctx: &Ctx, id: NodeId, ready: &mut Ready) -> bool {
     let mut disk = ctx.node_disks[id.0 as usize].lock().expect("disk lock");
     let before = disk.durable().hard_state;
     let mut must_sync = false;
@@ -142,7 +154,8 @@ fn persist(ctx: &Ctx, id: NodeId, ready: &Ready) -> bool {
         must_sync = true;
     }
     if !ready.entries.is_empty() {
-        disk.write(NodeOp::Append(ready.entries.clone()));
+        // Moved, not cloned: applying the Ready reads only its committed entries.
+        disk.write(NodeOp::Append(std::mem::take(&mut ready.entries)));
         must_sync = true;
     }
     if let Some(hard_state) = ready.hard_state {

@@ -16,16 +16,15 @@
 
 use crate::clock::now_us;
 use fencelock::{ClientId, NodeId};
-use futures::channel::mpsc;
-use futures::StreamExt;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Poll, Waker};
-use std::time::Duration;
 
 #[cfg(test)]
 mod tests;
@@ -134,24 +133,53 @@ pub struct NetStats {
     pub corrupt_detected: u64,
 }
 
+/// One mailbox's queue, shared by the router (which fills it) and the
+/// mailbox (which drains it). A plain queue under a lock: the simulation runs
+/// on one thread, and a general-purpose channel cost several times more per
+/// message.
+struct Slot {
+    queue: VecDeque<Delivery>,
+    waker: Option<Waker>,
+    /// False once the mailbox is dropped (its node was killed).
+    receiver_alive: bool,
+}
+
 /// Where a bound address receives its packets.
 pub struct Mailbox {
-    rx: mpsc::Receiver<Delivery>,
+    slot: Arc<Mutex<Slot>>,
+}
+
+impl Drop for Mailbox {
+    fn drop(&mut self) {
+        let mut slot = self.slot.lock().expect("mailbox lock");
+        slot.receiver_alive = false;
+        slot.queue.clear();
+        slot.waker = None;
+    }
 }
 
 impl Mailbox {
     /// The next delivery. If this mailbox was replaced by a later `bind` of
     /// the same address, it never receives again and this waits forever.
     pub async fn recv(&mut self) -> Delivery {
-        match self.rx.next().await {
-            Some(delivery) => delivery,
-            None => std::future::pending().await,
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Polls for the next delivery (the poll form of [`Mailbox::recv`], to race it against an alarm).
+    pub fn poll_recv(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Delivery> {
+        let mut slot = self.slot.lock().expect("mailbox lock");
+        if let Some(delivery) = slot.queue.pop_front() {
+            return Poll::Ready(delivery);
         }
+        if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            slot.waker = Some(cx.waker().clone());
+        }
+        Poll::Pending
     }
 
     /// A delivery already waiting, if any.
     pub fn try_recv(&mut self) -> Option<Delivery> {
-        self.rx.try_recv().ok()
+        self.slot.lock().expect("mailbox lock").queue.pop_front()
     }
 }
 
@@ -167,7 +195,7 @@ struct Packet {
 struct Inner {
     config: NetConfig,
     rng: ChaCha8Rng,
-    bindings: BTreeMap<Addr, mpsc::Sender<Delivery>>,
+    bindings: BTreeMap<Addr, Arc<Mutex<Slot>>>,
     cuts: BTreeSet<(Addr, Addr)>,
     isolated: BTreeSet<Addr>,
     queue: BTreeMap<(u64, u64), Packet>,
@@ -236,9 +264,9 @@ impl Net {
 
     /// Binds `addr`, replacing an earlier binding (a restarted node binds again).
     pub fn bind(&self, addr: Addr) -> Mailbox {
-        let (tx, rx) = mpsc::channel(MAILBOX_CAPACITY);
-        self.lock().bindings.insert(addr, tx);
-        Mailbox { rx }
+        let slot = Arc::new(Mutex::new(Slot { queue: VecDeque::new(), waker: None, receiver_alive: true }));
+        self.lock().bindings.insert(addr, slot.clone());
+        Mailbox { slot }
     }
 
     /// Removes `addr`'s binding: packets for it are dropped (or bounced) from now on.
@@ -423,19 +451,31 @@ impl Inner {
     fn deliver(&mut self, now: u64, packet: Packet) {
         let Packet { from, to, bytes, bounce } = packet;
         let delivery = if bounce { Delivery::Bounced { to: from, bytes } } else { Delivery::Packet { from, bytes } };
-        let Some(tx) = self.bindings.get_mut(&to) else {
+        let Some(slot) = self.bindings.get(&to) else {
             self.undeliverable(now, from, to, delivery);
             return;
         };
-        match tx.try_send(delivery) {
-            Ok(()) if bounce => self.stats.bounced += 1,
-            Ok(()) => self.stats.delivered += 1,
-            Err(e) if e.is_full() => self.stats.overflow += 1,
-            Err(e) => {
-                // The receiver is gone: the node was killed. Forget the binding.
-                self.bindings.remove(&to);
-                self.undeliverable(now, from, to, e.into_inner());
-            }
+        let mut slot = slot.lock().expect("mailbox lock");
+        if !slot.receiver_alive {
+            // The receiver is gone: the node was killed. Forget the binding.
+            drop(slot);
+            self.bindings.remove(&to);
+            self.undeliverable(now, from, to, delivery);
+            return;
+        }
+        if slot.queue.len() >= MAILBOX_CAPACITY {
+            self.stats.overflow += 1;
+            return;
+        }
+        slot.queue.push_back(delivery);
+        if let Some(waker) = slot.waker.take() {
+            waker.wake();
+        }
+        drop(slot);
+        if bounce {
+            self.stats.bounced += 1;
+        } else {
+            self.stats.delivered += 1;
         }
     }
 
@@ -467,7 +507,7 @@ async fn route(net: Weak<Mutex<Inner>>) {
         match next {
             Some(at_us) => {
                 assert!(at_us > now);
-                let sleep = madsim::time::sleep(Duration::from_micros(at_us - now));
+                let sleep = madsim::time::sleep(std::time::Duration::from_micros(at_us - now));
                 futures::future::select(Box::pin(sleep), woken).await;
             }
             None => woken.await,
@@ -481,10 +521,10 @@ struct RouterWake {
     net: Weak<Mutex<Inner>>,
 }
 
-impl std::future::Future for RouterWake {
+impl Future for RouterWake {
     type Output = ();
 
-    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
         let Some(inner) = self.net.upgrade() else { return Poll::Ready(()) };
         let mut inner = inner.lock().expect("net lock");
         if inner.router_woken {

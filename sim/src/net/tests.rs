@@ -4,6 +4,7 @@ use super::*;
 use crate::wire::{self, WireError};
 use madsim::runtime::{Handle, Runtime};
 use std::future::Future;
+use std::time::Duration;
 
 fn run<F: Future<Output = ()> + 'static>(seed: u64, f: impl FnOnce() -> F + Send + 'static) {
     std::thread::spawn(move || Runtime::with_seed_and_config(seed, madsim::Config::default()).block_on(f()))
