@@ -13,6 +13,7 @@ use crate::faults::{Fault, FaultEvent};
 use crate::history::{Actor, EventKind, History};
 use crate::model::Model;
 use crate::net::{Addr, Net, NetConfig, NetStats};
+use crate::workload::CommandQueue;
 use crate::{resource_node, server, workload};
 use fencelock::raft::{HardState, Payload, Snapshot};
 use fencelock::{ClientId, LockState, LogIndex, NodeId, Term, Token, Variant};
@@ -20,7 +21,6 @@ use madsim::runtime::{Handle, NodeHandle};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
-use crate::workload::CommandQueue;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -49,7 +49,9 @@ pub(crate) struct Supervisor {
     resource: NodeHandle,
     /// Processes that are down (killed, not yet restarted).
     down: BTreeMap<Actor, ()>,
-    paused: BTreeMap<Actor, ()>,
+    /// Paused processes and the true instant their pause ends (`u64::MAX`
+    /// for a hold), shared with the tasks that end timed pauses.
+    paused: Arc<Mutex<BTreeMap<Actor, u64>>>,
     node_backups: BTreeMap<NodeId, (u64, NodeImage)>,
     cluster_backup: Option<ClusterBackup>,
     /// Whole-cluster restores so far; the operator keeps this count outside the backups.
@@ -197,7 +199,7 @@ impl Supervisor {
             clients,
             resource,
             down: BTreeMap::new(),
-            paused: BTreeMap::new(),
+            paused: Arc::new(Mutex::new(BTreeMap::new())),
             node_backups: BTreeMap::new(),
             cluster_backup: None,
             restore_epoch: 0,
@@ -272,7 +274,7 @@ impl Supervisor {
         if self.down.contains_key(&actor) {
             return;
         }
-        self.paused.remove(&actor);
+        self.paused.lock().expect("pause lock").remove(&actor);
         self.handle.kill(self.node_of(actor).id());
         self.down.insert(actor, ());
         self.ctx.record(EventKind::Crashed { actor });
@@ -293,35 +295,55 @@ impl Supervisor {
         disk.crash(torn_keep);
     }
 
+    fn is_paused(&self, actor: Actor) -> bool {
+        self.paused.lock().expect("pause lock").contains_key(&actor)
+    }
+
+    /// A stop-the-world stall of `ms` (a GC pause): timers fire and messages
+    /// queue while paused, and everything drains on resume.
     pub(crate) fn pause(&mut self, actor: Actor, ms: u64) {
-        if self.down.contains_key(&actor) || self.paused.contains_key(&actor) {
+        if self.down.contains_key(&actor) || self.is_paused(actor) {
             return;
         }
+        let until_us = now_us() + ms * 1_000;
         let id = self.node_of(actor).id();
         self.handle.pause(id);
-        self.paused.insert(actor, ());
+        self.paused.lock().expect("pause lock").insert(actor, until_us);
         self.ctx.record(EventKind::Paused { actor });
         let handle = self.handle.clone();
         let ctx = self.ctx.clone();
+        let paused = self.paused.clone();
         madsim::task::spawn(async move {
-            madsim::time::sleep(Duration::from_millis(ms)).await;
-            handle.resume(id);
-            ctx.record(EventKind::Resumed { actor });
+            sleep_until_us(until_us).await;
+            // Only this pause's end: a kill, a heal or another pause since
+            // then has taken the entry over.
+            let mine = {
+                let mut paused = paused.lock().expect("pause lock");
+                let mine = paused.get(&actor) == Some(&until_us);
+                if mine {
+                    paused.remove(&actor);
+                }
+                mine
+            };
+            if mine {
+                handle.resume(id);
+                ctx.record(EventKind::Resumed { actor });
+            }
         });
     }
 
     /// A stop-the-world stall that lasts until [`Supervisor::resume`].
     pub(crate) fn hold(&mut self, actor: Actor) {
-        if self.down.contains_key(&actor) || self.paused.contains_key(&actor) {
+        if self.down.contains_key(&actor) || self.is_paused(actor) {
             return;
         }
         self.handle.pause(self.node_of(actor).id());
-        self.paused.insert(actor, ());
+        self.paused.lock().expect("pause lock").insert(actor, u64::MAX);
         self.ctx.record(EventKind::Paused { actor });
     }
 
     pub(crate) fn resume(&mut self, actor: Actor) {
-        if self.paused.remove(&actor).is_some() {
+        if self.paused.lock().expect("pause lock").remove(&actor).is_some() {
             self.handle.resume(self.node_of(actor).id());
             self.ctx.record(EventKind::Resumed { actor });
         }
@@ -329,8 +351,17 @@ impl Supervisor {
 
     /// One server restarted from a stale backup of its own disk (amnesia).
     pub(crate) fn restore_node(&mut self, node: NodeId) {
-        let Some((backup_at_us, image)) = self.node_backups.get(&node).cloned() else {
-            // No backup of this cluster generation: the operator restarts it as it is.
+        // Protocol-aware recovery needs a majority that kept its disks: the
+        // operator never has a majority of nodes recovering from stale
+        // backups at once (they could not elect the leader they recover from).
+        let recovering_others = (0..self.ctx.model.nodes)
+            .filter(|&n| n != node.0)
+            .filter(|&n| self.ctx.node_disks[n as usize].lock().expect("disk lock").durable().restored_from_backup)
+            .count();
+        let majority = usize::from(self.ctx.model.nodes) / 2 + 1;
+        let backup = self.node_backups.get(&node).cloned().filter(|_| recovering_others + 1 < majority);
+        let Some((backup_at_us, image)) = backup else {
+            // No usable backup of this cluster generation: the operator restarts it as it is.
             self.restart(Actor::Server(node));
             return;
         };
@@ -402,12 +433,11 @@ impl Supervisor {
         net.set_loss_rate(0.0);
         net.set_dup_rate(0.0);
         net.set_corrupt_rate(0.0);
-        let paused: Vec<Actor> = self.paused.keys().copied().collect();
+        let paused: Vec<Actor> = std::mem::take(&mut *self.paused.lock().expect("pause lock")).into_keys().collect();
         for actor in paused {
             self.handle.resume(self.node_of(actor).id());
             self.ctx.record(EventKind::Resumed { actor });
         }
-        self.paused.clear();
         let down: Vec<Actor> = self.down.keys().copied().collect();
         for actor in down {
             self.restart(actor);

@@ -273,12 +273,17 @@ impl RaftNode {
         }
     }
 
-    /// Leaves recovery once caught up with the leader of a term after the
-    /// restored one: recording that leader as this term's vote closes the term
-    /// to any other candidate (ARCHITECTURE.md, "Restores").
+    /// Leaves recovery once caught up with the leader of a term at or after
+    /// the restored one: recording that leader as this term's vote closes the
+    /// term to any other candidate (ARCHITECTURE.md, "Restores"). The
+    /// restored term itself qualifies: its leader is the term's only one, and
+    /// a vote the backup already holds for this term is the one the node cast
+    /// before (votes never change within a term), so it is kept; waiting for a
+    /// later term would leave the node out of every election for as long as
+    /// that leader lasts.
     pub(super) fn maybe_finish_recovery(&mut self, leader: NodeId, leader_commit: LogIndex) {
         let Some(recovery) = self.recovery else { return };
-        if self.term <= recovery.restored_term || self.log.committed < leader_commit {
+        if self.term < recovery.restored_term || self.log.committed < leader_commit {
             return;
         }
         // A fresh leader's commit index may lag entries committed in earlier
@@ -288,8 +293,13 @@ impl RaftNode {
             return;
         }
         assert_eq!(self.leader, Some(leader));
-        assert!(self.vote.is_none() || self.vote == Some(leader), "a recovering node never votes");
-        self.vote = Some(leader);
+        assert!(
+            self.term == recovery.restored_term || self.vote.is_none() || self.vote == Some(leader),
+            "a recovering node never votes after its restored term"
+        );
+        if self.vote.is_none() {
+            self.vote = Some(leader);
+        }
         self.recovery = None;
         self.recovered_in_term = Some(self.term);
     }

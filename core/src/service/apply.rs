@@ -115,7 +115,15 @@ impl LockServer {
             return;
         }
         let reply = match result {
-            ApplyResult::Granted { token } => self.decide_grant_reply(pending.term, key, token, *lease_ms),
+            ApplyResult::Granted { token } => match self.decide_grant_reply(pending.term, key, token, *lease_ms) {
+                GrantDecision::Reply(reply) => Some(reply),
+                GrantDecision::ConfirmFirst => {
+                    let (client, request, key) = (pending.client, pending.request, key.clone());
+                    self.confirm_then_grant(pending.term, client, request, key, token, now_local_ms);
+                    None
+                }
+                GrantDecision::Silent => None,
+            },
             // Defensive: the leader never proposes a Grant for a key it knows to be held.
             ApplyResult::GrantRejected => self.still_leader_of(pending.term).then(|| {
                 let deadline_local_ms = self.leases.get(key).map_or(now_local_ms, |lease| lease.deadline_local_ms);
@@ -132,24 +140,36 @@ impl LockServer {
     /// The one function that decides whether `Granted { token }` may be sent
     /// for a Grant this node proposed in `term`. Safe rule: only while this
     /// node is still leader of that term (a deposed leader cannot know what
-    /// happened since), and only if `key` is held with `token` at the moment
-    /// the reply is produced — a lock that already expired or was released is
-    /// answered `NotHeld` (etcd 11456). `None` means no reply at all.
+    /// happened since), only if `key` is held with `token` at the moment the
+    /// reply is produced — a lock that already expired or was released is
+    /// answered `NotHeld` (etcd 11456) — and only after a read-index round
+    /// confirms this node still leads: a leader stalled between applying the
+    /// Grant and answering (a GC pause) may have been deposed and the lock
+    /// expired by its successor meanwhile. The confirmed round runs this
+    /// check again (`grant_confirmed`).
     ///
     /// `GrantAfterExpiredWait` answers the way a naive server does: whoever
     /// received the request says `Granted` when it applies the Grant, leader or
     /// not, and whether or not the lock is still live, with the lease the
     /// Grant asked for.
-    fn decide_grant_reply(&self, term: Term, key: &Key, token: Token, lease_ms: u64) -> Option<ClientReply> {
+    fn decide_grant_reply(&self, term: Term, key: &Key, token: Token, lease_ms: u64) -> GrantDecision {
         if self.config.variant == Variant::GrantAfterExpiredWait {
-            return Some(ClientReply::Granted { token, lease_ms });
+            return GrantDecision::Reply(ClientReply::Granted { token, lease_ms });
         }
         if !self.still_leader_of(term) {
-            return None;
+            return GrantDecision::Silent;
         }
+        match self.live_grant(key, token) {
+            Some(_) => GrantDecision::ConfirmFirst,
+            None => GrantDecision::Reply(ClientReply::NotHeld),
+        }
+    }
+
+    /// `Granted` for `token` if `key` is held with it right now.
+    pub(super) fn live_grant(&self, key: &Key, token: Token) -> Option<ClientReply> {
         match self.state.lock(key) {
             Some(lock) if lock.token == token => Some(ClientReply::Granted { token, lease_ms: lock.lease_ms }),
-            _ => Some(ClientReply::NotHeld),
+            _ => None,
         }
     }
 
@@ -164,7 +184,7 @@ impl LockServer {
         self.reply(pending.client, pending.request, reply);
     }
 
-    fn still_leader_of(&self, term: Term) -> bool {
+    pub(super) fn still_leader_of(&self, term: Term) -> bool {
         self.office.is_some_and(|office| office.term == term)
     }
 
@@ -179,4 +199,13 @@ impl LockServer {
         assert_eq!(snapshot.index, self.applied_index, "the snapshot covers exactly the applied log");
         self.push(Output::Compacted(snapshot));
     }
+}
+
+/// What [`LockServer::decide_grant_reply`] concluded.
+enum GrantDecision {
+    Reply(ClientReply),
+    /// The lock is live: confirm leadership, then answer.
+    ConfirmFirst,
+    /// Not the leader of the Grant's term any more: no answer at all.
+    Silent,
 }

@@ -31,7 +31,7 @@
 use super::{ClientReply, Expiry, Lease, LockServer, Output, ReadPurpose, ReadRound, CONFIRM_RETRY_TICKS, READS_MAX};
 use crate::command::Command;
 use crate::raft::ReadState;
-use crate::types::{ClientId, Key, RequestId, Token};
+use crate::types::{ClientId, Key, RequestId, Term, Token};
 use crate::variant::Variant;
 
 impl LockServer {
@@ -151,6 +151,35 @@ impl LockServer {
         self.reads.insert(ctx, ReadRound { term, purpose: ReadPurpose::Renew { client, request, key, token } });
     }
 
+    /// Starts the read-index round after which an applied Grant is answered
+    /// (`decide_grant_reply`). If no round can start, the client gets no
+    /// answer and retries with the same request id, which the state machine
+    /// answers with the same token.
+    pub(super) fn confirm_then_grant(
+        &mut self,
+        term: Term,
+        client: ClientId,
+        request: RequestId,
+        key: Key,
+        token: Token,
+        now_local_ms: u64,
+    ) {
+        if self.reads.len() >= READS_MAX {
+            return;
+        }
+        let ctx = self.next_read_ctx();
+        if self.raft.read_index(ctx).is_ok() {
+            let purpose = ReadPurpose::Grant { client, request, key, token, asked_local_ms: now_local_ms };
+            self.reads.insert(ctx, ReadRound { term, purpose });
+        }
+    }
+
+    /// How old (local ms) a leadership confirmation may be when a Grant is
+    /// answered: half the minimum election timeout, leaving room for drift.
+    fn grant_confirmation_fresh_ms(&self) -> u64 {
+        u64::from(self.raft.config().election_ticks_min) * self.config.tick_ms / 2
+    }
+
     /// The lock on `key` is live with `token` and no Expire for it is in flight.
     fn renewable(&self, key: &Key, token: Token) -> bool {
         let live = self.state.lock(key).is_some_and(|lock| lock.token == token);
@@ -187,6 +216,19 @@ impl LockServer {
         }
         match round.purpose {
             ReadPurpose::Expiry => self.expire_confirmed(read.ctx, now_local_ms),
+            ReadPurpose::Grant { client, request, key, token, asked_local_ms } => {
+                // The confirmation says this node led when the majority
+                // answered; followers refuse other candidates for an election
+                // timeout after hearing from it, so it still leads now only if
+                // the round is fresh. A round that came back late (the node
+                // stalled with the answers queued) proves nothing: ask again.
+                if now_local_ms.saturating_sub(asked_local_ms) > self.grant_confirmation_fresh_ms() {
+                    self.confirm_then_grant(round.term, client, request, key, token, now_local_ms);
+                    return;
+                }
+                let reply = self.live_grant(&key, token).unwrap_or(ClientReply::NotHeld);
+                self.reply(client, request, reply);
+            }
             ReadPurpose::Renew { client, request, key, token } => {
                 if self.renewable(&key, token) {
                     let lease_ms = self.extend_lease(&key, now_local_ms);

@@ -213,6 +213,15 @@ enum ReadPurpose {
         key: Key,
         token: Token,
     },
+    /// Answer `Granted` for this applied Grant once leadership is confirmed
+    /// by a round asked at `asked_local_ms`.
+    Grant {
+        client: ClientId,
+        request: RequestId,
+        key: Key,
+        token: Token,
+        asked_local_ms: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -71,8 +71,9 @@ impl LivenessChecker {
             }
             EventKind::Crashed { actor: Actor::Server(node) } => self.roles.entry(*node).or_default().down = true,
             EventKind::Restarted { actor: Actor::Server(node) } | EventKind::NodeRestored { node, .. } => {
+                // A restarted process runs afresh: it is neither leader nor paused.
                 let role = self.roles.entry(*node).or_default();
-                (role.down, role.leader) = (false, false);
+                (role.down, role.leader, role.paused) = (false, false, false);
             }
             EventKind::Paused { actor: Actor::Server(node) } => self.roles.entry(*node).or_default().paused = true,
             EventKind::Resumed { actor: Actor::Server(node) } => self.roles.entry(*node).or_default().paused = false,
