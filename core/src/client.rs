@@ -118,7 +118,13 @@ impl Client {
         assert!(config.nodes > 0, "client config `nodes` must be positive");
         assert!(config.request_timeout_us > 0, "client config `request_timeout_us` must be positive");
         assert!(config.drift_ppm_max < 1_000_000, "client config `drift_ppm_max` must be below 1e6");
-        Client { request_last: config.first_request, config, leader_guess: NodeId(0), pending: None, beliefs: BTreeMap::new() }
+        Client {
+            request_last: config.first_request,
+            config,
+            leader_guess: NodeId(0),
+            pending: None,
+            beliefs: BTreeMap::new(),
+        }
     }
 
     pub fn id(&self) -> ClientId {
@@ -141,6 +147,13 @@ impl Client {
     pub fn release(&mut self, key: &Key, now_local_us: u64) -> Option<Outgoing> {
         let token = self.beliefs.remove(key)?.token;
         Some(self.start(ClientRequest::Release { key: key.clone(), token }, now_local_us))
+    }
+
+    /// Revokes our own lease on `key` by token (drops the belief at once);
+    /// answered like a release.
+    pub fn revoke(&mut self, key: &Key, now_local_us: u64) -> Option<Outgoing> {
+        let token = self.beliefs.remove(key)?.token;
+        Some(self.start(ClientRequest::Revoke { key: key.clone(), token }, now_local_us))
     }
 
     /// Gives up the pending request. For an acquire this tells the server to
@@ -248,9 +261,13 @@ impl Client {
                 let until_local_us = self.believe(&key, token, lease_ms, pending.first_sent_local_us);
                 ClientEvent::Renewed { key, token, until_local_us }
             }
-            (ClientRequest::Release { key, .. }, ClientReply::Released) => ClientEvent::Released { key },
+            (ClientRequest::Release { key, .. } | ClientRequest::Revoke { key, .. }, ClientReply::Released) => {
+                ClientEvent::Released { key }
+            }
             (ClientRequest::Acquire { key, .. }, ClientReply::NotHeld)
-            | (ClientRequest::Release { key, .. }, ClientReply::NotHeld) => ClientEvent::Lost { key },
+            | (ClientRequest::Release { key, .. } | ClientRequest::Revoke { key, .. }, ClientReply::NotHeld) => {
+                ClientEvent::Lost { key }
+            }
             (ClientRequest::Renew { key, token }, ClientReply::NotHeld) => {
                 if self.token_of(&key) == Some(token) {
                     self.beliefs.remove(&key);

@@ -325,7 +325,15 @@ impl Worker {
             return;
         }
         self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
-        if let Some(out) = self.client.release(key, self.now()) {
+        // Some workers end a job by revoking their lease by token (etcd's
+        // `lease revoke`) instead of releasing: a retried revoke may land after
+        // the key was regranted, the late Expire the token makes harmless.
+        let out = if self.rng.gen_bool(0.3) {
+            self.client.revoke(key, self.now())
+        } else {
+            self.client.release(key, self.now())
+        };
+        if let Some(out) = out {
             let request = out.request;
             self.send_request(&out);
             let _ = self.await_answer(request).await;

@@ -178,7 +178,8 @@ impl LockServer {
             return;
         }
         let reply = match result {
-            ApplyResult::Released => ClientReply::Released,
+            // A Release, or a revoke's Expire, that removed the lock.
+            ApplyResult::Released | ApplyResult::Expired { existed: true } => ClientReply::Released,
             _ => ClientReply::NotHeld,
         };
         self.reply(pending.client, pending.request, reply);

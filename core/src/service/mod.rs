@@ -38,6 +38,12 @@ pub enum ClientRequest {
     Renew { key: Key, token: Token },
     /// Owner-safe release.
     Release { key: Key, token: Token },
+    /// Revoke the lease of `token` now (`etcdctl lease revoke`): the leader
+    /// proposes `Expire { key, token }` at once. Whoever holds the token may
+    /// send it — the holder's cleanup or an operator's tool — and a retried or
+    /// delayed revoke can arrive after the key was released and regranted:
+    /// that is exactly the late Expire the token on Expire makes harmless.
+    Revoke { key: Key, token: Token },
     /// The client gives up on an earlier request (same request id): if it was
     /// granted, the grant is a ghost and the leader releases it. Fire and
     /// forget: it gets no reply, and if it is lost the lease frees the lock.

@@ -52,6 +52,7 @@ impl LockServer {
             }
             ClientRequest::Renew { key, token } => self.renew(client, request, key, token, now_local_ms),
             ClientRequest::Release { key, token } => self.release(client, request, key, token),
+            ClientRequest::Revoke { key, token } => self.revoke(client, request, key, token),
             ClientRequest::Cancel => unreachable!("handled above"),
         }
     }
@@ -205,6 +206,15 @@ impl LockServer {
             _ => Holder { client, request },
         };
         let command = Command::Release { key: key.clone(), token, holder };
+        self.propose_for_client(client, request, command, PendingKind::Release { key });
+    }
+
+    /// A revoke is an Expire proposed at once, answered like a release.
+    fn revoke(&mut self, client: ClientId, request: RequestId, key: Key, token: Token) {
+        if self.pending_request_index(client, request).is_some() {
+            return;
+        }
+        let command = Command::Expire { key: key.clone(), token };
         self.propose_for_client(client, request, command, PendingKind::Release { key });
     }
 

@@ -87,7 +87,7 @@ impl LivenessChecker {
                 let wait_ms = match body {
                     ClientRequest::Cancel => return, // fire and forget
                     ClientRequest::Acquire { wait_ms, .. } => *wait_ms,
-                    ClientRequest::Renew { .. } | ClientRequest::Release { .. } => 0,
+                    ClientRequest::Renew { .. } | ClientRequest::Release { .. } | ClientRequest::Revoke { .. } => 0,
                 };
                 self.requests.entry((*client, *request)).or_insert(Pending {
                     first_us: at_us,

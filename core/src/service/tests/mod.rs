@@ -6,6 +6,7 @@
 mod acquire;
 mod ghosts;
 mod leases;
+mod revoke;
 
 use super::{ClientReply, ClientRequest, LockServer, Output, ServiceConfig};
 use crate::command::{ApplyResult, Command};
