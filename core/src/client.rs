@@ -156,6 +156,12 @@ impl Client {
         Some(self.start(ClientRequest::Revoke { key: key.clone(), token }, now_local_us))
     }
 
+    /// Revokes the lease of any `token` on `key` (an operator's tool, or a
+    /// cleanup job holding a token it recorded earlier); beliefs are untouched.
+    pub fn revoke_token(&mut self, key: &Key, token: Token, now_local_us: u64) -> Outgoing {
+        self.start(ClientRequest::Revoke { key: key.clone(), token }, now_local_us)
+    }
+
     /// Gives up the pending request. For an acquire this tells the server to
     /// release the lock if it was (or will be) granted: a ghost lock.
     pub fn cancel(&mut self, now_local_us: u64) -> Option<Outgoing> {

@@ -168,6 +168,13 @@ impl Sim {
         self.outcome(pending).await
     }
 
+    /// Starts a revoke of `token`'s lease on `key`, sent by `worker` (an
+    /// operator's tool); it retries until some leader answers.
+    pub fn start_revoke(&self, worker: ClientId, key: &str, token: Token) -> Pending {
+        let key = Key::new(key);
+        self.command(worker, |done| WorkerCommand::Revoke { key, token, done })
+    }
+
     /// Waits for a started command, letting simulated time run meanwhile.
     pub async fn outcome(&mut self, pending: Pending) -> WorkerResult {
         pending.0.await.unwrap_or(WorkerResult::NoAnswer)

@@ -89,6 +89,12 @@ pub enum WorkerCommand {
         key: Key,
         done: oneshot::Sender<WorkerResult>,
     },
+    /// Revoke the lease of `token` on `key` (retrying until answered).
+    Revoke {
+        key: Key,
+        token: Token,
+        done: oneshot::Sender<WorkerResult>,
+    },
 }
 
 /// What came of a scripted command.
@@ -428,6 +434,13 @@ impl Worker {
                         None => WorkerResult::Refused("holds no lock on that key".into()),
                     };
                     let _ = done.send(result);
+                }
+                WorkerCommand::Revoke { key, token, done } => {
+                    let out = self.client.revoke_token(&key, token, self.now());
+                    let request = out.request;
+                    self.send_request(&out);
+                    let answer = self.await_answer(request).await;
+                    let _ = done.send(self.settle(answer));
                 }
                 WorkerCommand::Release { key, done } => {
                     let token = self.client.token_of(&key);

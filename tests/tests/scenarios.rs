@@ -4,7 +4,7 @@
 //! Review changed snapshots with `cargo insta review`.
 
 use fencelock::resource::{WritePath, WriteVerdict};
-use fencelock::{NodeId, Token};
+use fencelock::{ClientId, NodeId, Token, Variant};
 use fencesim::faults::Fault;
 use fencesim::history::Actor;
 use fencesim::model::Model;
@@ -221,4 +221,51 @@ fn drift_beyond_the_bound_is_contained_by_fencing() {
     });
     assert!(outcome.ok, "fencing contains the overlap: {:?}", outcome.violations);
     assert!(outcome.lease_exposures > 0, "the overlap beyond the bound is counted as an exposure");
+}
+
+/// SCENARIOS.md 3: a late Expire never deletes a freshly regranted lock. An
+/// operator's tool decides to revoke A's lease 41 and stalls before sending;
+/// meanwhile 41 expires and B gets 42; the tool wakes and its revoke's
+/// Expire(41) commits after the regrant, answering
+/// `Expired { existed: false }`; a duplicate of it does the same; 42 stays.
+async fn delayed_expire(mut sim: Sim) -> Sim {
+    let (a, b, operator) = (worker_a(), worker_b(), ClientId(2));
+    sim.leader().await;
+    assert_eq!(sim.acquire(a, B1042).await, Token(41));
+    sim.hold(Actor::Client(operator));
+    let late_revoke = sim.start_revoke(operator, B1042, Token(41));
+    sim.run_for(ms(lease_ms() * 2)).await;
+    assert_eq!(sim.acquire(b, B1042).await, Token(42));
+    sim.resume(Actor::Client(operator));
+    assert_eq!(sim.outcome(late_revoke).await, WorkerResult::Refused("Lost { key: Key(\"invoice/B-1042\") }".into()));
+    let duplicate = sim.start_revoke(operator, B1042, Token(41));
+    sim.outcome(duplicate).await;
+    assert_eq!(sim.write(b, B1042, WritePath::Status).await, WorkerResult::Written(WriteVerdict::Accepted));
+    sim.finish().await;
+    sim
+}
+
+#[test]
+fn a_delayed_expire_never_deletes_a_regranted_lock() {
+    let outcome = check("delayed_expire", script_model(3), delayed_expire);
+    assert!(outcome.ok, "{:?}", outcome.violations);
+}
+
+#[test]
+fn expire_ignores_token_is_caught_by_the_delayed_expire() {
+    let model = Model { variant: Variant::ExpireIgnoresToken, ..script_model(3) };
+    let outcome = run_script(0, model, |mut sim| async move {
+        let (a, b, operator) = (worker_a(), worker_b(), ClientId(2));
+        sim.leader().await;
+        sim.acquire(a, B1042).await;
+        sim.hold(Actor::Client(operator));
+        let late_revoke = sim.start_revoke(operator, B1042, Token(41));
+        sim.run_for(ms(lease_ms() * 2)).await;
+        sim.acquire(b, B1042).await;
+        sim.resume(Actor::Client(operator));
+        sim.outcome(late_revoke).await;
+        sim.finish().await;
+        sim
+    });
+    assert!(outcome.violations.iter().any(|v| v.property == "expire-safety"), "{:?}", outcome.violations);
 }
