@@ -267,7 +267,10 @@ pub struct RaftNode {
     recovery: Option<Recovery>,
     /// The term in which recovery ended: answers stay flagged `recovering`
     /// for the rest of it, so that leader can tell them from stale answers
-    /// sent before the restore (ARCHITECTURE.md, "Restores").
+    /// sent before the restore (ARCHITECTURE.md, "Restores"). A node starts
+    /// with it set to its durable term: it cannot know whether it recovered
+    /// in that term before a crash, and that term's leader ignores its
+    /// unflagged answers for good if it did. A flagged answer is always true.
     recovered_in_term: Option<Term>,
     reads: ReadRounds,
     // What the next Ready hands out, and what the last one handed out.
@@ -319,7 +322,7 @@ impl RaftNode {
             election_timeout: config.election_ticks_min,
             rng: ChaCha8Rng::seed_from_u64(rng_seed),
             recovery,
-            recovered_in_term: None,
+            recovered_in_term: Some(term),
             reads: ReadRounds::default(),
             messages: Vec::new(),
             messages_after_persist: Vec::new(),

@@ -293,10 +293,20 @@ impl RaftNode {
             if moved {
                 self.maybe_commit();
             }
+            let mut sent = false;
             for _ in 0..=self.config.inflight_max {
                 if !self.send_append(from, false) {
                     break;
                 }
+                sent = true;
+            }
+            // The follower holds less than the leader and nothing new is left
+            // to send: the appends in flight may be lost (a crash, a cut
+            // link), and no later append would reveal it. An empty append at
+            // `next_index - 1` makes the follower reject and the leader probe
+            // again (etcd answers every heartbeat response so).
+            if !sent && !moved && match_index < self.log.last_index() {
+                self.send_append(from, true);
             }
         } else if progress.reject(match_index, probe_from) {
             self.send_append(from, true);
