@@ -138,13 +138,11 @@ impl LeaseChecker {
                 self.maps.entry(*actor).or_default().push(map);
             }
             EventKind::Crashed { actor } | EventKind::Restarted { actor } => {
-                // A restarted server may come back with a new clock; a worker's
-                // crash leaves its machine's clock running, so a later jump of
-                // that clock is a step (its next belief may rest on a reading
-                // taken before the jump).
-                if matches!(actor, Actor::Server(_)) {
-                    self.current.remove(actor);
-                }
+                // A crash, restart or restore replaces a process or its disk,
+                // never its machine's clock: a later jump of that clock is a
+                // step (found by the hunt: a leader restarted earlier, then
+                // stepped forward, expired a lease early; that overlap is an
+                // exposure, not a violation).
                 if let (EventKind::Crashed { .. }, Actor::Client(client)) = (&event.kind, actor) {
                     let keys: Vec<Key> = self
                         .open
@@ -156,12 +154,6 @@ impl LeaseChecker {
                         self.close(*client, &key, at_us);
                     }
                 }
-            }
-            EventKind::NodeRestored { node, .. } => {
-                self.current.remove(&Actor::Server(*node));
-            }
-            EventKind::ClusterRestored { .. } => {
-                self.current.retain(|actor, _| !matches!(actor, Actor::Server(_)));
             }
             EventKind::BeliefStart { client, key, token, until_local_us } => {
                 self.close(*client, key, at_us);
