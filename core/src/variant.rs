@@ -145,21 +145,24 @@ pub const VARIANTS: &[VariantInfo] = &[
         name: "vote-not-durable",
         breaks: Some("election-safety"),
         about: "a vote is sent before it is durable; a crash lets the node vote twice in a term",
-        model: "",
+        // On three nodes one lost vote elects a second leader of the term; the dying disks and power losses of the fault plan crash a node inside its fsync.
+        model: "nodes = 3",
     },
     VariantInfo {
         variant: Variant::AckBeforeDurable,
         name: "ack-before-durable",
         breaks: Some("commit-durability"),
         about: "appends are acknowledged before they are durable; a crash loses committed entries",
-        model: "",
+        // On three nodes one lost acknowledgement is half of the majority that committed an entry.
+        model: "nodes = 3",
     },
     VariantInfo {
         variant: Variant::AmnesiaRejoin,
         name: "amnesia-rejoin",
         breaks: Some("election-safety"),
         about: "a node restored from a stale backup votes at once and can vote twice in a term",
-        model: "",
+        // On three nodes the restored node's forgotten vote is half of every majority.
+        model: "nodes = 3",
     },
 ];
 

@@ -30,6 +30,8 @@ pub struct Disk<I: Image> {
     durable: I,
     pending: Vec<I::Op>,
     fsync_us: u64,
+    /// While the disk stalls, the latency of every fsync instead of `fsync_us` (0: not stalled).
+    stall_us: u64,
     /// Writes ever accepted, and writes ever made durable or dropped: positions
     /// in the write stream, so overlapping fsyncs each sync exactly their prefix.
     written_total: u64,
@@ -38,7 +40,7 @@ pub struct Disk<I: Image> {
 
 impl<I: Image> Disk<I> {
     pub fn new(image: I, fsync_us: u64) -> Disk<I> {
-        Disk { durable: image, pending: Vec::new(), fsync_us, written_total: 0, settled_total: 0 }
+        Disk { durable: image, pending: Vec::new(), fsync_us, stall_us: 0, written_total: 0, settled_total: 0 }
     }
 
     /// Queues a write; it becomes durable only through a sync.
@@ -87,8 +89,18 @@ impl<I: Image> Disk<I> {
         self.pending.clear();
     }
 
+    /// The latency of an fsync started now.
     pub fn fsync_us(&self) -> u64 {
-        self.fsync_us
+        if self.stall_us > 0 {
+            self.stall_us
+        } else {
+            self.fsync_us
+        }
+    }
+
+    /// A slow or dying disk: fsyncs started from now take `stall_us` (0 ends the stall).
+    pub fn set_stall_us(&mut self, stall_us: u64) {
+        self.stall_us = stall_us;
     }
 
     /// Position just past the last accepted write.

@@ -17,6 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+mod disks;
 #[cfg(test)]
 mod tests;
 
@@ -104,6 +105,13 @@ pub enum Fault {
     RestoreCluster,
     CrashResource,
     RestartResource,
+    /// A server's disk turns slow: every fsync takes `fsync_ms` (0: the
+    /// normal latency again). The node waits for each one, as etcd's leader
+    /// stuck in fsync did (etcd 15247).
+    DiskStall {
+        node: NodeId,
+        fsync_ms: u64,
+    },
 }
 
 /// `n0`, `c1`, `resource`: the same names as [`Addr`]'s.
@@ -149,6 +157,8 @@ impl fmt::Display for Fault {
             Fault::RestoreCluster => f.write_str("restore the cluster from its backup"),
             Fault::CrashResource => f.write_str("crash the resource"),
             Fault::RestartResource => f.write_str("restart the resource"),
+            Fault::DiskStall { node, fsync_ms: 0 } => write!(f, "disk of {node} back to normal"),
+            Fault::DiskStall { node, fsync_ms } => write!(f, "disk of {node} stalls: fsync takes {fsync_ms} ms"),
         }
     }
 }
@@ -168,6 +178,7 @@ enum Family {
     Pauses = 5,
     Clocks = 6,
     Resource = 7,
+    Disks = 8,
 }
 
 fn family_rng(seed: u64, family: Family) -> ChaCha8Rng {
@@ -186,7 +197,7 @@ pub fn plan(model: &Model, seed: u64) -> Vec<FaultEvent> {
         planner.network(&mut family_rng(seed, Family::Network));
     }
     if model.crashes || model.restores {
-        planner.outages(&mut family_rng(seed, Family::Outages));
+        planner.outages(&mut family_rng(seed, Family::Outages), &mut family_rng(seed, Family::Disks));
     }
     if model.restores {
         planner.cluster_restores(&mut family_rng(seed, Family::ClusterRestores));
@@ -376,7 +387,8 @@ impl Planner<'_> {
     /// Server outages: a crash and a restart 0.2-5 s later, or (with restores)
     /// a backup, a crash at least 2 s later and a restore from that backup.
     /// A node is never down twice at once, and a majority is down at most briefly.
-    fn outages(&mut self, rng: &mut ChaCha8Rng) {
+    /// With crashes, disks also stall and fail (`disks.rs`, its own stream).
+    fn outages(&mut self, rng: &mut ChaCha8Rng, disk_rng: &mut ChaCha8Rng) {
         let (nodes, safety_ms) = (self.model.nodes, self.model.safety_ms);
         let restore_chance = match (self.model.crashes, self.model.restores) {
             (true, true) => 0.25,
@@ -411,6 +423,9 @@ impl Planner<'_> {
             outages.push(Outage { node, torn, backup_at, crash_at: t, up_at: t + lasted });
             Some(lasted)
         });
+        if self.model.crashes {
+            self.disk_faults(disk_rng, &mut outages);
+        }
         for outage in outages {
             let node = outage.node;
             if let Some(backup_at) = outage.backup_at {

@@ -267,6 +267,9 @@ impl Supervisor {
                 ctx.resource_disk.lock().expect("disk lock").crash(torn_keep);
             }
             Fault::RestartResource => self.restart(Actor::Resource),
+            Fault::DiskStall { node, fsync_ms } => {
+                ctx.node_disks[node.0 as usize].lock().expect("disk lock").set_stall_us(fsync_ms * 1_000);
+            }
         }
     }
 
@@ -426,7 +429,7 @@ impl Supervisor {
         }
     }
 
-    /// Ends the safety phase: every link, rate, pause and crash is undone.
+    /// Ends the safety phase: every link, rate, pause, disk stall and crash is undone.
     pub(crate) fn heal(&mut self) {
         let net = &self.ctx.net;
         net.heal();
@@ -437,6 +440,9 @@ impl Supervisor {
         for actor in paused {
             self.handle.resume(self.node_of(actor).id());
             self.ctx.record(EventKind::Resumed { actor });
+        }
+        for disk in &self.ctx.node_disks {
+            disk.lock().expect("disk lock").set_stall_us(0);
         }
         let down: Vec<Actor> = self.down.keys().copied().collect();
         for actor in down {

@@ -1,7 +1,7 @@
 //! Tests of the fault planner: determinism, switches, pairing and bounds.
 
 use super::*;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 fn seeds() -> std::ops::Range<u64> {
     0..200
@@ -311,5 +311,43 @@ fn tiny_and_empty_safety_phases() {
     let lonely = Model { nodes: 1, clients: 0, ..Model::default() };
     for seed in 0..20 {
         assert!(!plan(&lonely, seed).is_empty());
+    }
+}
+
+#[test]
+fn disks_stall_and_recover_and_power_losses_take_a_majority_at_once() {
+    for nodes in [3, 5] {
+        let model = Model { nodes, ..Model::default() };
+        let majority = usize::from(nodes / 2 + 1);
+        let (mut stalls, mut power_losses) = (0, 0);
+        for seed in seeds() {
+            let plan = plan(&model, seed);
+            let mut stalled: BTreeMap<NodeId, u64> = BTreeMap::new();
+            for event in &plan {
+                if let Fault::DiskStall { node, fsync_ms } = event.fault {
+                    if fsync_ms > 0 {
+                        assert!((20..=500).contains(&fsync_ms), "seed {seed}: fsync {fsync_ms} ms");
+                        assert!(stalled.insert(node, event.at_ms).is_none(), "seed {seed}: {node} stalled twice");
+                        stalls += 1;
+                    } else {
+                        assert!(stalled.remove(&node).is_some(), "seed {seed}: {node} recovers without a stall");
+                    }
+                }
+            }
+            assert!(stalled.is_empty(), "seed {seed}: a stall never ends: {stalled:?}");
+            let mut crashes_at: BTreeMap<u64, usize> = BTreeMap::new();
+            for event in &plan {
+                if let Fault::Crash { .. } = event.fault {
+                    *crashes_at.entry(event.at_ms).or_default() += 1;
+                }
+            }
+            power_losses += crashes_at.values().filter(|&&count| count >= majority).count();
+        }
+        assert!(stalls > 200, "{nodes} nodes: only {stalls} stalls in {} seeds", seeds().end);
+        assert!(power_losses > 50, "{nodes} nodes: only {power_losses} power losses");
+    }
+    let calm = Model { crashes: false, ..Model::default() };
+    for seed in 0..50 {
+        assert!(plan(&calm, seed).iter().all(|e| !matches!(e.fault, Fault::DiskStall { .. })), "seed {seed}");
     }
 }

@@ -1,0 +1,100 @@
+//! The disk family of the fault plan: slow disks, dying disks and rack power
+//! losses. Its own stream; planned after the outages so it never puts a node
+//! down twice and keeps their majority rule.
+//!
+//! Why: a crash only loses what was written and not yet synced, and with the
+//! normal 1 ms fsync that window is rarely open when a crash comes. Real disks
+//! stall for hundreds of milliseconds (etcd 15247: a leader stuck in fsync),
+//! a dying disk stalls before it fails, and a power loss takes a rack's
+//! servers (sharing its degraded storage) down at the same instant. Those are
+//! the crashes that meet writes in flight, where sending before the fsync
+//! (a vote, an acknowledgement) and syncing first differ.
+
+use super::{Fault, Outage, Planner, MAJORITY_DOWN_MS_MAX};
+use fencelock::NodeId;
+use rand::seq::SliceRandom;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// fsync latency of a stalled disk.
+const STALL_FSYNC_MS: (u64, u64) = (50, 500);
+
+/// A node's disk stalls (`fsync_ms > 0`) or recovers (`0`) at `at_ms`.
+struct Stall {
+    at_ms: u64,
+    node: NodeId,
+    fsync_ms: u64,
+}
+
+impl Planner<'_> {
+    /// Episodes 3-9 s apart: a slow disk that recovers, a dying disk (a stall
+    /// ending in a crash mid-write; the node returns on a new disk), or a rack
+    /// power loss (a majority or all servers at once, some with stalled
+    /// storage, back within [`MAJORITY_DOWN_MS_MAX`], one by one).
+    pub(super) fn disk_faults(&mut self, rng: &mut ChaCha8Rng, outages: &mut Vec<Outage>) {
+        let (nodes, safety_ms) = (self.model.nodes, self.model.safety_ms);
+        let servers = self.servers();
+        let minority = usize::from(nodes.saturating_sub(1) / 2);
+        let mut stalls: Vec<Stall> = Vec::new();
+        self.episodes(rng, (3_000, 9_000), |rng, t| {
+            let overlaps = |o: &Outage, from: u64, to: u64| o.crash_at < to && from < o.up_at;
+            let roll = rng.gen_range(0..100);
+            if roll < 30 {
+                let node = *servers.choose(rng)?;
+                let fsync_ms = rng.gen_range(20..=300);
+                let lasted = rng.gen_range(1_000..=4_000);
+                if t + lasted >= safety_ms {
+                    return None;
+                }
+                stalls.push(Stall { at_ms: t, node, fsync_ms });
+                stalls.push(Stall { at_ms: t + lasted, node, fsync_ms: 0 });
+                return Some(lasted);
+            }
+            if roll < 60 {
+                let node = *servers.choose(rng)?;
+                let fsync_ms = rng.gen_range(STALL_FSYNC_MS.0..=STALL_FSYNC_MS.1);
+                let crash_at = t + rng.gen_range(300..=2_000);
+                let up_at = crash_at + rng.gen_range(200..=2_000);
+                let torn = rng.gen_bool(0.3);
+                if up_at >= safety_ms
+                    || outages.iter().any(|o| o.node == node && overlaps(o, t, up_at))
+                    || outages.iter().filter(|o| overlaps(o, crash_at, up_at)).count() + 1 > minority
+                {
+                    return None;
+                }
+                stalls.push(Stall { at_ms: t, node, fsync_ms });
+                // The failed disk is replaced: the node comes back on a healthy one.
+                stalls.push(Stall { at_ms: up_at, node, fsync_ms: 0 });
+                outages.push(Outage { node, torn, backup_at: None, crash_at, up_at });
+                return Some(up_at - t);
+            }
+            let count = rng.gen_range(usize::from(nodes / 2 + 1)..=usize::from(nodes));
+            let mut lost: Vec<NodeId> = servers.choose_multiple(rng, count).copied().collect();
+            lost.sort_unstable();
+            let crash_at = t + rng.gen_range(200..=1_500);
+            let plans: Vec<(NodeId, Option<u64>, u64, bool)> = lost
+                .iter()
+                .map(|&node| {
+                    let stalled = rng.gen_bool(0.7).then(|| rng.gen_range(STALL_FSYNC_MS.0..=STALL_FSYNC_MS.1));
+                    (node, stalled, crash_at + rng.gen_range(200..=MAJORITY_DOWN_MS_MAX), rng.gen_bool(0.3))
+                })
+                .collect();
+            let last_up = plans.iter().map(|p| p.2).max()?;
+            // Only on a cluster otherwise whole, so a majority is down no longer than the loss.
+            if last_up >= safety_ms || outages.iter().any(|o| overlaps(o, t, last_up)) {
+                return None;
+            }
+            for (node, stalled, up_at, torn) in plans {
+                if let Some(fsync_ms) = stalled {
+                    stalls.push(Stall { at_ms: t, node, fsync_ms });
+                    stalls.push(Stall { at_ms: up_at, node, fsync_ms: 0 });
+                }
+                outages.push(Outage { node, torn, backup_at: None, crash_at, up_at });
+            }
+            Some(last_up - t)
+        });
+        for stall in stalls {
+            self.push(stall.at_ms, Fault::DiskStall { node: stall.node, fsync_ms: stall.fsync_ms });
+        }
+    }
+}
