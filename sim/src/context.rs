@@ -26,7 +26,8 @@ pub const STREAM_DISK: u64 = 0x6469_736B_0000_0004;
 /// One stream seed for actor `who` in its `incarnation`-th life.
 pub fn stream_seed(seed: u64, stream: u64, who: u64, incarnation: u64) -> u64 {
     // SplitMix64 finalizer: nearby inputs give unrelated seeds.
-    let mut z = seed ^ stream ^ who.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ incarnation.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    let mut z =
+        seed ^ stream ^ who.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ incarnation.wrapping_mul(0xD1B5_4A32_D192_ED03);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

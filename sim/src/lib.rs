@@ -10,24 +10,24 @@ compile_error!(
      or add `--cfg madsim` to it."
 );
 
+pub mod bench;
 pub mod checker;
+pub mod cli;
 pub mod clock;
+pub mod context;
 pub mod disk;
+pub mod envelope;
 pub mod faults;
 pub mod history;
+pub mod hunt;
 pub mod model;
 pub mod net;
-pub mod wire;
-pub mod bench;
-pub mod cli;
-pub mod context;
-pub mod envelope;
-pub mod hunt;
 pub mod resource_node;
 pub mod run;
 pub mod scenario;
 pub mod script;
 pub mod server;
 pub mod trace;
+pub mod wire;
 pub mod workload;
 pub mod world;

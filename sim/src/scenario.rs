@@ -1,11 +1,11 @@
 //! Scenario files (CLI.md): a seed, a model, a variant and the expected
 //! outcome — the regression corpus in `seeds/` is made of them.
 
-use crate::model::{one_line, Model};
 use crate::history::EventKind;
+use crate::model::{one_line, Model};
 use crate::run::Outcome;
-use fencelock::{ApplyResult, Command};
 use fencelock::Variant;
+use fencelock::{ApplyResult, Command};
 use serde::{Deserialize, Serialize};
 
 /// Every property id the checker reports, plus the harness's own.
@@ -73,7 +73,11 @@ pub fn exhibited(outcome: &Outcome) -> Vec<&'static str> {
             EventKind::GhostReleaseProposed { .. } => {
                 seen.insert("ghost-release");
             }
-            EventKind::Applied { command: Command::Expire { .. }, result: ApplyResult::Expired { existed: false }, .. } => {
+            EventKind::Applied {
+                command: Command::Expire { .. },
+                result: ApplyResult::Expired { existed: false },
+                ..
+            } => {
                 seen.insert("late-expire");
             }
             _ => {}

@@ -59,7 +59,10 @@ fn describe(kind: &EventKind) -> (String, String) {
         }
         K::ClusterRestored { epoch, backup_at_us, token_floor } => (
             "sim".into(),
-            format!("cluster restored (epoch {epoch}) from the backup of {}ms, token floor {token_floor}", backup_at_us / 1_000),
+            format!(
+                "cluster restored (epoch {epoch}) from the backup of {}ms, token floor {token_floor}",
+                backup_at_us / 1_000
+            ),
         ),
         K::Clock { actor: a, local_us, rate_ppm, within_bound } => (
             actor(*a),
