@@ -228,7 +228,7 @@ fn drift_beyond_the_bound_is_contained_by_fencing() {
 /// meanwhile 41 expires and B gets 42; the tool wakes and its revoke's
 /// Expire(41) commits after the regrant, answering
 /// `Expired { existed: false }`; a duplicate of it does the same; 42 stays.
-async fn delayed_expire(mut sim: Sim) -> Sim {
+async fn late_revoke_after_regrant(sim: &mut Sim) -> WorkerResult {
     let (a, b, operator) = (worker_a(), worker_b(), ClientId(2));
     sim.leader().await;
     assert_eq!(sim.acquire(a, B1042).await, Token(41));
@@ -237,10 +237,15 @@ async fn delayed_expire(mut sim: Sim) -> Sim {
     sim.run_for(ms(lease_ms() * 2)).await;
     assert_eq!(sim.acquire(b, B1042).await, Token(42));
     sim.resume(Actor::Client(operator));
-    assert_eq!(sim.outcome(late_revoke).await, WorkerResult::Refused("Lost { key: Key(\"invoice/B-1042\") }".into()));
-    let duplicate = sim.start_revoke(operator, B1042, Token(41));
+    sim.outcome(late_revoke).await
+}
+
+async fn delayed_expire(mut sim: Sim) -> Sim {
+    let late = late_revoke_after_regrant(&mut sim).await;
+    assert_eq!(late, WorkerResult::Refused("Lost { key: Key(\"invoice/B-1042\") }".into()));
+    let duplicate = sim.start_revoke(ClientId(2), B1042, Token(41));
     sim.outcome(duplicate).await;
-    assert_eq!(sim.write(b, B1042, WritePath::Status).await, WorkerResult::Written(WriteVerdict::Accepted));
+    assert_eq!(sim.write(worker_b(), B1042, WritePath::Status).await, WorkerResult::Written(WriteVerdict::Accepted));
     sim.finish().await;
     sim
 }
@@ -255,15 +260,7 @@ fn a_delayed_expire_never_deletes_a_regranted_lock() {
 fn expire_ignores_token_is_caught_by_the_delayed_expire() {
     let model = Model { variant: Variant::ExpireIgnoresToken, ..script_model(3) };
     let outcome = run_script(0, model, |mut sim| async move {
-        let (a, b, operator) = (worker_a(), worker_b(), ClientId(2));
-        sim.leader().await;
-        sim.acquire(a, B1042).await;
-        sim.hold(Actor::Client(operator));
-        let late_revoke = sim.start_revoke(operator, B1042, Token(41));
-        sim.run_for(ms(lease_ms() * 2)).await;
-        sim.acquire(b, B1042).await;
-        sim.resume(Actor::Client(operator));
-        sim.outcome(late_revoke).await;
+        late_revoke_after_regrant(&mut sim).await;
         sim.finish().await;
         sim
     });
