@@ -1,6 +1,6 @@
 //! Scripted scenarios: short stories told to the simulated world.
 //!
-//! ```ignore
+//! ```text
 //! let a = worker_a();
 //! let token = sim.acquire(a, B1042).await;     // 41
 //! sim.hold(a);                                 // worker A stalls (GC)
