@@ -80,11 +80,14 @@ pub enum EventKind {
         command: Command,
         result: ApplyResult,
     },
-    /// A node installed a snapshot covering up to `index`.
+    /// A node's state machine was loaded from a snapshot covering up to
+    /// `index` (one sent by the leader, or its own when it starts), with the
+    /// locks it holds.
     SnapshotInstalled {
         node: NodeId,
         index: LogIndex,
         token_last: Token,
+        locks: Vec<(Key, Token)>,
     },
 
     // ---- the lock service ----

@@ -12,7 +12,7 @@ use crate::net::{Addr, Delivery};
 use crate::wire;
 use fencelock::raft::{Config, Message, RaftNode, Ready, SoftState};
 use fencelock::service::{LockServer, Output, ServiceConfig};
-use fencelock::{LockState, NodeId, Token};
+use fencelock::{LockState, LogIndex, NodeId, Token};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,14 +79,22 @@ fn local_ms(clock: &SharedClock) -> u64 {
     local_now(clock) / 1_000
 }
 
+/// Records that `node`'s state machine now is `state` as of `index`.
+fn record_snapshot(ctx: &Ctx, node: NodeId, index: LogIndex, state: &LockState) {
+    let locks = state.locks().map(|(key, lock)| (key.clone(), lock.token)).collect();
+    ctx.record(EventKind::SnapshotInstalled { node, index, token_last: state.token_last(), locks });
+}
+
 /// Rebuilds the server from what its disk holds durably.
 fn start(ctx: &Ctx, id: NodeId) -> LockServer {
     let model = &ctx.model;
     let durable = ctx.node_disks[id.0 as usize].lock().expect("disk lock").durable().to_durable();
-    let state = match &durable.snapshot {
-        Some(snapshot) => snapshot.state.clone(),
-        None => LockState::new(Token(model.token_floor)),
+    let (index, state) = match &durable.snapshot {
+        Some(snapshot) => (snapshot.index, snapshot.state.clone()),
+        None => (LogIndex(0), LockState::new(Token(model.token_floor))),
     };
+    // The checker learns the lock table this life starts from.
+    record_snapshot(ctx, id, index, &state);
     let incarnation = ctx.next_incarnation(Actor::Server(id));
     let voters = (0..model.nodes).map(NodeId).collect();
     let mut config = Config::standard(id, voters);
@@ -125,11 +133,7 @@ async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftSt
             }
         }
         if let Some(snapshot) = &ready.snapshot {
-            ctx.record(EventKind::SnapshotInstalled {
-                node: id,
-                index: snapshot.index,
-                token_last: snapshot.state.token_last(),
-            });
+            record_snapshot(ctx, id, snapshot.index, &snapshot.state);
         }
         server.apply_ready(ready, local_ms(clock));
         handle_outputs(ctx, id, server);

@@ -84,7 +84,7 @@ mod tests {
     use super::super::testkit::*;
     use super::super::{EXPIRE_SAFETY, GRANT_VALIDITY};
     use crate::history::EventKind;
-    use fencelock::{ApplyResult, LogIndex, NodeId, Token};
+    use fencelock::{ApplyResult, Key, LogIndex, NodeId, Token};
 
     #[test]
     fn clean_run_passes() {
@@ -118,11 +118,35 @@ mod tests {
         assert_clean(&verdict);
     }
 
+    fn snapshot_of_node_2(locks: Vec<(Key, Token)>) -> EventKind {
+        EventKind::SnapshotInstalled { node: NodeId(2), index: LogIndex(5), token_last: Token(43), locks }
+    }
+
     #[test]
-    fn after_a_snapshot_the_table_is_not_guessed() {
+    fn a_snapshot_tells_the_table_so_a_matching_expire_is_fine() {
         let verdict = happy()
             .at_ms(4_000)
-            .ev(EventKind::SnapshotInstalled { node: NodeId(2), index: LogIndex(5), token_last: Token(43) })
+            .ev(snapshot_of_node_2(vec![(Key::new("k"), Token(41))]))
+            .apply(2, 6, expire("k", 41), ApplyResult::Expired { existed: true })
+            .check();
+        assert_clean(&verdict);
+    }
+
+    #[test]
+    fn after_a_snapshot_an_expire_of_another_token_breaks_expire_safety() {
+        let verdict = happy()
+            .at_ms(4_000)
+            .ev(snapshot_of_node_2(vec![(Key::new("k"), Token(43))]))
+            .apply(2, 6, expire("k", 41), ApplyResult::Expired { existed: true })
+            .check();
+        assert_only(&verdict, EXPIRE_SAFETY);
+    }
+
+    #[test]
+    fn after_a_restart_without_its_snapshot_the_table_is_not_guessed() {
+        let verdict = happy()
+            .at_ms(4_000)
+            .ev(EventKind::Restarted { actor: crate::history::Actor::Server(NodeId(2)) })
             .apply(2, 6, expire("k", 41), ApplyResult::Expired { existed: true })
             .check();
         assert_clean(&verdict);

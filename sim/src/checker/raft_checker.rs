@@ -50,7 +50,7 @@ impl RaftChecker {
             EventKind::Applied { node, index, command, result, .. } => {
                 self.on_applied(ctx, facts, event.at_us, *node, *index, command, result, report);
             }
-            EventKind::SnapshotInstalled { node, index, token_last } => {
+            EventKind::SnapshotInstalled { node, index, token_last, .. } => {
                 self.on_snapshot(ctx, event.at_us, *node, *index, *token_last, report);
             }
             EventKind::Replied { node, client, request, reply } => {
@@ -340,7 +340,12 @@ mod tests {
     fn a_snapshot_without_the_acked_token_breaks_only_commit_durability() {
         let verdict = happy()
             .at_ms(4_000)
-            .ev(EventKind::SnapshotInstalled { node: NodeId(2), index: LogIndex(5), token_last: Token(42) })
+            .ev(EventKind::SnapshotInstalled {
+                node: NodeId(2),
+                index: LogIndex(5),
+                token_last: Token(42),
+                locks: Vec::new(),
+            })
             .check();
         assert_only(&verdict, "commit-durability");
     }
@@ -349,7 +354,12 @@ mod tests {
     fn a_snapshot_carrying_the_acked_token_is_fine() {
         let verdict = happy()
             .at_ms(4_000)
-            .ev(EventKind::SnapshotInstalled { node: NodeId(2), index: LogIndex(5), token_last: Token(43) })
+            .ev(EventKind::SnapshotInstalled {
+                node: NodeId(2),
+                index: LogIndex(5),
+                token_last: Token(43),
+                locks: Vec::new(),
+            })
             .apply(2, 6, expire("k", 43), ApplyResult::Expired { existed: true })
             .check();
         assert_clean(&verdict);

@@ -38,9 +38,9 @@ pub(crate) enum LockSlot {
     Held(Token),
 }
 
-/// One node's lock table. After a restart, a restore or a snapshot the table
-/// is rebuilt by replay or transfer that the history does not spell out, so
-/// keys become unknown until an applied command tells again.
+/// One node's lock table. A restart or restore makes every key unknown until
+/// the node records the snapshot it starts from (`SnapshotInstalled` carries
+/// the snapshot's locks); then the applied commands after it keep it exact.
 #[derive(Clone, Debug, Default)]
 struct NodeLocks {
     base_unknown: bool,
@@ -60,6 +60,12 @@ impl NodeLocks {
     fn forget(&mut self) {
         self.base_unknown = true;
         self.locks.clear();
+    }
+
+    /// The table is exactly `locks` (a snapshot was loaded).
+    fn load(&mut self, locks: &[(Key, Token)]) {
+        self.base_unknown = false;
+        self.locks = locks.iter().map(|(key, token)| (key.clone(), Some(*token))).collect();
     }
 }
 
@@ -194,10 +200,11 @@ impl Context {
                 self.removed.clear();
                 self.nodes.values_mut().for_each(NodeLocks::forget);
             }
-            EventKind::Restarted { actor: Actor::Server(node) }
-            | EventKind::NodeRestored { node, .. }
-            | EventKind::SnapshotInstalled { node, .. } => {
+            EventKind::Restarted { actor: Actor::Server(node) } | EventKind::NodeRestored { node, .. } => {
                 self.nodes.entry(*node).or_default().forget();
+            }
+            EventKind::SnapshotInstalled { node, locks, .. } => {
+                self.nodes.entry(*node).or_default().load(locks);
             }
             EventKind::Replied { reply: fencelock::service::ClientReply::Granted { token, .. }, .. } => {
                 self.tokens_replied.insert(*token);
