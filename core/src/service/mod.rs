@@ -240,7 +240,6 @@ struct ReadRound {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Office {
     term: Term,
-    since_local_ms: u64,
     /// Whether an entry of this term has been applied, so the local state holds
     /// every committed command; until then the leader answers `Unavailable`.
     serving: bool,
@@ -391,7 +390,7 @@ impl LockServer {
 
     fn take_office(&mut self, term: Term, now_local_ms: u64) {
         assert!(self.leases.is_empty(), "a new leader starts with no lease timers");
-        self.office = Some(Office { term, since_local_ms: now_local_ms, serving: false });
+        self.office = Some(Office { term, serving: false });
         self.restart_leases(now_local_ms);
     }
 
