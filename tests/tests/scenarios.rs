@@ -266,3 +266,29 @@ fn expire_ignores_token_is_caught_by_the_delayed_expire() {
     });
     assert!(outcome.violations.iter().any(|v| v.property == "expire-safety"), "{:?}", outcome.violations);
 }
+
+/// SCENARIOS.md 7, the retry half: the leader's Granted answer to A is lost
+/// (a one-way cut from the leader to A), A retries with the same request id
+/// until the cut heals, and is answered with the original token — the retry
+/// is not a second grant.
+#[test]
+fn a_retry_with_the_same_request_id_gets_the_original_token() {
+    let outcome = check("retry_same_request_id", script_model(2), |mut sim| async move {
+        let (a, b) = (worker_a(), worker_b());
+        let leader = sim.leader().await;
+        // A learns the leader first, so its acquire goes straight there.
+        sim.acquire(a, "invoice/B-1043").await;
+        sim.release(a, "invoice/B-1043").await;
+        sim.fault(Fault::OneWay { from: Addr::Server(leader), to: Addr::Client(a) }).await;
+        let acquire = sim.start_acquire(a, B1042);
+        sim.run_for(ms(600)).await;
+        sim.heal().await;
+        assert_eq!(sim.outcome(acquire).await, WorkerResult::Granted(Token(42)));
+        // The key really is A's: B is refused.
+        assert!(matches!(sim.outcome(sim.start_acquire(b, B1042)).await, WorkerResult::Refused(_)));
+        sim.finish().await;
+        sim
+    });
+    assert!(outcome.ok, "{:?}", outcome.violations);
+    assert_eq!(outcome.grants, 2, "one grant for B-1043, one for B-1042: the retry was not a second grant");
+}
