@@ -32,19 +32,7 @@ pub(super) struct Cluster {
 }
 
 fn raft_config(id: NodeId, voters: Vec<NodeId>, variant: Variant) -> Config {
-    Config {
-        id,
-        voters,
-        heartbeat_ticks: 2,
-        election_ticks_min: 10,
-        election_ticks_max: 20,
-        entries_per_message_max: 64,
-        inflight_max: 4,
-        snapshot_threshold_entries: 256,
-        pre_vote: true,
-        check_quorum: true,
-        variant,
-    }
+    Config { variant, ..Config::standard(id, voters) }
 }
 
 pub(super) fn key() -> Key {
