@@ -42,7 +42,7 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
     let sim_speedup = sim_s / wall_s;
     let overhead_ratio = baseline_msgs_per_s / stack_msgs_per_s.max(1e-9);
     if args.json {
-        println!(
+        crate::outln!(
             "{}",
             serde_json::json!({
                 "baseline_msgs_per_s": baseline_msgs_per_s.round(),
@@ -57,15 +57,17 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
             })
         );
     } else {
-        println!("baseline (madsim Endpoint, {BASELINE_NODES} nodes x 1 msg/ms x {BASELINE_SIM_S} s): {baseline_msgs_per_s:.0} messages/s");
-        println!(
+        crate::outln!("baseline (madsim Endpoint, {BASELINE_NODES} nodes x 1 msg/ms x {BASELINE_SIM_S} s): {baseline_msgs_per_s:.0} messages/s");
+        crate::outln!(
             "full stack (standard model, {} seeds, 1 thread): {stack_msgs_per_s:.0} messages/s, {sim_speedup:.0}x real time, {seeds_per_s:.2} seeds/s",
             args.seeds
         );
-        println!("overhead_ratio: {overhead_ratio:.2}");
-        println!(
+        crate::outln!("overhead_ratio: {overhead_ratio:.2}");
+        crate::outln!(
             "one simulated hour: peak memory {} MiB, {:.1} s wall, {} messages",
-            hour.peak_mib, hour.wall_s, hour.messages
+            hour.peak_mib,
+            hour.wall_s,
+            hour.messages
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -118,6 +118,24 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
+/// `println!` for the command line's output: a closed pipe
+/// (`fencesim replay --trace | head`) ends the program quietly instead of
+/// panicking.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::cli::write_line(format_args!($($arg)*))
+    };
+}
+
+/// Writes one line to stdout; exits quietly when stdout is gone.
+pub fn write_line(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    if writeln!(std::io::stdout().lock(), "{line}").is_err() {
+        std::process::exit(0);
+    }
+}
+
 /// An input error: one line for stderr, exit code 2.
 #[derive(Debug)]
 pub struct InputError(pub String);
@@ -223,10 +241,10 @@ fn replay(args: &ReplayArgs) -> Result<ExitCode, InputError> {
     }
     let outcome = run_plan(args.seed, &model, plan);
     if args.json {
-        println!("{}", serde_json::to_string(&outcome).expect("an outcome always serializes"));
+        crate::outln!("{}", serde_json::to_string(&outcome).expect("an outcome always serializes"));
     } else {
         if args.faults {
-            print!("{}", faults::describe(&outcome.plan));
+            crate::outln!("{}", faults::describe(&outcome.plan).trim_end());
         }
         print_outcome(&outcome, args.trace);
     }
@@ -244,14 +262,14 @@ fn run_file(args: &RunArgs) -> Result<ExitCode, InputError> {
         let mut value = serde_json::to_value(&outcome).expect("an outcome always serializes");
         value["expect"] = scenario.file.expect.clone().into();
         value["matched"] = matched.into();
-        println!("{value}");
+        crate::outln!("{value}");
     } else {
         print_outcome(&outcome, args.trace);
         let missing = scenario.missing_behaviours(&outcome);
         if !missing.is_empty() {
-            println!("missing behaviours: {}", missing.join(", "));
+            crate::outln!("missing behaviours: {}", missing.join(", "));
         }
-        println!(
+        crate::outln!(
             "scenario {}: expect {} — {}",
             scenario.file.name,
             scenario.file.expect,
@@ -264,13 +282,13 @@ fn run_file(args: &RunArgs) -> Result<ExitCode, InputError> {
 fn print_outcome(outcome: &Outcome, with_trace: bool) {
     if with_trace {
         for event in outcome.history.events() {
-            println!("{}", trace::line(event));
+            crate::outln!("{}", trace::line(event));
         }
     }
     for violation in &outcome.violations {
-        println!("VIOLATION {violation}");
+        crate::outln!("VIOLATION {violation}");
     }
-    println!(
+    crate::outln!(
         "seed {} variant {}: {} — {} grants, {} writes accepted, {} stale writes rejected, {} elections, {} lease exposures, {} messages, {} simulated ms",
         outcome.seed,
         outcome.variant,
@@ -283,7 +301,7 @@ fn print_outcome(outcome: &Outcome, with_trace: bool) {
         outcome.messages,
         outcome.sim_ms
     );
-    println!("trace-hash: {}", outcome.trace_hash);
+    crate::outln!("trace-hash: {}", outcome.trace_hash);
 }
 
 pub fn exit_for(ok: bool) -> ExitCode {

@@ -197,16 +197,16 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
             wall_ms,
             messages,
         };
-        println!("{}", serde_json::to_string(&json).expect("hunt json serializes"));
+        crate::outln!("{}", serde_json::to_string(&json).expect("hunt json serializes"));
     } else {
         for failure in &failures {
             for violation in &failure.violations {
-                println!("FAIL seed {}: {violation}", failure.seed);
+                crate::outln!("FAIL seed {}: {violation}", failure.seed);
             }
-            println!("  replay: {}", replay_line(failure.seed, &args.model));
+            crate::outln!("  replay: {}", replay_line(failure.seed, &args.model));
         }
         let wall_s = (wall_ms as f64 / 1_000.0).max(0.001);
-        println!(
+        crate::outln!(
             "hunt: {} seeds of variant {}, {} failing; {:.1} seeds/s, {:.0} simulated s in {:.1} s wall ({:.0}x real time), {} messages",
             results.len(),
             model.variant.name(),
@@ -246,10 +246,10 @@ pub fn variants(args: &VariantsArgs) -> Result<ExitCode, InputError> {
                 .iter()
                 .map(|v| VariantJson { name: v.name, safe: v.variant.is_safe(), breaks: v.breaks, about: v.about })
                 .collect();
-            println!("{}", serde_json::to_string(&list).expect("variants serialize"));
+            crate::outln!("{}", serde_json::to_string(&list).expect("variants serialize"));
         } else {
             for v in VARIANTS {
-                println!("{:<32} {:<18} {}", v.name, v.breaks.unwrap_or("(safe)"), v.about);
+                crate::outln!("{:<32} {:<18} {}", v.name, v.breaks.unwrap_or("(safe)"), v.about);
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -264,14 +264,14 @@ pub fn variants(args: &VariantsArgs) -> Result<ExitCode, InputError> {
         let row = score_one(info.variant, args.seeds, jobs);
         if !args.json {
             match (row.seed, row.property) {
-                (Some(seed), Some(property)) => println!(
+                (Some(seed), Some(property)) => crate::outln!(
                     "{:<32} breaks {:<18} found {:<18} after {:>4} seeds (seed {seed})",
                     info.name,
                     info.breaks.unwrap_or("-"),
                     property,
                     row.seeds_to_detection.unwrap_or(0)
                 ),
-                _ => println!(
+                _ => crate::outln!(
                     "{:<32} breaks {:<18} NOT DETECTED in {} seeds",
                     info.name,
                     info.breaks.unwrap_or("-"),
@@ -282,7 +282,7 @@ pub fn variants(args: &VariantsArgs) -> Result<ExitCode, InputError> {
         rows.push(row);
     }
     if args.json {
-        println!("{}", serde_json::to_string(&rows).expect("scores serialize"));
+        crate::outln!("{}", serde_json::to_string(&rows).expect("scores serialize"));
     }
     Ok(exit_for(rows.iter().all(|r| r.detected)))
 }

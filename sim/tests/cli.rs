@@ -100,3 +100,20 @@ fn variants_lists_default_first_as_json() {
     assert_eq!(list[0]["safe"], true);
     assert!(list.as_array().unwrap().len() >= 15);
 }
+
+#[test]
+fn a_closed_pipe_ends_the_trace_quietly() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fencesim"))
+        .args(["replay", "--seed", "1", "--trace"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    // `fencesim replay --trace | head -0`: the reader goes away at once.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("the binary ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "a closed pipe must not panic: {stderr}");
+    assert_eq!(output.status.code(), Some(0));
+}
