@@ -5,10 +5,10 @@
 
 use crate::model::Model;
 use crate::run::{run_plan, run_seed, Outcome};
-use crate::scenario::{self, Scenario};
+use crate::scenario::Scenario;
 use crate::{faults, hunt, trace};
 use clap::{Args, Parser, Subcommand};
-use fencelock::{Variant, VARIANTS};
+use fencelock::Variant;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -311,11 +311,3 @@ pub fn exit_for(ok: bool) -> ExitCode {
         ExitCode::from(1)
     }
 }
-
-/// All variant names, for help texts.
-pub fn variant_names() -> Vec<&'static str> {
-    VARIANTS.iter().map(|v| v.name).collect()
-}
-
-/// Scenario helpers re-exported for the hunt.
-pub use scenario::for_failure;

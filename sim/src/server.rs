@@ -103,7 +103,6 @@ fn start(ctx: &Ctx, id: NodeId) -> LockServer {
         tick_ms: TICK_MS,
         drift_ppm_max: model.drift_ppm_max,
         wait_queue_max: 8,
-        snapshot_threshold_entries: config.snapshot_threshold_entries,
         variant: model.variant,
     };
     let rng_seed = stream_seed(ctx.seed, STREAM_RAFT, u64::from(id.0), incarnation);

@@ -55,7 +55,6 @@ impl LockServer {
     fn install_snapshot(&mut self, snapshot: Snapshot, now_local_ms: u64) {
         assert!(snapshot.index >= self.applied_index, "a snapshot never moves the applied index back");
         self.applied_index = snapshot.index;
-        self.applied_since_compaction = 0;
         self.state = snapshot.state;
         // Proposals covered by the snapshot cannot be matched to their results; their clients retry.
         self.pending.retain(|index, _| *index > snapshot.index);
@@ -73,7 +72,6 @@ impl LockServer {
         }
         assert_eq!(entry.index.0, self.applied_index.0 + 1, "committed entries apply in order without gaps");
         self.applied_index = entry.index;
-        self.applied_since_compaction += 1;
         if let Some(office) = self.office.as_mut() {
             if entry.term == office.term {
                 office.serving = true;
@@ -189,13 +187,12 @@ impl LockServer {
         self.office.is_some_and(|office| office.term == term)
     }
 
-    /// Compacts the log once `snapshot_threshold_entries` were applied since the last compaction.
+    /// Compacts the log once Raft's `snapshot_threshold_entries` were applied
+    /// past the last snapshot (one threshold, kept by Raft).
     fn compact_if_due(&mut self) {
-        let threshold = self.config.snapshot_threshold_entries;
-        if threshold == 0 || self.applied_since_compaction < threshold {
+        if !self.raft.snapshot_due() {
             return;
         }
-        self.applied_since_compaction = 0;
         let snapshot = self.raft.compact(self.applied_index, self.state.clone());
         assert_eq!(snapshot.index, self.applied_index, "the snapshot covers exactly the applied log");
         self.push(Output::Compacted(snapshot));

@@ -87,21 +87,13 @@ pub struct ServiceConfig {
     pub drift_ppm_max: u64,
     /// Waiters per key; a full queue answers `Unavailable`.
     pub wait_queue_max: usize,
-    /// Compact the log once this many entries were applied since the last compaction; 0 never compacts.
-    pub snapshot_threshold_entries: u64,
     pub variant: Variant,
 }
 
 impl ServiceConfig {
     /// The settings the simulation uses unless a model says otherwise.
     pub fn standard(variant: Variant) -> ServiceConfig {
-        ServiceConfig {
-            tick_ms: 10,
-            drift_ppm_max: 500,
-            wait_queue_max: 16,
-            snapshot_threshold_entries: 1_000,
-            variant,
-        }
+        ServiceConfig { tick_ms: 10, drift_ppm_max: 500, wait_queue_max: 16, variant }
     }
 
     fn assert_valid(&self) {
@@ -256,7 +248,6 @@ pub struct LockServer {
     seen: (Role, Term),
     office: Option<Office>,
     applied_index: LogIndex,
-    applied_since_compaction: u64,
     pending: BTreeMap<LogIndex, Pending>,
     /// Holders whose Grant is in flight and whose client has gone: release right after apply.
     ghosts: BTreeSet<Holder>,
@@ -282,7 +273,6 @@ impl LockServer {
             seen: (Role::Follower, soft.term),
             office: None,
             applied_index: LogIndex(0),
-            applied_since_compaction: 0,
             pending: BTreeMap::new(),
             ghosts: BTreeSet::new(),
             waiters: BTreeMap::new(),

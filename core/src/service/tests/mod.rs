@@ -31,10 +31,6 @@ pub(super) struct Cluster {
     log: Vec<(NodeId, Output)>,
 }
 
-fn raft_config(id: NodeId, voters: Vec<NodeId>, variant: Variant) -> Config {
-    Config { variant, ..Config::standard(id, voters) }
-}
-
 pub(super) fn key() -> Key {
     Key::new("invoice/B-1042")
 }
@@ -51,11 +47,25 @@ impl Cluster {
     }
 
     pub(super) fn with_config(nodes: u8, config: ServiceConfig) -> Cluster {
+        let snapshot_threshold_entries = Config::standard(NodeId(0), vec![NodeId(0)]).snapshot_threshold_entries;
+        Cluster::with_snapshot_threshold(nodes, config, snapshot_threshold_entries)
+    }
+
+    /// A cluster whose Raft nodes compact every `snapshot_threshold_entries` applied entries.
+    pub(super) fn with_snapshot_threshold(
+        nodes: u8,
+        config: ServiceConfig,
+        snapshot_threshold_entries: u64,
+    ) -> Cluster {
         let voters: Vec<NodeId> = (0..nodes).map(NodeId).collect();
         let servers = voters
             .iter()
             .map(|id| {
-                let raft_config = raft_config(*id, voters.clone(), config.variant);
+                let raft_config = Config {
+                    variant: config.variant,
+                    snapshot_threshold_entries,
+                    ..Config::standard(*id, voters.clone())
+                };
                 let raft =
                     RaftNode::new(raft_config, DurableState::default(), 1_000 + u64::from(id.0)).expect("valid config");
                 LockServer::new(config.clone(), raft, LockState::new(Token(0)))
@@ -266,9 +276,7 @@ fn follower_redirects_to_the_leader_it_knows() {
 
 #[test]
 fn the_log_is_compacted_every_threshold_applied_entries() {
-    let mut config = ServiceConfig::standard(Variant::Default);
-    config.snapshot_threshold_entries = 4;
-    let mut cluster = Cluster::with_config(1, config);
+    let mut cluster = Cluster::with_snapshot_threshold(1, ServiceConfig::standard(Variant::Default), 4);
     cluster.elect();
     // Entry 1 is the leader's no-op; 2, 3 and 4 are a grant, its release and a second grant.
     cluster.request(NodeId(0), 1, 1, acquire(0));
