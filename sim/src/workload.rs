@@ -372,9 +372,11 @@ impl Worker {
             let wait = Duration::from_micros(deadline_true.saturating_sub(now_true).max(1));
             match madsim::time::timeout(wait, self.mailbox.recv()).await {
                 Ok(Delivery::Packet { from, bytes }) => {
-                    let (Addr::Server(node), Ok(Envelope::Reply { request: r, reply })) =
-                        (from, wire::decode::<Envelope>(&bytes))
-                    else {
+                    let decoded = wire::decode::<Envelope>(&bytes);
+                    if decoded.is_err() {
+                        self.ctx.net.note_corrupt_detected();
+                    }
+                    let (Addr::Server(node), Ok(Envelope::Reply { request: r, reply })) = (from, decoded) else {
                         continue;
                     };
                     if r != request {
