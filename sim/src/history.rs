@@ -72,13 +72,19 @@ pub enum EventKind {
         term: Term,
         leader: Option<NodeId>,
     },
-    /// A node applied a committed entry (commands only; no-ops are not recorded).
+    /// A node applied a committed command (no-ops are [`EventKind::AppliedNoop`]).
     Applied {
         node: NodeId,
         index: LogIndex,
         term: Term,
         command: Command,
         result: ApplyResult,
+    },
+    /// A node applied a committed no-op (the entry a new leader appends in its term).
+    AppliedNoop {
+        node: NodeId,
+        index: LogIndex,
+        term: Term,
     },
     /// A node's state machine was loaded from a snapshot covering up to
     /// `index` (one sent by the leader, or its own when it starts), with the

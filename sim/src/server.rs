@@ -185,6 +185,9 @@ fn handle_outputs(ctx: &Ctx, id: NodeId, server: &mut LockServer) {
             Output::Applied { index, term, command, result } => {
                 ctx.record(EventKind::Applied { node: id, index, term, command, result });
             }
+            Output::AppliedNoop { index, term } => {
+                ctx.record(EventKind::AppliedNoop { node: id, index, term });
+            }
             Output::Compacted(snapshot) => {
                 ctx.node_disks[id.0 as usize].lock().expect("disk lock").write(NodeOp::Compact(snapshot));
             }

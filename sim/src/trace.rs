@@ -80,6 +80,7 @@ fn describe(kind: &EventKind) -> (String, String) {
         K::Applied { node, index, term, command, result } => {
             (node.to_string(), format!("applied {index}/{term} {command:?} -> {result:?}"))
         }
+        K::AppliedNoop { node, index, term } => (node.to_string(), format!("applied {index}/{term} no-op")),
         K::SnapshotInstalled { node, index, token_last, .. } => {
             (node.to_string(), format!("installed snapshot at {index}, token_last {token_last}"))
         }

@@ -84,6 +84,9 @@ impl LockServer {
         }
         let ours = self.pending.remove(&entry.index).filter(|pending| pending.term == entry.term);
         let Payload::Command(command) = entry.payload else {
+            // Recorded too: two nodes applying no-ops of different terms at one
+            // index is a divergence only the history can show.
+            self.push(Output::AppliedNoop { index: entry.index, term: entry.term });
             return;
         };
         let result = self.state.apply(&command, self.config.variant);

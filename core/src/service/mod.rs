@@ -120,6 +120,11 @@ pub enum Output {
         command: Command,
         result: ApplyResult,
     },
+    /// Every applied no-op (the entry a new leader appends), for the history.
+    AppliedNoop {
+        index: LogIndex,
+        term: Term,
+    },
     /// The log was compacted into this snapshot; the driver persists it.
     Compacted(Snapshot),
     ExpireProposed {

@@ -4,8 +4,13 @@
 //! new epoch, so a term never legitimately has two leaders. Agreement and
 //! durability are judged per cluster epoch, since a whole-cluster restore
 //! rolls the log back by design (SPEC.md).
+//!
+//! Agreement is Raft's State Machine Safety: no two nodes apply different
+//! entries — term and payload — at one index. No-ops count: two nodes
+//! applying no-ops of different terms at one index (the figure-8 bug) is a
+//! divergence the commands alone never show.
 
-use super::state::{Context, Facts};
+use super::state::{describe_payload, Context, Facts};
 use super::{Report, Violation, APPLY_AGREEMENT, COMMIT_DURABILITY, ELECTION_SAFETY};
 use crate::history::{Event, EventKind};
 use fencelock::raft::Role;
@@ -47,8 +52,13 @@ impl RaftChecker {
             EventKind::Role { node, role: Role::Leader, term, .. } => {
                 self.on_leader(event.at_us, *node, *term, report);
             }
-            EventKind::Applied { node, index, command, result, .. } => {
+            EventKind::Applied { node, index, term, command, result } => {
+                self.check_entry(ctx, event.at_us, *node, *index, *term, Some(command), report);
                 self.on_applied(ctx, facts, event.at_us, *node, *index, command, result, report);
+            }
+            EventKind::AppliedNoop { node, index, term } => {
+                self.check_entry(ctx, event.at_us, *node, *index, *term, None, report);
+                self.on_applied_noop(ctx, event.at_us, *node, *index, *term, report);
             }
             EventKind::SnapshotInstalled { node, index, token_last, .. } => {
                 self.on_snapshot(ctx, event.at_us, *node, *index, *token_last, report);
@@ -85,6 +95,35 @@ impl RaftChecker {
                  conflicting entries (look at vote durability and vote counting)"
             );
             report.push(Violation::new(ELECTION_SAFETY, at_us, detail).nodes(&[first, node]));
+        }
+    }
+
+    /// Agreement on the entry itself: the first node to apply `index` in
+    /// this epoch applied the same term, and a command where this is a
+    /// command (`command` is `None` for a no-op). Which command, and its
+    /// result, [`RaftChecker::on_applied`] compares.
+    #[allow(clippy::too_many_arguments)]
+    fn check_entry(
+        &mut self,
+        ctx: &Context,
+        at_us: u64,
+        node: NodeId,
+        index: LogIndex,
+        term: Term,
+        command: Option<&Command>,
+        report: &mut Report,
+    ) {
+        let Some(first) = ctx.entry_at(index) else { return };
+        let differs = first.term != term || first.command.is_some() != command.is_some();
+        if differs && self.disagreements.insert((ctx.epoch, index)) {
+            let detail = format!(
+                "{node} applied {} at {index} where {} applied {}: two nodes applied different entries at one \
+                 index (look at the commit rule and log matching)",
+                describe_payload(command, term),
+                first.node,
+                first.what()
+            );
+            report.push(Violation::new(APPLY_AGREEMENT, at_us, detail).nodes(&[first.node, node]));
         }
     }
 
@@ -132,6 +171,30 @@ impl RaftChecker {
         if let Some((holder, is_grant)) = holder {
             self.last_apply.insert((node, holder, is_grant), (index, command.clone(), *result));
         }
+    }
+
+    fn on_applied_noop(
+        &mut self,
+        ctx: &Context,
+        at_us: u64,
+        node: NodeId,
+        index: LogIndex,
+        term: Term,
+        report: &mut Report,
+    ) {
+        if let Some(acked) = self.acked.get(&index) {
+            if self.lost.insert((ctx.epoch, index)) {
+                let detail = format!(
+                    "{node} applied a no-op of {term} at {index}, where {} had acknowledged {:?} to {} as \
+                     committed: an acknowledged entry was overwritten",
+                    acked.node, acked.command, acked.client
+                );
+                let tokens: Vec<Token> = acked.token.into_iter().collect();
+                let v = Violation::new(COMMIT_DURABILITY, at_us, detail);
+                report.push(v.nodes(&[acked.node, node]).clients(&[acked.client]).tokens(&tokens));
+            }
+        }
+        self.progress.entry(node).or_default().applied_at_us.entry(index).or_insert(at_us);
     }
 
     fn on_snapshot(
@@ -190,12 +253,14 @@ impl RaftChecker {
             return;
         }
         let acked = Acked { node, client, command: command.clone(), token };
-        if let Some(first) = ctx.applied_at(*index).filter(|first| first.command != *command) {
+        // The first entry applied at the index, a no-op included, is the cluster's.
+        if let Some(first) = ctx.entry_at(*index).filter(|first| first.command.as_ref() != Some(command)) {
             if self.lost.insert((ctx.epoch, *index)) {
                 let detail = format!(
-                    "{node} acknowledged {command:?} to {client} as committed at {index}, but {} applied {:?} \
+                    "{node} acknowledged {command:?} to {client} as committed at {index}, but {} applied {} \
                      there: the acknowledgement is for an entry the cluster does not hold",
-                    first.node, first.command
+                    first.node,
+                    first.what()
                 );
                 let tokens: Vec<Token> = token.into_iter().collect();
                 let v = Violation::new(COMMIT_DURABILITY, at_us, detail);
@@ -245,137 +310,4 @@ impl RaftChecker {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::testkit::*;
-    use super::super::COMMIT_DURABILITY;
-    use crate::history::EventKind;
-    use fencelock::raft::Role;
-    use fencelock::{ApplyResult, LogIndex, NodeId, Token};
-
-    #[test]
-    fn clean_run_passes_and_counts_elections() {
-        let verdict = happy().at_ms(4_000).leader(1, 2).check();
-        assert_clean(&verdict);
-        assert_eq!(verdict.counters.elections, 2);
-        assert_eq!(verdict.counters.first_leader_us, Some(10_000));
-    }
-
-    #[test]
-    fn two_leaders_in_one_term_break_election_safety() {
-        let verdict = happy().at_ms(4_000).role(1, 1, Role::Candidate).leader(1, 1).leader(1, 1).check();
-        assert_only(&verdict, "election-safety");
-        assert_eq!(verdict.violations.len(), 1, "reported once");
-        assert_eq!(verdict.violations[0].nodes, vec![NodeId(0), NodeId(1)]);
-    }
-
-    #[test]
-    fn the_same_leader_reelected_after_restart_is_fine() {
-        let verdict = happy().at_ms(4_000).crash(server(0)).restart(server(0)).leader(0, 1).check();
-        assert_clean(&verdict);
-    }
-
-    #[test]
-    fn a_term_repeated_across_a_restore_still_breaks_election_safety() {
-        let verdict = happy().at_ms(4_000).restore(1, 100).leader(2, 1).check();
-        assert_only(&verdict, "election-safety");
-    }
-
-    #[test]
-    fn diverging_results_break_apply_agreement() {
-        let verdict = happy()
-            .at_ms(4_000)
-            .apply(0, 6, expire("k", 43), ApplyResult::Expired { existed: false })
-            .apply(1, 6, expire("k", 43), ApplyResult::Expired { existed: false })
-            .apply(2, 6, expire("k", 44), ApplyResult::Expired { existed: false })
-            .check();
-        assert_only(&verdict, "apply-agreement");
-        assert_eq!(verdict.violations[0].nodes, vec![NodeId(0), NodeId(2)]);
-    }
-
-    #[test]
-    fn indices_restart_after_a_cluster_restore() {
-        // After the restore index 1 holds a different grant: a new epoch, not a divergence.
-        let verdict = happy()
-            .at_ms(4_000)
-            .restore(1, 100)
-            .leader(0, 1 << 32)
-            .apply_all(&[0, 1, 2], 1, grant("k", 2, 9), granted(101))
-            .check();
-        assert_clean(&verdict);
-    }
-
-    #[test]
-    fn an_acked_grant_overwritten_by_a_noop_breaks_commit_durability() {
-        // n0 applies and acknowledges i6 alone; the new leader n1 overwrites
-        // i6 with its no-op (not recorded) and the others apply i7 without it.
-        let verdict = happy()
-            .at_ms(4_000)
-            .apply(0, 6, grant("j", 2, 7), granted(44))
-            .reply(0, 2, 7, reply_granted(44))
-            .crash(server(0))
-            .at_ms(4_500)
-            .leader(1, 2)
-            .apply_all(&[1, 2], 7, grant("j", 1, 8), granted(45))
-            .check();
-        assert_only(&verdict, COMMIT_DURABILITY);
-        let lost = verdict.violations.iter().find(|v| v.property == COMMIT_DURABILITY).unwrap();
-        assert_eq!(lost.nodes, vec![NodeId(0), NodeId(1), NodeId(2)]);
-        assert_eq!(lost.at_us, 4_500_000);
-    }
-
-    #[test]
-    fn an_acked_release_skipped_by_later_entries_breaks_only_commit_durability() {
-        let verdict = happy()
-            .at_ms(4_000)
-            .apply(0, 6, release("k", 43, 1, 9), ApplyResult::Released)
-            .reply(0, 1, 9, fencelock::service::ClientReply::Released)
-            .at_ms(4_500)
-            .leader(1, 2)
-            .apply_all(&[1, 2], 7, expire("k", 43), ApplyResult::Expired { existed: false })
-            .check();
-        assert_only(&verdict, "commit-durability");
-    }
-
-    #[test]
-    fn a_snapshot_without_the_acked_token_breaks_only_commit_durability() {
-        let verdict = happy()
-            .at_ms(4_000)
-            .ev(EventKind::SnapshotInstalled {
-                node: NodeId(2),
-                index: LogIndex(5),
-                token_last: Token(42),
-                locks: Vec::new(),
-            })
-            .check();
-        assert_only(&verdict, "commit-durability");
-    }
-
-    #[test]
-    fn a_snapshot_carrying_the_acked_token_is_fine() {
-        let verdict = happy()
-            .at_ms(4_000)
-            .ev(EventKind::SnapshotInstalled {
-                node: NodeId(2),
-                index: LogIndex(5),
-                token_last: Token(43),
-                locks: Vec::new(),
-            })
-            .apply(2, 6, expire("k", 43), ApplyResult::Expired { existed: true })
-            .check();
-        assert_clean(&verdict);
-    }
-
-    #[test]
-    fn a_whole_cluster_restore_may_roll_back_acked_entries() {
-        // i5 (c1's grant of 43) was acknowledged; the restore rolls back to a
-        // backup at i4 and i5 now holds another grant with a higher token.
-        let verdict = happy()
-            .at_ms(4_000)
-            .restore(1, 100)
-            .leader(0, 1 << 32)
-            .apply_all(&[0, 1, 2], 5, grant("j", 2, 9), granted(101))
-            .apply_all(&[0, 1, 2], 6, grant("k", 2, 10), granted(102))
-            .check();
-        assert_clean(&verdict);
-    }
-}
+mod tests;

@@ -1,14 +1,15 @@
 //! The checker's reconstruction of the replicated state, shared by every family.
 //!
-//! From `Applied` events it rebuilds, per cluster epoch, what each log index
-//! holds (as the first node to apply it saw it), which tokens were issued to
+//! From `Applied` and `AppliedNoop` events it rebuilds, per cluster epoch,
+//! what each log index holds (as the first node to apply it saw it: its term,
+//! and its command or a no-op), which tokens were issued to
 //! whom, which locks were removed, and each node's own lock table. A family
 //! checker reads it as it was just before the event it judges; [`Facts`] holds
 //! what the event itself means against that state.
 
 use super::CheckConfig;
 use crate::history::{Actor, Event, EventKind};
-use fencelock::{ApplyResult, Command, Holder, Key, LogIndex, NodeId, Token};
+use fencelock::{ApplyResult, Command, Holder, Key, LogIndex, NodeId, Term, Token};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the first node to apply an index applied there.
@@ -18,6 +19,30 @@ pub(crate) struct AppliedEntry {
     pub command: Command,
     pub result: ApplyResult,
     pub at_us: u64,
+}
+
+/// The entry the first node to apply an index applied there, commands and no-ops alike.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct FirstEntry {
+    pub node: NodeId,
+    pub term: Term,
+    /// `None` for a no-op.
+    pub command: Option<Command>,
+}
+
+impl FirstEntry {
+    /// What was applied, for a violation's sentence.
+    pub fn what(&self) -> String {
+        describe_payload(self.command.as_ref(), self.term)
+    }
+}
+
+/// `a no-op of t3` or `Grant { .. } of t3`.
+pub(crate) fn describe_payload(command: Option<&Command>, term: Term) -> String {
+    match command {
+        Some(command) => format!("{command:?} of {term}"),
+        None => format!("a no-op of {term}"),
+    }
 }
 
 /// The first issue of a token.
@@ -98,8 +123,10 @@ pub(crate) struct Context {
     pub healed_at_us: Option<u64>,
     /// True instants of the whole-cluster restores.
     pub restores_at_us: Vec<u64>,
-    /// This epoch's log as its first appliers saw it.
+    /// This epoch's commands as their first appliers saw them.
     applied: BTreeMap<LogIndex, AppliedEntry>,
+    /// This epoch's log entries, no-ops included, as their first appliers saw them.
+    entries: BTreeMap<LogIndex, FirstEntry>,
     /// Every token issued in the whole run, by its first issue.
     issued: BTreeMap<Token, Issue>,
     token_max: Option<Token>,
@@ -120,6 +147,7 @@ impl Context {
             healed_at_us: None,
             restores_at_us: Vec::new(),
             applied: BTreeMap::new(),
+            entries: BTreeMap::new(),
             issued: BTreeMap::new(),
             token_max: None,
             tokens_applied: BTreeSet::new(),
@@ -131,6 +159,11 @@ impl Context {
 
     pub fn applied_at(&self, index: LogIndex) -> Option<&AppliedEntry> {
         self.applied.get(&index)
+    }
+
+    /// The entry (term, and command or no-op) first applied at `index` in this epoch.
+    pub fn entry_at(&self, index: LogIndex) -> Option<&FirstEntry> {
+        self.entries.get(&index)
     }
 
     pub fn issue(&self, token: Token) -> Option<&Issue> {
@@ -197,6 +230,7 @@ impl Context {
                 // A new epoch: indices restart from the backup's, and the
                 // locks are whatever the backup held.
                 self.applied.clear();
+                self.entries.clear();
                 self.removed.clear();
                 self.nodes.values_mut().for_each(NodeLocks::forget);
             }
@@ -209,8 +243,14 @@ impl Context {
             EventKind::Replied { reply: fencelock::service::ClientReply::Granted { token, .. }, .. } => {
                 self.tokens_replied.insert(*token);
             }
-            EventKind::Applied { node, index, command, result, .. } => {
+            EventKind::Applied { node, index, term, command, result } => {
+                let first = FirstEntry { node: *node, term: *term, command: Some(command.clone()) };
+                self.entries.entry(*index).or_insert(first);
                 self.absorb_applied(event.at_us, *node, *index, command, result, facts);
+            }
+            EventKind::AppliedNoop { node, index, term } => {
+                let first = FirstEntry { node: *node, term: *term, command: None };
+                self.entries.entry(*index).or_insert(first);
             }
             _ => {}
         }

@@ -93,6 +93,11 @@ impl H {
         self.ev(EventKind::Applied { node: NodeId(node), index: LogIndex(index), term: Term(term), command, result })
     }
 
+    /// `node` applies the no-op of `term` at `index`.
+    pub fn apply_noop(self, node: u8, index: u64, term: u64) -> H {
+        self.ev(EventKind::AppliedNoop { node: NodeId(node), index: LogIndex(index), term: Term(term) })
+    }
+
     /// The same entry applied by each of `nodes`, in that order.
     pub fn apply_all(mut self, nodes: &[u8], index: u64, command: Command, result: ApplyResult) -> H {
         for node in nodes {

@@ -12,7 +12,7 @@ use super::{ClientReply, ClientRequest, LockServer, Output, ServiceConfig};
 use crate::command::{ApplyResult, Command};
 use crate::lock::LockState;
 use crate::raft::{Config, DurableState, Message, RaftNode, Role};
-use crate::types::{ClientId, Key, NodeId, RequestId, Token};
+use crate::types::{ClientId, Key, LogIndex, NodeId, RequestId, Term, Token};
 use crate::variant::Variant;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -294,4 +294,23 @@ fn the_log_is_compacted_every_threshold_applied_entries() {
     cluster.request(NodeId(0), 1, 3, acquire(0));
     assert_eq!(compactions(&cluster), vec![(4, Some(Token(2)))], "the snapshot holds the state as of its index");
     assert_eq!(cluster.server(NodeId(0)).raft().snapshot_index().0, 4);
+}
+
+#[test]
+fn every_node_reports_the_committed_noop_of_the_new_leader() {
+    let (mut cluster, leader) = three(Variant::Default);
+    let term = cluster.server(leader).raft().soft_state().term;
+    cluster.request(leader, 1, 1, acquire(0));
+    for node in (0..3).map(NodeId) {
+        let applied: Vec<(LogIndex, Term, bool)> = cluster
+            .outputs_of(node)
+            .filter_map(|output| match output {
+                Output::AppliedNoop { index, term } => Some((*index, *term, true)),
+                Output::Applied { index, term, .. } => Some((*index, *term, false)),
+                _ => None,
+            })
+            .collect();
+        // Index 1 is the leader's no-op, index 2 the grant.
+        assert_eq!(applied, vec![(LogIndex(1), term, true), (LogIndex(2), term, false)], "on {node}");
+    }
 }

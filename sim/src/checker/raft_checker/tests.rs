@@ -1,0 +1,240 @@
+//! Tests of the Raft family: election safety, apply agreement (no-ops and
+//! terms included) and commit durability, on hand-made histories.
+
+use super::super::testkit::*;
+use super::super::{APPLY_AGREEMENT, COMMIT_DURABILITY};
+use crate::history::EventKind;
+use fencelock::raft::Role;
+use fencelock::{ApplyResult, ClientId, LogIndex, NodeId, Token};
+
+#[test]
+fn clean_run_passes_and_counts_elections() {
+    let verdict = happy().at_ms(4_000).leader(1, 2).check();
+    assert_clean(&verdict);
+    assert_eq!(verdict.counters.elections, 2);
+    assert_eq!(verdict.counters.first_leader_us, Some(10_000));
+}
+
+#[test]
+fn two_leaders_in_one_term_break_election_safety() {
+    let verdict = happy().at_ms(4_000).role(1, 1, Role::Candidate).leader(1, 1).leader(1, 1).check();
+    assert_only(&verdict, "election-safety");
+    assert_eq!(verdict.violations.len(), 1, "reported once");
+    assert_eq!(verdict.violations[0].nodes, vec![NodeId(0), NodeId(1)]);
+}
+
+#[test]
+fn the_same_leader_reelected_after_restart_is_fine() {
+    let verdict = happy().at_ms(4_000).crash(server(0)).restart(server(0)).leader(0, 1).check();
+    assert_clean(&verdict);
+}
+
+#[test]
+fn a_term_repeated_across_a_restore_still_breaks_election_safety() {
+    let verdict = happy().at_ms(4_000).restore(1, 100).leader(2, 1).check();
+    assert_only(&verdict, "election-safety");
+}
+
+#[test]
+fn diverging_results_break_apply_agreement() {
+    let verdict = happy()
+        .at_ms(4_000)
+        .apply(0, 6, expire("k", 43), ApplyResult::Expired { existed: false })
+        .apply(1, 6, expire("k", 43), ApplyResult::Expired { existed: false })
+        .apply(2, 6, expire("k", 44), ApplyResult::Expired { existed: false })
+        .check();
+    assert_only(&verdict, "apply-agreement");
+    assert_eq!(verdict.violations[0].nodes, vec![NodeId(0), NodeId(2)]);
+}
+
+#[test]
+fn indices_restart_after_a_cluster_restore() {
+    // After the restore index 1 holds a different grant: a new epoch, not a divergence.
+    let verdict = happy()
+        .at_ms(4_000)
+        .restore(1, 100)
+        .leader(0, 1 << 32)
+        .apply_all(&[0, 1, 2], 1, grant("k", 2, 9), granted(101))
+        .check();
+    assert_clean(&verdict);
+}
+
+#[test]
+fn an_acked_grant_overwritten_by_a_noop_breaks_commit_durability() {
+    // n0 applies and acknowledges i6 alone; the new leader n1 overwrites
+    // i6 with its no-op (not recorded) and the others apply i7 without it.
+    let verdict = happy()
+        .at_ms(4_000)
+        .apply(0, 6, grant("j", 2, 7), granted(44))
+        .reply(0, 2, 7, reply_granted(44))
+        .crash(server(0))
+        .at_ms(4_500)
+        .leader(1, 2)
+        .apply_all(&[1, 2], 7, grant("j", 1, 8), granted(45))
+        .check();
+    assert_only(&verdict, COMMIT_DURABILITY);
+    let lost = verdict.violations.iter().find(|v| v.property == COMMIT_DURABILITY).unwrap();
+    assert_eq!(lost.nodes, vec![NodeId(0), NodeId(1), NodeId(2)]);
+    assert_eq!(lost.at_us, 4_500_000);
+}
+
+#[test]
+fn an_acked_release_skipped_by_later_entries_breaks_only_commit_durability() {
+    let verdict = happy()
+        .at_ms(4_000)
+        .apply(0, 6, release("k", 43, 1, 9), ApplyResult::Released)
+        .reply(0, 1, 9, fencelock::service::ClientReply::Released)
+        .at_ms(4_500)
+        .leader(1, 2)
+        .apply_all(&[1, 2], 7, expire("k", 43), ApplyResult::Expired { existed: false })
+        .check();
+    assert_only(&verdict, "commit-durability");
+}
+
+#[test]
+fn a_snapshot_without_the_acked_token_breaks_only_commit_durability() {
+    let verdict = happy()
+        .at_ms(4_000)
+        .ev(EventKind::SnapshotInstalled {
+            node: NodeId(2),
+            index: LogIndex(5),
+            token_last: Token(42),
+            locks: Vec::new(),
+        })
+        .check();
+    assert_only(&verdict, "commit-durability");
+}
+
+#[test]
+fn a_snapshot_carrying_the_acked_token_is_fine() {
+    let verdict = happy()
+        .at_ms(4_000)
+        .ev(EventKind::SnapshotInstalled {
+            node: NodeId(2),
+            index: LogIndex(5),
+            token_last: Token(43),
+            locks: Vec::new(),
+        })
+        .apply(2, 6, expire("k", 43), ApplyResult::Expired { existed: true })
+        .check();
+    assert_clean(&verdict);
+}
+
+#[test]
+fn a_whole_cluster_restore_may_roll_back_acked_entries() {
+    // i5 (c1's grant of 43) was acknowledged; the restore rolls back to a
+    // backup at i4 and i5 now holds another grant with a higher token.
+    let verdict = happy()
+        .at_ms(4_000)
+        .restore(1, 100)
+        .leader(0, 1 << 32)
+        .apply_all(&[0, 1, 2], 5, grant("j", 2, 9), granted(101))
+        .apply_all(&[0, 1, 2], 6, grant("k", 2, 10), granted(102))
+        .check();
+    assert_clean(&verdict);
+}
+
+/// A late Expire of the already expired token 42: harmless to every other family.
+fn late_expire() -> fencelock::Command {
+    expire("k", 42)
+}
+
+const LATE_EXPIRED: ApplyResult = ApplyResult::Expired { existed: false };
+
+#[test]
+fn noops_of_different_terms_at_one_index_break_apply_agreement() {
+    // Figure 8: n1's no-op of t3 is applied where n0 and n2 applied the no-op of t2.
+    let verdict = happy().at_ms(4_000).apply_noop(0, 6, 2).apply_noop(1, 6, 3).apply_noop(2, 6, 2).check();
+    assert_only(&verdict, APPLY_AGREEMENT);
+    assert_eq!(verdict.violations.len(), 1, "reported once per index");
+    let v = &verdict.violations[0];
+    assert_eq!(v.nodes, vec![NodeId(0), NodeId(1)]);
+    assert!(v.detail.starts_with("n1 applied a no-op of t3 at i6 where n0 applied a no-op of t2"), "{}", v.detail);
+}
+
+#[test]
+fn a_noop_and_a_command_at_one_index_break_apply_agreement() {
+    let verdict = happy().at_ms(4_000).apply_noop(0, 6, 1).apply_in(2, 6, 1, late_expire(), LATE_EXPIRED).check();
+    assert_only(&verdict, APPLY_AGREEMENT);
+    let v = &verdict.violations[0];
+    assert_eq!(v.nodes, vec![NodeId(0), NodeId(2)]);
+    assert!(v.detail.contains("n2 applied Expire"), "{}", v.detail);
+    assert!(v.detail.contains("where n0 applied a no-op of t1"), "{}", v.detail);
+}
+
+#[test]
+fn the_same_command_in_different_terms_breaks_apply_agreement() {
+    let verdict = happy()
+        .at_ms(4_000)
+        .apply_in(0, 6, 1, late_expire(), LATE_EXPIRED)
+        .apply_in(1, 6, 2, late_expire(), LATE_EXPIRED)
+        .apply_in(2, 6, 1, late_expire(), LATE_EXPIRED)
+        .check();
+    assert_only(&verdict, APPLY_AGREEMENT);
+    assert_eq!(verdict.violations.len(), 1);
+    assert_eq!(verdict.violations[0].nodes, vec![NodeId(0), NodeId(1)]);
+    assert!(verdict.violations[0].detail.contains("of t2 at i6 where n0 applied Expire"));
+}
+
+#[test]
+fn every_node_applying_the_same_noop_is_fine() {
+    let verdict = happy()
+        .at_ms(4_000)
+        .leader(1, 2)
+        .apply_noop(1, 6, 2)
+        .apply_noop(0, 6, 2)
+        .apply_noop(2, 6, 2)
+        .apply_all(&[1, 0, 2], 7, late_expire(), LATE_EXPIRED)
+        .check();
+    assert_clean(&verdict);
+}
+
+#[test]
+fn an_acked_grant_applied_elsewhere_as_a_noop_breaks_commit_durability() {
+    // n0 applies and acknowledges i6 alone; the new leader n1 overwrites it with its no-op of t2.
+    let verdict = happy()
+        .at_ms(4_000)
+        .apply(0, 6, grant("j", 2, 7), granted(44))
+        .reply(0, 2, 7, reply_granted(44))
+        .crash(server(0))
+        .at_ms(4_500)
+        .leader(1, 2)
+        .apply_noop(1, 6, 2)
+        .apply_noop(2, 6, 2)
+        .check();
+    assert_eq!(verdict.properties(), vec![APPLY_AGREEMENT, COMMIT_DURABILITY]);
+    let lost: Vec<_> = verdict.violations.iter().filter(|v| v.property == COMMIT_DURABILITY).collect();
+    assert_eq!(lost.len(), 1, "reported once");
+    assert_eq!((lost[0].nodes.clone(), lost[0].at_us), (vec![NodeId(0), NodeId(1)], 4_500_000));
+    assert_eq!((lost[0].clients.clone(), lost[0].tokens.clone()), (vec![ClientId(2)], vec![Token(44)]));
+    assert!(lost[0].detail.starts_with("n1 applied a no-op of t2 at i6, where n0 had acknowledged"));
+}
+
+#[test]
+fn acking_a_grant_where_a_noop_was_applied_breaks_commit_durability() {
+    // The no-op comes first in the history; n0's acknowledgement is for an entry the cluster does not hold.
+    let verdict = happy()
+        .at_ms(4_000)
+        .apply_noop(1, 6, 2)
+        .apply(0, 6, grant("j", 2, 7), granted(44))
+        .reply(0, 2, 7, reply_granted(44))
+        .check();
+    assert_eq!(verdict.properties(), vec![APPLY_AGREEMENT, COMMIT_DURABILITY]);
+    let lost = verdict.violations.iter().find(|v| v.property == COMMIT_DURABILITY).unwrap();
+    assert!(lost.detail.contains("but n1 applied a no-op of t2 there"), "{}", lost.detail);
+}
+
+#[test]
+fn an_index_reused_in_another_term_after_a_cluster_restore_is_fine() {
+    let verdict = happy()
+        .at_ms(4_000)
+        .apply_noop(0, 6, 1)
+        .apply_noop(1, 6, 1)
+        .restore(1, 100)
+        .leader(0, 1 << 32)
+        .apply_noop(0, 6, 1 << 32)
+        .apply_noop(1, 6, 1 << 32)
+        .apply_in(2, 5, 1 << 32, late_expire(), LATE_EXPIRED)
+        .check();
+    assert_clean(&verdict);
+}
