@@ -17,6 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+mod churn;
 mod disks;
 #[cfg(test)]
 mod tests;
@@ -112,6 +113,13 @@ pub enum Fault {
         node: NodeId,
         fsync_ms: u64,
     },
+    /// For `for_ms`, every server that takes office crashes up to
+    /// `within_ms` after it (`faults/churn.rs`) and restarts `down_ms` later.
+    LeaderChurn {
+        for_ms: u64,
+        within_ms: u64,
+        down_ms: u64,
+    },
 }
 
 /// `n0`, `c1`, `resource`: the same names as [`Addr`]'s.
@@ -159,6 +167,10 @@ impl fmt::Display for Fault {
             Fault::RestartResource => f.write_str("restart the resource"),
             Fault::DiskStall { node, fsync_ms: 0 } => write!(f, "disk of {node} back to normal"),
             Fault::DiskStall { node, fsync_ms } => write!(f, "disk of {node} stalls: fsync takes {fsync_ms} ms"),
+            Fault::LeaderChurn { for_ms, within_ms, down_ms } => write!(
+                f,
+                "leader churn for {for_ms} ms: each new leader crashes within {within_ms} ms, down {down_ms} ms"
+            ),
         }
     }
 }
@@ -179,6 +191,7 @@ enum Family {
     Clocks = 6,
     Resource = 7,
     Disks = 8,
+    Churn = 9,
 }
 
 fn family_rng(seed: u64, family: Family) -> ChaCha8Rng {
@@ -198,6 +211,9 @@ pub fn plan(model: &Model, seed: u64) -> Vec<FaultEvent> {
     }
     if model.crashes || model.restores {
         planner.outages(&mut family_rng(seed, Family::Outages), &mut family_rng(seed, Family::Disks));
+    }
+    if model.crashes && model.leader_churn {
+        planner.leader_churn(&mut family_rng(seed, Family::Churn));
     }
     if model.restores {
         planner.cluster_restores(&mut family_rng(seed, Family::ClusterRestores));

@@ -39,6 +39,15 @@ pub struct Model {
     pub pauses: bool,
     /// Crashes and restarts of the protected resource (extension of CLI.md).
     pub resource_crashes: bool,
+    /// With `crashes`: stretches in which every new leader crashes within
+    /// milliseconds of taking office (extension of CLI.md).
+    pub leader_churn: bool,
+    /// Raft entries per append message (extension of CLI.md); 1 makes a new
+    /// leader's first entries travel one by one.
+    pub entries_per_message_max: u32,
+    /// Raft appends in flight per follower (extension of CLI.md); 1 makes
+    /// the leader wait for each acknowledgement before the next append.
+    pub inflight_max: u32,
     /// The protocol variant; set from `--variant` or a scenario's `variant`, not from a model file.
     #[serde(skip)]
     pub variant: Variant,
@@ -66,6 +75,9 @@ impl Default for Model {
             token_floor: 40,
             pauses: true,
             resource_crashes: true,
+            leader_churn: false,
+            entries_per_message_max: 64,
+            inflight_max: 4,
             variant: Variant::Default,
         }
     }
@@ -100,6 +112,15 @@ impl Model {
                 return Err(format!("model key `{name}` must be in 0.0..=0.5, got {rate}"));
             }
         }
+        if !(1..=1_024).contains(&self.entries_per_message_max) {
+            return Err(format!(
+                "model key `entries_per_message_max` must be in 1..=1024, got {}",
+                self.entries_per_message_max
+            ));
+        }
+        if !(1..=64).contains(&self.inflight_max) {
+            return Err(format!("model key `inflight_max` must be in 1..=64, got {}", self.inflight_max));
+        }
         if self.token_floor > (1 << 40) {
             return Err(format!("model key `token_floor` must be at most 2^40, got {}", self.token_floor));
         }
@@ -111,6 +132,11 @@ impl Model {
         let model: Model = toml::from_str(text).map_err(|e| format!("{origin}: {}", one_line(&e.to_string())))?;
         model.validate().map_err(|e| format!("{origin}: {e}"))?;
         Ok(model)
+    }
+
+    /// The most servers that may be down while a majority still runs.
+    pub fn minority(&self) -> usize {
+        usize::from(self.nodes.saturating_sub(1) / 2)
     }
 
     /// The name of lock key `i`; the first is the invoice of seed 000.

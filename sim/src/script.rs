@@ -19,7 +19,7 @@ use crate::model::Model;
 use crate::net::Addr;
 use crate::run::{judge, Outcome};
 use crate::workload::{CommandQueue, WorkerCommand, WorkerResult};
-use crate::world::{sleep_until_us, Supervisor};
+use crate::world::Supervisor;
 use fencelock::resource::WritePath;
 use fencelock::{ApplyResult, ClientId, Command, Key, NodeId, Token};
 use futures::channel::{mpsc, oneshot};
@@ -103,7 +103,7 @@ where
 impl Sim {
     /// Lets simulated time pass.
     pub async fn run_for(&mut self, duration: Duration) {
-        sleep_until_us(now_us() + duration.as_micros() as u64).await;
+        self.supervisor.sleep_until_us(now_us() + duration.as_micros() as u64).await;
     }
 
     /// Waits until some server is leader (at most `bound`), and names it.

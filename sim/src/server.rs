@@ -99,6 +99,8 @@ fn start(ctx: &Ctx, id: NodeId) -> LockServer {
     let voters = (0..model.nodes).map(NodeId).collect();
     let mut config = Config::standard(id, voters);
     config.variant = model.variant;
+    config.entries_per_message_max = model.entries_per_message_max as usize;
+    config.inflight_max = model.inflight_max as usize;
     let service_config = ServiceConfig {
         tick_ms: TICK_MS,
         drift_ppm_max: model.drift_ppm_max,

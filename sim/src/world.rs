@@ -24,6 +24,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod churn;
+
 /// What a run leaves behind for the checker and the CLI.
 pub struct RunRecord {
     pub history: History,
@@ -57,6 +59,7 @@ pub(crate) struct Supervisor {
     /// Whole-cluster restores so far; the operator keeps this count outside the backups.
     restore_epoch: u32,
     rng: ChaCha8Rng,
+    churn: churn::Churn,
 }
 
 /// Runs one seed to the end of its liveness phase. Must be called inside a
@@ -70,12 +73,12 @@ pub async fn simulate(seed: u64, model: Model, plan: Vec<FaultEvent>) -> RunReco
         if at_us >= safety_end_us {
             break;
         }
-        sleep_until_us(at_us).await;
+        supervisor.sleep_until_us(at_us).await;
         supervisor.apply(&event.fault).await;
     }
-    sleep_until_us(safety_end_us).await;
+    supervisor.sleep_until_us(safety_end_us).await;
     supervisor.heal();
-    sleep_until_us(safety_end_us + ctx.model.liveness_ms * 1_000).await;
+    supervisor.sleep_until_us(safety_end_us + ctx.model.liveness_ms * 1_000).await;
     supervisor.finish()
 }
 
@@ -192,6 +195,7 @@ impl Supervisor {
             })
             .collect();
         let rng = ChaCha8Rng::seed_from_u64(ctx.seed ^ STREAM_DISK);
+        let ctx_seed = ctx.seed;
         Supervisor {
             ctx,
             handle,
@@ -204,6 +208,7 @@ impl Supervisor {
             cluster_backup: None,
             restore_epoch: 0,
             rng,
+            churn: churn::Churn::new(ctx_seed),
         }
     }
 
@@ -270,6 +275,7 @@ impl Supervisor {
             Fault::DiskStall { node, fsync_ms } => {
                 ctx.node_disks[node.0 as usize].lock().expect("disk lock").set_stall_us(fsync_ms * 1_000);
             }
+            Fault::LeaderChurn { for_ms, within_ms, down_ms } => self.start_churn(*for_ms, *within_ms, *down_ms),
         }
     }
 
@@ -444,6 +450,7 @@ impl Supervisor {
         for disk in &self.ctx.node_disks {
             disk.lock().expect("disk lock").set_stall_us(0);
         }
+        self.churn = churn::Churn::new(self.ctx.seed);
         let down: Vec<Actor> = self.down.keys().copied().collect();
         for actor in down {
             self.restart(actor);

@@ -76,3 +76,53 @@ fn the_standard_model_injects_faults_and_heals() {
     assert!(crashed, "servers crash");
     assert!(outcome.history.events().iter().any(|e| matches!(e.kind, EventKind::Healed)), "the run heals");
 }
+
+/// Leader churn crashes whoever leads within milliseconds of its election,
+/// never taking a majority down itself (the plan's power losses may), and
+/// the safe protocol stays safe and live.
+#[test]
+fn leader_churn_crashes_fresh_leaders_and_the_cluster_recovers() {
+    let model = Model { leader_churn: true, ..script_model(2) };
+    let model = Model { crashes: true, ..model };
+    let outcome = run_seed(3, &model);
+    assert!(outcome.ok, "{:?}", outcome.violations);
+    let events = outcome.history.events();
+    let mut leaders: std::collections::BTreeMap<fencelock::NodeId, u64> = std::collections::BTreeMap::new();
+    let mut down = std::collections::BTreeSet::new();
+    let mut churned = 0;
+    let mut churn_crash_next = false;
+    let mut episode_start = false;
+    for event in events {
+        match &event.kind {
+            EventKind::Role { node, role: fencelock::raft::Role::Leader, .. } => {
+                leaders.insert(*node, event.at_us);
+            }
+            EventKind::Role { node, .. } => {
+                leaders.remove(node);
+            }
+            EventKind::Fault { what } if what.starts_with("leader churn") => episode_start = true,
+            EventKind::Fault { what } if what.starts_with("churn: crash") => {
+                // The victim leads; after the episode's first (whoever led when it
+                // began), it took office at most `within_ms` (20) plus one watch step ago.
+                let victim = leaders.iter().find(|(node, _)| what.contains(&format!("crash {node},")));
+                let (_, since_us) = victim.unwrap_or_else(|| panic!("`{what}`: the victim is not leading"));
+                let in_office_us = event.at_us - since_us;
+                assert!(std::mem::take(&mut episode_start) || in_office_us <= 22_000, "`{what}` {in_office_us} us");
+                churn_crash_next = true;
+            }
+            EventKind::Crashed { actor: Actor::Server(node) } => {
+                leaders.remove(node);
+                down.insert(*node);
+                if std::mem::take(&mut churn_crash_next) {
+                    churned += 1;
+                    assert!(down.len() <= 2, "churn took a majority of five down: {down:?}");
+                }
+            }
+            EventKind::Restarted { actor: Actor::Server(node) } => {
+                down.remove(node);
+            }
+            _ => {}
+        }
+    }
+    assert!(churned >= 3, "{churned} leaders crashed by churn");
+}

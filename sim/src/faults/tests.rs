@@ -54,7 +54,7 @@ fn switched_off_families_have_no_events() {
     };
     for seed in 0..50 {
         assert!(timed(&plan(&off, seed)).is_empty(), "seed {seed}");
-        let checks: [(Model, FaultFilter); 5] = [
+        let checks: [(Model, FaultFilter); 6] = [
             (Model { partitions: false, ..Model::default() }, |f| {
                 matches!(
                     f,
@@ -67,8 +67,12 @@ fn switched_off_families_have_no_events() {
                 )
             }),
             (Model { crashes: false, restores: false, ..Model::default() }, |f| {
-                matches!(f, Fault::Crash { .. } | Fault::Restart { .. } | Fault::BackupNode { .. })
+                matches!(
+                    f,
+                    Fault::Crash { .. } | Fault::Restart { .. } | Fault::BackupNode { .. } | Fault::LeaderChurn { .. }
+                )
             }),
+            (Model { leader_churn: false, ..Model::default() }, |f| matches!(f, Fault::LeaderChurn { .. })),
             (Model { restores: false, ..Model::default() }, |f| {
                 matches!(f, Fault::RestoreNode { .. } | Fault::BackupCluster | Fault::RestoreCluster)
             }),
@@ -350,4 +354,27 @@ fn disks_stall_and_recover_and_power_losses_take_a_majority_at_once() {
     for seed in 0..50 {
         assert!(plan(&calm, seed).iter().all(|e| !matches!(e.fault, Fault::DiskStall { .. })), "seed {seed}");
     }
+}
+
+#[test]
+fn leader_churn_is_planned_only_when_switched_on_and_ends_in_the_safety_phase() {
+    let on = Model { leader_churn: true, ..Model::default() };
+    let mut episodes = 0;
+    for seed in 0..50 {
+        let with = plan(&on, seed);
+        for event in &with {
+            if let Fault::LeaderChurn { for_ms, within_ms, down_ms } = event.fault {
+                episodes += 1;
+                assert!(event.at_ms + for_ms + down_ms < on.safety_ms, "seed {seed}: churn past the safety phase");
+                assert!((1..=20).contains(&within_ms) && (50..=1_500).contains(&down_ms), "seed {seed}");
+            }
+        }
+        // Its own stream: the other families are the same with and without it.
+        let others: Vec<&FaultEvent> = with.iter().filter(|e| !matches!(e.fault, Fault::LeaderChurn { .. })).collect();
+        assert_eq!(others, plan(&Model::default(), seed).iter().collect::<Vec<_>>(), "seed {seed}");
+        let no_crashes = Model { crashes: false, ..on.clone() };
+        assert!(plan(&no_crashes, seed).iter().all(|e| !matches!(e.fault, Fault::LeaderChurn { .. })));
+    }
+    // Two to five episodes in a 30 s phase.
+    assert!((100..=250).contains(&episodes), "{episodes} churn episodes in 50 runs");
 }

@@ -1,0 +1,38 @@
+//! The leader-churn family of the fault plan: stretches of time in which
+//! every server that takes office crashes within milliseconds of it.
+//!
+//! Why: the plan's other crashes pick their victim and instant ahead of
+//! time, so they almost never meet a leader in its first round trip, while
+//! its first entries are on some followers and not others. That round trip
+//! is where Raft's election and commit rules matter (figure 8 of the Raft
+//! paper: an entry of an older term counted as committed by replica count
+//! alone), and where a leader's first acknowledgements and votes meet their
+//! fsyncs. Real clusters see it as a crash loop in the code that runs on
+//! taking office (a poison entry, an out-of-memory on loading state).
+
+use super::{Fault, Planner};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+impl Planner<'_> {
+    /// Episodes of 1-4 s, 4-12 s apart. Each crashes every new leader up to
+    /// `within_ms` (1-20) after it takes office and brings it back `down_ms`
+    /// (50-1,500) later. The world never takes a majority down this way.
+    pub(super) fn leader_churn(&mut self, rng: &mut ChaCha8Rng) {
+        let safety_ms = self.model.safety_ms;
+        let mut planned = Vec::new();
+        self.episodes(rng, (4_000, 12_000), |rng, t| {
+            let for_ms = rng.gen_range(1_000..=4_000);
+            let within_ms = rng.gen_range(1..=20);
+            let down_ms = rng.gen_range(50..=1_500);
+            if t + for_ms + down_ms >= safety_ms {
+                return None;
+            }
+            planned.push((t, Fault::LeaderChurn { for_ms, within_ms, down_ms }));
+            Some(for_ms + down_ms)
+        });
+        for (t, fault) in planned {
+            self.push(t, fault);
+        }
+    }
+}
