@@ -136,9 +136,12 @@ pub const VARIANTS: &[VariantInfo] = &[
     VariantInfo {
         variant: Variant::CommitOldTermByCount,
         name: "commit-old-term-by-count",
-        breaks: Some("commit-durability"),
+        breaks: Some("apply-agreement"),
         about: "a leader commits entries of earlier terms by counting replicas (Raft figure 8)",
-        model: "",
+        // A new leader's first entries travel one append at a time, so an older
+        // term's entry can reach a majority before the leader's own does, and
+        // leader churn strikes leaders just as they apply it.
+        model: "leader_churn = true\nentries_per_message_max = 1\ninflight_max = 1",
     },
     VariantInfo {
         variant: Variant::VoteNotDurable,
@@ -151,8 +154,8 @@ pub const VARIANTS: &[VariantInfo] = &[
     VariantInfo {
         variant: Variant::AckBeforeDurable,
         name: "ack-before-durable",
-        breaks: Some("commit-durability"),
-        about: "appends are acknowledged before they are durable; a crash loses committed entries",
+        breaks: Some("apply-agreement"),
+        about: "appends are acknowledged before they are durable; a crash loses committed entries and replicas diverge",
         // On three nodes one lost acknowledgement is half of the majority that committed an entry.
         model: "nodes = 3",
     },

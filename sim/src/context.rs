@@ -57,6 +57,8 @@ pub struct Shared {
     pub roles: BTreeMap<NodeId, SoftState>,
     /// Lives of each actor, for per-incarnation random streams.
     pub incarnations: BTreeMap<Actor, u64>,
+    /// Entries each server has applied (commands and no-ops), for leader churn.
+    pub applies: BTreeMap<NodeId, u64>,
 }
 
 pub struct Ctx {
@@ -100,6 +102,7 @@ impl Ctx {
                 history: History::new(),
                 roles: BTreeMap::new(),
                 incarnations: BTreeMap::new(),
+                applies: BTreeMap::new(),
             }),
             model,
             script_queues: None,
@@ -113,7 +116,11 @@ impl Ctx {
     /// Appends an event to the history at the current true time.
     pub fn record(&self, kind: EventKind) {
         let at_us = now_us();
-        self.shared().history.record(at_us, kind);
+        let mut shared = self.shared();
+        if let EventKind::Applied { node, .. } | EventKind::AppliedNoop { node, .. } = &kind {
+            *shared.applies.entry(*node).or_insert(0) += 1;
+        }
+        shared.history.record(at_us, kind);
     }
 
     /// Counts a new life of `actor` and returns its number (0 for the first).

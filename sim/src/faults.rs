@@ -113,8 +113,9 @@ pub enum Fault {
         node: NodeId,
         fsync_ms: u64,
     },
-    /// For `for_ms`, every server that takes office crashes up to
-    /// `within_ms` after it (`faults/churn.rs`) and restarts `down_ms` later.
+    /// For `for_ms`, every server that takes office is struck (crashed or
+    /// cut off) up to `within_ms` after it or as it applies its first entries
+    /// in office (`world/churn.rs`), and comes back `down_ms` later.
     LeaderChurn {
         for_ms: u64,
         within_ms: u64,
@@ -169,7 +170,8 @@ impl fmt::Display for Fault {
             Fault::DiskStall { node, fsync_ms } => write!(f, "disk of {node} stalls: fsync takes {fsync_ms} ms"),
             Fault::LeaderChurn { for_ms, within_ms, down_ms } => write!(
                 f,
-                "leader churn for {for_ms} ms: each new leader crashes within {within_ms} ms, down {down_ms} ms"
+                "leader churn for {for_ms} ms: each new leader is struck within {within_ms} ms or at its first \
+                 apply, away {down_ms} ms"
             ),
         }
     }

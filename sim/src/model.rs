@@ -75,7 +75,7 @@ impl Default for Model {
             token_floor: 40,
             pauses: true,
             resource_crashes: true,
-            leader_churn: false,
+            leader_churn: true,
             entries_per_message_max: 64,
             inflight_max: 4,
             variant: Variant::Default,

@@ -1,23 +1,26 @@
 //! The leader-churn family of the fault plan: stretches of time in which
-//! every server that takes office crashes within milliseconds of it.
+//! every server that takes office is struck down (crashed or cut off)
+//! within milliseconds of it, or as it applies its first entries.
 //!
 //! Why: the plan's other crashes pick their victim and instant ahead of
-//! time, so they almost never meet a leader in its first round trip, while
-//! its first entries are on some followers and not others. That round trip
-//! is where Raft's election and commit rules matter (figure 8 of the Raft
+//! time, so they almost never meet a leader in its first round trips, while
+//! its first entries are on some followers and not others. Those round trips
+//! are where Raft's election and commit rules matter (figure 8 of the Raft
 //! paper: an entry of an older term counted as committed by replica count
-//! alone), and where a leader's first acknowledgements and votes meet their
+//! alone is overwritten once its leader dies before its own term's entry
+//! spreads), and where a leader's first acknowledgements and votes meet their
 //! fsyncs. Real clusters see it as a crash loop in the code that runs on
-//! taking office (a poison entry, an out-of-memory on loading state).
+//! taking office or applying (a poison entry, an out-of-memory on loading
+//! state) or as a leader whose network interface flaps.
 
 use super::{Fault, Planner};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 impl Planner<'_> {
-    /// Episodes of 1-4 s, 4-12 s apart. Each crashes every new leader up to
-    /// `within_ms` (1-20) after it takes office and brings it back `down_ms`
-    /// (50-1,500) later. The world never takes a majority down this way.
+    /// Episodes of 1-4 s, 4-12 s apart. Each strikes every new leader up to
+    /// `within_ms` (1-20) after it takes office or as it applies its first
+    /// entries, and brings it back `down_ms` (50-1,500) later.
     pub(super) fn leader_churn(&mut self, rng: &mut ChaCha8Rng) {
         let safety_ms = self.model.safety_ms;
         let mut planned = Vec::new();

@@ -198,6 +198,8 @@ struct Inner {
     bindings: BTreeMap<Addr, Arc<Mutex<Slot>>>,
     cuts: BTreeSet<(Addr, Addr)>,
     isolated: BTreeSet<Addr>,
+    /// Cable pulled: cut off like `isolated`, and its packets on the wire were lost.
+    unplugged: BTreeSet<Addr>,
     queue: BTreeMap<(u64, u64), Packet>,
     seq_next: u64,
     /// Latest delivery time per link, to keep links FIFO when reordering is off.
@@ -234,6 +236,7 @@ impl Net {
             bindings: BTreeMap::new(),
             cuts: BTreeSet::new(),
             isolated: BTreeSet::new(),
+            unplugged: BTreeSet::new(),
             queue: BTreeMap::new(),
             seq_next: 0,
             link_last_us: BTreeMap::new(),
@@ -339,11 +342,29 @@ impl Net {
         self.lock().isolated.insert(addr);
     }
 
-    /// Removes every cut, partition and isolation.
+    /// Pulls `addr`'s cable: cut off from everyone like [`Net::isolate`],
+    /// and unlike a cut decided at send time, the packets already on the
+    /// wire to or from it are lost too (counted as `cut`).
+    pub fn unplug(&self, addr: Addr) {
+        let mut inner = self.lock();
+        inner.unplugged.insert(addr);
+        let before = inner.queue.len();
+        inner.queue.retain(|_, packet| packet.from != addr && packet.to != addr);
+        let lost = before - inner.queue.len();
+        inner.stats.cut += lost as u64;
+    }
+
+    /// Plugs `addr`'s cable back in.
+    pub fn plug(&self, addr: Addr) {
+        self.lock().unplugged.remove(&addr);
+    }
+
+    /// Removes every cut, partition, isolation and pulled cable.
     pub fn heal(&self) {
         let mut inner = self.lock();
         inner.cuts.clear();
         inner.isolated.clear();
+        inner.unplugged.clear();
     }
 
     pub fn set_loss_rate(&self, rate: f64) {
@@ -400,7 +421,8 @@ impl Inner {
         if from == to {
             return false;
         }
-        self.isolated.contains(&from) || self.isolated.contains(&to) || self.cuts.contains(&(from, to))
+        let off = |addr: &Addr| self.isolated.contains(addr) || self.unplugged.contains(addr);
+        off(&from) || off(&to) || self.cuts.contains(&(from, to))
     }
 
     fn deliver_at(&mut self, now: u64, from: Addr, to: Addr) -> u64 {

@@ -150,6 +150,29 @@ fn one_way_cut_and_isolation() {
 }
 
 #[test]
+fn a_pulled_cable_loses_the_packets_on_the_wire_too() {
+    run(15, || async {
+        let net = net(NetConfig::default(), 15);
+        let mut boxes: Vec<Mailbox> = (0..3).map(|i| net.bind(n(i))).collect();
+        // On the wire (latency at least 1 ms) when the cable is pulled.
+        net.send(n(0), n(1), wire::encode(&1u64));
+        net.send(n(2), n(0), wire::encode(&2u64));
+        net.send(n(1), n(2), wire::encode(&3u64));
+        net.unplug(n(0));
+        net.send(n(1), n(0), wire::encode(&4u64));
+        sleep_ms(10).await;
+        assert_eq!(drain(&mut boxes[0]), vec![]);
+        assert_eq!(drain(&mut boxes[1]), vec![]);
+        assert_eq!(drain(&mut boxes[2]), vec![(n(1), 3)], "other links keep their packets");
+        assert_eq!(net.stats().cut, 3);
+        net.plug(n(0));
+        net.send(n(1), n(0), wire::encode(&5u64));
+        sleep_ms(10).await;
+        assert_eq!(drain(&mut boxes[0]), vec![(n(1), 5)]);
+    });
+}
+
+#[test]
 fn loss_and_duplication_match_their_rates() {
     run(15, || async {
         let net = net(NetConfig { loss_rate: 0.2, dup_rate: 0.1, ..NetConfig::default() }, 15);

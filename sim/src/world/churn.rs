@@ -1,8 +1,16 @@
-//! Leader churn at run time ([`crate::faults::Fault::LeaderChurn`], planned in
-//! `faults/churn.rs`): while it lasts, the supervisor watches the servers'
-//! reported roles and crashes every leader of a new term a few milliseconds
-//! after it takes office, then restarts it. The first victim is whoever leads
-//! when the churn starts. Every crash and its instant are in the history.
+//! Leader churn at run time ([`crate::faults::Fault::LeaderChurn`], planned
+//! in `faults/churn.rs`): while it lasts, the supervisor watches the servers'
+//! reported roles and strikes down every leader of a new term, then brings
+//! it back `down_ms` later. The first victim is whoever leads when the churn
+//! starts. Every strike, and what it did, is in the history.
+//!
+//! A victim is struck either early (up to `within_ms` after it is seen
+//! leading: its first appends are on some followers and not others) or as
+//! it applies its first entries in office (a poison entry: it has just
+//! counted something committed and told the others nothing yet). A strike
+//! either crashes the server (packets it sent still arrive) or pulls its
+//! cable (they are lost, [`crate::net::Net::unplug`]). A crash loop can
+//! take every server but one away at once; they come back on their own.
 //!
 //! Victims and instants depend on the run (who wins which election), so they
 //! cannot be planned ahead; they are drawn from the churn's own stream and so
@@ -11,6 +19,7 @@
 use super::{now_us, Supervisor};
 use crate::context::stream_seed;
 use crate::history::{Actor, EventKind};
+use crate::net::Addr;
 use fencelock::raft::Role;
 use fencelock::{NodeId, Term};
 use rand::{Rng, SeedableRng};
@@ -20,19 +29,40 @@ use std::collections::BTreeSet;
 /// Separates the churn's stream from the run's other streams.
 const STREAM_CHURN: u64 = 0x6368_7572_0000_0005;
 
-/// How often a churning supervisor looks for a new leader (madsim's finest sleep).
+/// How often a churning supervisor looks at roles and applies (madsim's finest sleep).
 const WATCH_US: u64 = 1_000;
 
-/// Churn crashes a server sends toward a restart at most this many at once (a
-/// server is never down twice, so the set stays below the cluster size).
-const CHURNED_MAX: usize = 9;
+/// Share of victims struck as they first apply rather than early.
+const AT_FIRST_APPLY: f64 = 0.4;
 
+/// A victim waiting for its first apply is struck anyway this long after it was seen leading.
+const FIRST_APPLY_WAIT_US: u64 = 50_000;
+
+/// Share of strikes that crash the server rather than pull its cable.
+const CRASH_SHARE: f64 = 0.2;
+
+/// Share of crashes that tear the write in progress.
+const TORN_SHARE: f64 = 0.3;
+
+/// What a strike did to a victim, undone when it comes back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Away {
+    Crashed,
+    Unplugged,
+}
+
+/// The leader to strike next.
 #[derive(Clone, Copy)]
 struct Doomed {
     node: NodeId,
+    /// The term it must still lead when struck.
     term: Term,
     seen_us: u64,
-    crash_us: u64,
+    /// Struck at this instant at the latest.
+    strike_us: u64,
+    /// Its apply count when seen leading; with `at_first_apply`, any more strikes at once.
+    applies_seen: u64,
+    at_first_apply: bool,
 }
 
 pub(crate) struct Churn {
@@ -43,11 +73,9 @@ pub(crate) struct Churn {
     down_us: u64,
     /// Leaders of terms up to this one have been seen (and perhaps doomed).
     seen_term: Term,
-    /// The leader to crash: who, the term it must still lead, when it was
-    /// first seen leading and when it crashes.
     doomed: Option<Doomed>,
-    /// Churned servers and the instant each comes back.
-    restarts: BTreeSet<(u64, NodeId)>,
+    /// Victims and the instant each comes back.
+    away: BTreeSet<(u64, NodeId, Away)>,
 }
 
 impl Churn {
@@ -59,16 +87,17 @@ impl Churn {
             down_us: 0,
             seen_term: Term(0),
             doomed: None,
-            restarts: BTreeSet::new(),
+            away: BTreeSet::new(),
         }
     }
 
     /// The next instant the supervisor must act for the churn, if any.
     pub(crate) fn next_wake_us(&self, now_us: u64) -> Option<u64> {
-        let watching = (now_us < self.until_us && self.doomed.is_none()).then_some(now_us + WATCH_US);
-        let doomed = self.doomed.map(|d| d.crash_us);
-        let restart = self.restarts.first().map(|(at_us, _)| *at_us);
-        [watching, doomed, restart].into_iter().flatten().min()
+        let watch = now_us < self.until_us || self.doomed.is_some_and(|d| d.at_first_apply);
+        let watching = watch.then_some(now_us + WATCH_US);
+        let doomed = self.doomed.map(|d| d.strike_us);
+        let back = self.away.first().map(|(at_us, _, _)| *at_us);
+        [watching, doomed, back].into_iter().flatten().min()
     }
 }
 
@@ -83,36 +112,68 @@ impl Supervisor {
         churn.doomed = None;
     }
 
-    /// Does whatever the churn owes at this instant: restarts that are due,
-    /// the doomed leader's crash, and dooming a newly elected leader.
+    /// Does whatever the churn owes at this instant: victims due back, the
+    /// doomed leader's strike, and dooming a newly elected leader.
     pub(crate) fn churn_step(&mut self) {
         let now = now_us();
-        while let Some(&(at_us, node)) = self.churn.restarts.first() {
+        while let Some(&(at_us, node, away)) = self.churn.away.first() {
             if at_us > now {
                 break;
             }
-            self.churn.restarts.pop_first();
-            self.restart(Actor::Server(node));
+            self.churn.away.pop_first();
+            match away {
+                Away::Crashed => self.restart(Actor::Server(node)),
+                Away::Unplugged => {
+                    self.ctx.net.plug(Addr::Server(node));
+                    self.ctx.record(EventKind::Fault { what: format!("churn: plug {node} back in") });
+                }
+            }
         }
-        if let Some(Doomed { node, term, seen_us, .. }) = self.churn.doomed.filter(|d| d.crash_us <= now) {
-            self.churn.doomed = None;
-            if self.leads(node, term) && self.servers_down() < self.ctx.model.minority() {
-                let seen_ms = (now - seen_us) / 1_000;
-                let what = format!("churn: crash {node}, leader of {term}, {seen_ms} ms after it was seen leading");
-                self.ctx.record(EventKind::Fault { what });
-                let torn = self.churn.rng.gen_bool(0.3);
-                self.crash_server(node, torn);
-                assert!(self.churn.restarts.len() < CHURNED_MAX, "churn: too many servers down");
-                self.churn.restarts.insert((now + self.churn.down_us, node));
+        if let Some(doomed) = self.churn.doomed {
+            let applied = doomed.at_first_apply && self.applies(doomed.node) > doomed.applies_seen;
+            if applied || doomed.strike_us <= now {
+                self.churn.doomed = None;
+                self.strike(doomed, applied, now);
             }
         }
         if now < self.churn.until_us && self.churn.doomed.is_none() {
             if let Some((node, term)) = self.newest_leader().filter(|(_, term)| *term > self.churn.seen_term) {
                 self.churn.seen_term = term;
-                let after_us = self.churn.rng.gen_range(0..=self.churn.within_us);
-                self.churn.doomed = Some(Doomed { node, term, seen_us: now, crash_us: now + after_us });
+                let rng = &mut self.churn.rng;
+                let at_first_apply = rng.gen_bool(AT_FIRST_APPLY);
+                let after_us =
+                    if at_first_apply { FIRST_APPLY_WAIT_US } else { rng.gen_range(0..=self.churn.within_us) };
+                let applies_seen = self.applies(node);
+                let doomed =
+                    Doomed { node, term, seen_us: now, strike_us: now + after_us, applies_seen, at_first_apply };
+                self.churn.doomed = Some(doomed);
             }
         }
+    }
+
+    /// Crashes the doomed leader or pulls its cable, if it still leads and
+    /// another server stays up and connected.
+    fn strike(&mut self, doomed: Doomed, applied: bool, now: u64) {
+        let nodes = usize::from(self.ctx.model.nodes);
+        let unplugged = self.churn.away.iter().filter(|(_, _, away)| *away == Away::Unplugged).count();
+        if !self.leads(doomed.node, doomed.term) || self.servers_down() + unplugged + 1 >= nodes {
+            return;
+        }
+        let (node, term) = (doomed.node, doomed.term);
+        let crash = self.churn.rng.gen_bool(CRASH_SHARE);
+        let torn = self.churn.rng.gen_bool(TORN_SHARE);
+        let (verb, away) = if crash { ("crash", Away::Crashed) } else { ("unplug", Away::Unplugged) };
+        let when = if applied { ", as it applied its first entries" } else { "" };
+        let seen_ms = (now - doomed.seen_us) / 1_000;
+        let what = format!("churn: {verb} {node}, leader of {term}, {seen_ms} ms after it was seen leading{when}");
+        self.ctx.record(EventKind::Fault { what });
+        if crash {
+            self.crash_server(node, torn);
+        } else {
+            self.ctx.net.unplug(Addr::Server(node));
+        }
+        assert!(self.churn.away.len() < nodes, "churn: {} servers away of {nodes}", self.churn.away.len());
+        self.churn.away.insert((now + self.churn.down_us, node, away));
     }
 
     /// Sleeps until `at_us`, doing the churn's work on the way.
@@ -126,6 +187,10 @@ impl Supervisor {
                 return;
             }
         }
+    }
+
+    fn applies(&self, node: NodeId) -> u64 {
+        self.ctx.shared().applies.get(&node).copied().unwrap_or(0)
     }
 
     fn servers_down(&self) -> usize {
