@@ -77,52 +77,70 @@ fn the_standard_model_injects_faults_and_heals() {
     assert!(outcome.history.events().iter().any(|e| matches!(e.kind, EventKind::Healed)), "the run heals");
 }
 
-/// Leader churn crashes whoever leads within milliseconds of its election,
-/// never taking a majority down itself (the plan's power losses may), and
-/// the safe protocol stays safe and live.
+/// Leader churn strikes whoever leads (a crash, or a pulled cable) within
+/// milliseconds of its election or as it first applies, never leaves fewer
+/// than one server up and connected, brings every victim back, and the safe
+/// protocol stays safe and live through it.
 #[test]
-fn leader_churn_crashes_fresh_leaders_and_the_cluster_recovers() {
-    let model = Model { leader_churn: true, ..script_model(2) };
-    let model = Model { crashes: true, ..model };
+fn leader_churn_strikes_fresh_leaders_and_the_cluster_recovers() {
+    use fencelock::raft::Role;
+    use fencelock::NodeId;
+    use std::collections::{BTreeMap, BTreeSet};
+    let model = Model { crashes: true, leader_churn: true, ..script_model(2) };
     let outcome = run_seed(3, &model);
     assert!(outcome.ok, "{:?}", outcome.violations);
-    let events = outcome.history.events();
-    let mut leaders: std::collections::BTreeMap<fencelock::NodeId, u64> = std::collections::BTreeMap::new();
-    let mut down = std::collections::BTreeSet::new();
-    let mut churned = 0;
-    let mut churn_crash_next = false;
+    let mut leaders: BTreeMap<NodeId, u64> = BTreeMap::new();
+    let (mut down, mut unplugged) = (BTreeSet::new(), BTreeSet::new());
+    let (mut crashes, mut unplugs, mut at_apply) = (0, 0, 0);
     let mut episode_start = false;
-    for event in events {
+    for event in outcome.history.events() {
         match &event.kind {
-            EventKind::Role { node, role: fencelock::raft::Role::Leader, .. } => {
+            EventKind::Role { node, role: Role::Leader, .. } => {
                 leaders.insert(*node, event.at_us);
             }
-            EventKind::Role { node, .. } => {
+            EventKind::Role { node, .. } | EventKind::Crashed { actor: Actor::Server(node) } => {
                 leaders.remove(node);
-            }
-            EventKind::Fault { what } if what.starts_with("leader churn") => episode_start = true,
-            EventKind::Fault { what } if what.starts_with("churn: crash") => {
-                // The victim leads; after the episode's first (whoever led when it
-                // began), it took office at most `within_ms` (20) plus one watch step ago.
-                let victim = leaders.iter().find(|(node, _)| what.contains(&format!("crash {node},")));
-                let (_, since_us) = victim.unwrap_or_else(|| panic!("`{what}`: the victim is not leading"));
-                let in_office_us = event.at_us - since_us;
-                assert!(std::mem::take(&mut episode_start) || in_office_us <= 22_000, "`{what}` {in_office_us} us");
-                churn_crash_next = true;
-            }
-            EventKind::Crashed { actor: Actor::Server(node) } => {
-                leaders.remove(node);
-                down.insert(*node);
-                if std::mem::take(&mut churn_crash_next) {
-                    churned += 1;
-                    assert!(down.len() <= 2, "churn took a majority of five down: {down:?}");
+                if matches!(event.kind, EventKind::Crashed { .. }) {
+                    down.insert(*node);
                 }
             }
             EventKind::Restarted { actor: Actor::Server(node) } => {
                 down.remove(node);
             }
+            EventKind::Fault { what } if what.starts_with("leader churn") => episode_start = true,
+            EventKind::Fault { what } if what.starts_with("churn: plug") => {
+                let node = churn_victim(what);
+                assert!(unplugged.remove(&node), "`{what}`: {node} was not unplugged");
+            }
+            EventKind::Fault { what } if what.starts_with("churn: ") => {
+                let victim = churn_victim(what);
+                // The episode's first victim is whoever led when it began; every
+                // later one took office at most the first-apply wait (50 ms) plus one watch step ago.
+                let since_us = *leaders.get(&victim).unwrap_or_else(|| panic!("`{what}`: the victim is not leading"));
+                let in_office_us = event.at_us - since_us;
+                assert!(std::mem::take(&mut episode_start) || in_office_us <= 52_000, "`{what}` {in_office_us} us");
+                at_apply += usize::from(what.ends_with("as it applied its first entries"));
+                if what.starts_with("churn: crash") {
+                    crashes += 1;
+                } else {
+                    unplugs += 1;
+                    unplugged.insert(victim);
+                }
+                assert!(down.len() + unplugged.len() < 5, "churn left no server up: {down:?} {unplugged:?}");
+            }
             _ => {}
         }
     }
-    assert!(churned >= 3, "{churned} leaders crashed by churn");
+    assert!(unplugged.is_empty(), "every pulled cable is plugged back in: {unplugged:?}");
+    assert!(
+        crashes >= 1 && unplugs >= 3 && at_apply >= 1,
+        "{crashes} crashes, {unplugs} unplugs, {at_apply} at first apply"
+    );
+}
+
+/// The server a churn line names (`churn: unplug n3, ...`, `churn: plug n3 back in`).
+fn churn_victim(what: &str) -> fencelock::NodeId {
+    let name = what.split_whitespace().nth(2).expect("a churn line names its server");
+    let digits = name.trim_start_matches('n').trim_end_matches(',');
+    fencelock::NodeId(digits.parse().unwrap_or_else(|_| panic!("`{what}`: no server name")))
 }
