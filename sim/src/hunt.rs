@@ -283,8 +283,38 @@ pub fn variants(args: &VariantsArgs) -> Result<ExitCode, InputError> {
     }
     if args.json {
         crate::outln!("{}", serde_json::to_string(&rows).expect("scores serialize"));
+    } else {
+        crate::outln!("{}", score_summary(&rows, args.seeds));
     }
     Ok(exit_for(rows.iter().all(|r| r.detected)))
+}
+
+/// One line over a score table: how many variants were caught, and the
+/// median and worst seeds to detection (an undetected variant counts as
+/// beyond every seed tried).
+fn score_summary(rows: &[ScoreJson], seeds_max: u64) -> String {
+    let detected = rows.iter().filter(|r| r.detected).count();
+    let mut seeds: Vec<u64> = rows.iter().map(|r| r.seeds_to_detection.unwrap_or(u64::MAX)).collect();
+    seeds.sort_unstable();
+    let show = |n: u64| if n == u64::MAX { format!(">{seeds_max}") } else { n.to_string() };
+    let median = match seeds.len() {
+        0 => "-".to_string(),
+        len if len % 2 == 1 => show(seeds[len / 2]),
+        len if seeds[len / 2] == u64::MAX => show(u64::MAX),
+        len => {
+            let twice = seeds[len / 2 - 1] + seeds[len / 2];
+            if twice % 2 == 0 {
+                (twice / 2).to_string()
+            } else {
+                format!("{}.5", twice / 2)
+            }
+        }
+    };
+    let max = seeds.last().map_or("-".to_string(), |n| show(*n));
+    format!(
+        "score: {detected} of {} unsafe variants detected within {seeds_max} seeds; seeds to detection: median {median}, max {max}",
+        rows.len()
+    )
 }
 
 /// The model a variant runs on when no `--model` is given: the standard
@@ -326,5 +356,31 @@ fn score_one(variant: Variant, seeds_max: u64, jobs: usize) -> ScoreJson {
         seeds_to_detection: None,
         seed: None,
         property: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(seeds_to_detection: Option<u64>) -> ScoreJson {
+        let detected = seeds_to_detection.is_some();
+        let property = detected.then_some("fenced-write");
+        let seed = seeds_to_detection.map(|n| n - 1);
+        ScoreJson { name: "x", breaks: Some("fenced-write"), detected, seeds_to_detection, seed, property }
+    }
+
+    #[test]
+    fn the_score_summary_counts_undetected_variants_as_beyond_every_seed() {
+        let odd = [row(Some(9)), row(Some(1)), row(Some(4))];
+        assert!(score_summary(&odd, 100)
+            .ends_with("3 of 3 unsafe variants detected within 100 seeds; seeds to detection: median 4, max 9"));
+        let even = [row(Some(10)), row(Some(17)), row(Some(1)), row(Some(2))];
+        assert!(score_summary(&even, 100).ends_with("median 6, max 17"), "{}", score_summary(&even, 100));
+        let half = [row(Some(10)), row(Some(3))];
+        assert!(score_summary(&half, 100).ends_with("median 6.5, max 10"));
+        let missed = [row(Some(10)), row(None), row(None)];
+        assert!(score_summary(&missed, 100).contains("1 of 3"));
+        assert!(score_summary(&missed, 100).ends_with("median >100, max >100"));
     }
 }
