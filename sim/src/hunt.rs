@@ -299,11 +299,11 @@ fn score_summary(rows: &[ScoreJson], seeds_max: u64) -> String {
     let show = |n: u64| if n == u64::MAX { format!(">{seeds_max}") } else { n.to_string() };
     let median = match seeds.len() {
         0 => "-".to_string(),
-        len if len % 2 == 1 => show(seeds[len / 2]),
+        len if !len.is_multiple_of(2) => show(seeds[len / 2]),
         len if seeds[len / 2] == u64::MAX => show(u64::MAX),
         len => {
             let twice = seeds[len / 2 - 1] + seeds[len / 2];
-            if twice % 2 == 0 {
+            if twice.is_multiple_of(2) {
                 (twice / 2).to_string()
             } else {
                 format!("{}.5", twice / 2)
