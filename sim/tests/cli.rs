@@ -45,6 +45,14 @@ fn even_node_count() {
 }
 
 #[test]
+fn raft_batching_keys_out_of_range() {
+    let zero = scratch("no-entries.toml", "entries_per_message_max = 0\n");
+    assert_input_error(&["replay", "--seed", "1", "--model", zero.to_str().unwrap()], "entries_per_message_max");
+    let wide = scratch("wide-window.toml", "inflight_max = 100\n");
+    assert_input_error(&["replay", "--seed", "1", "--model", wide.to_str().unwrap()], "inflight_max");
+}
+
+#[test]
 fn malformed_seed_range() {
     assert_input_error(&["hunt", "--seeds", "five..ten"], "--seeds");
 }
