@@ -101,12 +101,7 @@ fn start(ctx: &Ctx, id: NodeId) -> LockServer {
     config.variant = model.variant;
     config.entries_per_message_max = model.entries_per_message_max as usize;
     config.inflight_max = model.inflight_max as usize;
-    let service_config = ServiceConfig {
-        tick_ms: TICK_MS,
-        drift_ppm_max: model.drift_ppm_max,
-        wait_queue_max: 8,
-        variant: model.variant,
-    };
+    let service_config = ServiceConfig { tick_ms: TICK_MS, wait_queue_max: 8, variant: model.variant };
     let rng_seed = stream_seed(ctx.seed, STREAM_RAFT, u64::from(id.0), incarnation);
     let raft = RaftNode::new(config, durable, rng_seed).expect("the standard raft config is valid");
     LockServer::new(service_config, raft, state)

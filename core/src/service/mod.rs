@@ -82,9 +82,6 @@ pub enum ClientReply {
 pub struct ServiceConfig {
     /// How often the driver calls [`LockServer::tick`], on the node's local clock.
     pub tick_ms: u64,
-    /// The drift bound the protocol assumes (parts per million); the server
-    /// does not need it for its own rules, the client's belief does.
-    pub drift_ppm_max: u64,
     /// Waiters per key; a full queue answers `Unavailable`.
     pub wait_queue_max: usize,
     pub variant: Variant,
@@ -93,14 +90,13 @@ pub struct ServiceConfig {
 impl ServiceConfig {
     /// The settings the simulation uses unless a model says otherwise.
     pub fn standard(variant: Variant) -> ServiceConfig {
-        ServiceConfig { tick_ms: 10, drift_ppm_max: 500, wait_queue_max: 16, variant }
+        ServiceConfig { tick_ms: 10, wait_queue_max: 16, variant }
     }
 
     fn assert_valid(&self) {
         assert!(self.tick_ms > 0, "service config `tick_ms` must be positive");
         assert!(self.wait_queue_max > 0, "service config `wait_queue_max` must be positive");
         assert!(self.wait_queue_max <= WAITERS_PER_KEY_MAX, "service config `wait_queue_max` too large");
-        assert!(self.drift_ppm_max < 1_000_000, "service config `drift_ppm_max` must be below 1e6");
     }
 }
 
