@@ -39,8 +39,9 @@ pub struct Model {
     pub pauses: bool,
     /// Crashes and restarts of the protected resource (extension of CLI.md).
     pub resource_crashes: bool,
-    /// With `crashes`: stretches in which every new leader crashes within
-    /// milliseconds of taking office (extension of CLI.md).
+    /// With `crashes`: stretches in which every new leader is struck down
+    /// (crashed, or cut off) within milliseconds of taking office or as it
+    /// first applies (extension of CLI.md; `world/churn.rs`).
     pub leader_churn: bool,
     /// Raft entries per append message (extension of CLI.md); 1 makes a new
     /// leader's first entries travel one by one.
@@ -132,11 +133,6 @@ impl Model {
         let model: Model = toml::from_str(text).map_err(|e| format!("{origin}: {}", one_line(&e.to_string())))?;
         model.validate().map_err(|e| format!("{origin}: {e}"))?;
         Ok(model)
-    }
-
-    /// The most servers that may be down while a majority still runs.
-    pub fn minority(&self) -> usize {
-        usize::from(self.nodes.saturating_sub(1) / 2)
     }
 
     /// The name of lock key `i`; the first is the invoice of seed 000.

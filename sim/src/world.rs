@@ -223,6 +223,7 @@ impl Supervisor {
     pub(crate) async fn apply(&mut self, fault: &Fault) {
         let ctx = self.ctx.clone();
         ctx.record(EventKind::Fault { what: fault.to_string() });
+        self.churn_yield_to(fault);
         match fault {
             Fault::Partition { sides } => ctx.net.partition(sides),
             Fault::OneWay { from, to } => ctx.net.cut(*from, *to),

@@ -5,12 +5,17 @@
 //! starts. Every strike, and what it did, is in the history.
 //!
 //! A victim is struck either early (up to `within_ms` after it is seen
-//! leading: its first appends are on some followers and not others) or as
-//! it applies its first entries in office (a poison entry: it has just
-//! counted something committed and told the others nothing yet). A strike
-//! either crashes the server (packets it sent still arrive) or pulls its
-//! cable (they are lost, [`crate::net::Net::unplug`]). A crash loop can
-//! take every server but one away at once; they come back on their own.
+//! leading: its first appends are on some followers and not others) or
+//! within a watch step of applying its first entries in office (a poison
+//! entry: it has just counted something committed, and the append that
+//! would spread its own term's entry is still on the wire). A strike either
+//! crashes the server (packets it sent still arrive) or pulls its cable
+//! (they are lost, [`crate::net::Net::unplug`]). A crash loop can take every
+//! server but one away at once; they come back on their own, unless a
+//! planned fault takes the victim over first (a restart, a restore, a crash,
+//! a heal of the network): from then on the plan owns it, not the churn.
+//! The length of a torn write is drawn from the supervisor's stream, as for
+//! every crash.
 //!
 //! Victims and instants depend on the run (who wins which election), so they
 //! cannot be planned ahead; they are drawn from the churn's own stream and so
@@ -18,13 +23,14 @@
 
 use super::{now_us, Supervisor};
 use crate::context::stream_seed;
+use crate::faults::Fault;
 use crate::history::{Actor, EventKind};
 use crate::net::Addr;
 use fencelock::raft::Role;
 use fencelock::{NodeId, Term};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 /// Separates the churn's stream from the run's other streams.
 const STREAM_CHURN: u64 = 0x6368_7572_0000_0005;
@@ -74,8 +80,8 @@ pub(crate) struct Churn {
     /// Leaders of terms up to this one have been seen (and perhaps doomed).
     seen_term: Term,
     doomed: Option<Doomed>,
-    /// Victims and the instant each comes back.
-    away: BTreeSet<(u64, NodeId, Away)>,
+    /// Victims the churn still owns, and the instant each comes back.
+    away: BTreeMap<NodeId, (u64, Away)>,
 }
 
 impl Churn {
@@ -87,7 +93,7 @@ impl Churn {
             down_us: 0,
             seen_term: Term(0),
             doomed: None,
-            away: BTreeSet::new(),
+            away: BTreeMap::new(),
         }
     }
 
@@ -96,7 +102,7 @@ impl Churn {
         let watch = now_us < self.until_us || self.doomed.is_some_and(|d| d.at_first_apply);
         let watching = watch.then_some(now_us + WATCH_US);
         let doomed = self.doomed.map(|d| d.strike_us);
-        let back = self.away.first().map(|(at_us, _, _)| *at_us);
+        let back = self.away.values().map(|(at_us, _)| *at_us).min();
         [watching, doomed, back].into_iter().flatten().min()
     }
 }
@@ -116,11 +122,15 @@ impl Supervisor {
     /// doomed leader's strike, and dooming a newly elected leader.
     pub(crate) fn churn_step(&mut self) {
         let now = now_us();
-        while let Some(&(at_us, node, away)) = self.churn.away.first() {
-            if at_us > now {
-                break;
-            }
-            self.churn.away.pop_first();
+        let due: Vec<(NodeId, Away)> = self
+            .churn
+            .away
+            .iter()
+            .filter(|(_, (at_us, _))| *at_us <= now)
+            .map(|(node, (_, away))| (*node, *away))
+            .collect();
+        for (node, away) in due {
+            self.churn.away.remove(&node);
             match away {
                 Away::Crashed => self.restart(Actor::Server(node)),
                 Away::Unplugged => {
@@ -155,8 +165,9 @@ impl Supervisor {
     /// another server stays up and connected.
     fn strike(&mut self, doomed: Doomed, applied: bool, now: u64) {
         let nodes = usize::from(self.ctx.model.nodes);
-        let unplugged = self.churn.away.iter().filter(|(_, _, away)| *away == Away::Unplugged).count();
-        if !self.leads(doomed.node, doomed.term) || self.servers_down() + unplugged + 1 >= nodes {
+        let unplugged = self.churn.away.values().filter(|(_, away)| *away == Away::Unplugged).count();
+        let held = self.churn.away.contains_key(&doomed.node);
+        if held || !self.leads(doomed.node, doomed.term) || self.servers_down() + unplugged + 1 >= nodes {
             return;
         }
         let (node, term) = (doomed.node, doomed.term);
@@ -172,8 +183,10 @@ impl Supervisor {
         } else {
             self.ctx.net.unplug(Addr::Server(node));
         }
-        assert!(self.churn.away.len() < nodes, "churn: {} servers away of {nodes}", self.churn.away.len());
-        self.churn.away.insert((now + self.churn.down_us, node, away));
+        let previous = self.churn.away.insert(node, (now + self.churn.down_us, away));
+        assert!(previous.is_none(), "churn: struck {node}, which it already holds away");
+        let away_now = self.servers_down() + unplugged + usize::from(away == Away::Unplugged);
+        assert!(away_now < nodes, "churn: {away_now} servers away of {nodes}");
     }
 
     /// Sleeps until `at_us`, doing the churn's work on the way.
@@ -186,6 +199,27 @@ impl Supervisor {
             if now_us() >= at_us {
                 return;
             }
+        }
+    }
+
+    /// A planned fault takes over the victims it touches: a crash, restart
+    /// or restore of a crashed victim, a whole-cluster restore (every crashed
+    /// victim), a heal of the network (every pulled cable). The churn forgets
+    /// them, so it never restarts or plugs in what the plan already brought
+    /// back or took down again.
+    pub(crate) fn churn_yield_to(&mut self, fault: &Fault) {
+        let away = &mut self.churn.away;
+        let owned = |how: Away| move |_: &NodeId, (_, away): &mut (u64, Away)| *away != how;
+        match fault {
+            Fault::Crash { node, .. } | Fault::Restart { node } | Fault::RestoreNode { node }
+                if away.get(node).is_some_and(|(_, how)| *how == Away::Crashed) =>
+            {
+                away.remove(node);
+            }
+            Fault::RestoreCluster => away.retain(owned(Away::Crashed)),
+            // A pulled cable is a network fault: the heal plugs it back in.
+            Fault::Heal => away.retain(owned(Away::Unplugged)),
+            _ => {}
         }
     }
 
@@ -204,6 +238,8 @@ impl Supervisor {
             .roles
             .iter()
             .filter(|(node, soft)| soft.role == Role::Leader && !self.down.contains_key(&Actor::Server(**node)))
+            // A victim with its cable pulled may not know yet that it was deposed.
+            .filter(|(node, _)| !self.churn.away.contains_key(node))
             .max_by_key(|(_, soft)| soft.term)
             .map(|(node, soft)| (*node, soft.term))
     }

@@ -62,7 +62,7 @@ fn indices_restart_after_a_cluster_restore() {
 #[test]
 fn an_acked_grant_overwritten_by_a_noop_breaks_commit_durability() {
     // n0 applies and acknowledges i6 alone; the new leader n1 overwrites
-    // i6 with its no-op (not recorded) and the others apply i7 without it.
+    // i6 with its no-op, which this history leaves out, and the others apply i7 without it.
     let verdict = happy()
         .at_ms(4_000)
         .apply(0, 6, grant("j", 2, 7), granted(44))
