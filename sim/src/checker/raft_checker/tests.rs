@@ -238,3 +238,30 @@ fn an_index_reused_in_another_term_after_a_cluster_restore_is_fine() {
         .check();
     assert_clean(&verdict);
 }
+
+#[test]
+fn replaying_the_same_noops_after_a_restart_a_snapshot_or_a_node_restore_is_fine() {
+    // n1 applies the no-ops of t2 at i6 and i7; it restarts and replays i6,
+    // installs a snapshot up to i6 and applies i7, and after a restore from
+    // a backup replays both: the same entries each time, so nothing diverges.
+    let snapshot =
+        EventKind::SnapshotInstalled { node: NodeId(1), index: LogIndex(6), token_last: Token(43), locks: vec![] };
+    let restored = EventKind::NodeRestored { node: NodeId(1), backup_at_us: 3_000_000 };
+    let verdict = happy()
+        .at_ms(4_000)
+        .leader(1, 2)
+        .apply_noop(1, 6, 2)
+        .apply_noop(1, 7, 2)
+        .apply_noop(0, 6, 2)
+        .crash(server(1))
+        .restart(server(1))
+        .apply_noop(1, 6, 2)
+        .ev(snapshot)
+        .apply_noop(1, 7, 2)
+        .ev(restored)
+        .apply_noop(1, 6, 2)
+        .apply_noop(1, 7, 2)
+        .apply_noop(2, 7, 2)
+        .check();
+    assert_clean(&verdict);
+}
