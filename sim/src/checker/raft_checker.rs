@@ -53,12 +53,11 @@ impl RaftChecker {
                 self.on_leader(event.at_us, *node, *term, report);
             }
             EventKind::Applied { node, index, term, command, result } => {
-                self.check_entry(ctx, event.at_us, *node, *index, *term, Some(command), report);
+                self.on_entry(ctx, event.at_us, *node, *index, *term, Some(command), report);
                 self.on_applied(ctx, facts, event.at_us, *node, *index, command, result, report);
             }
             EventKind::AppliedNoop { node, index, term } => {
-                self.check_entry(ctx, event.at_us, *node, *index, *term, None, report);
-                self.on_applied_noop(ctx, event.at_us, *node, *index, *term, report);
+                self.on_entry(ctx, event.at_us, *node, *index, *term, None, report);
             }
             EventKind::SnapshotInstalled { node, index, token_last, .. } => {
                 self.on_snapshot(ctx, event.at_us, *node, *index, *token_last, report);
@@ -98,12 +97,13 @@ impl RaftChecker {
         }
     }
 
-    /// Agreement on the entry itself: the first node to apply `index` in
-    /// this epoch applied the same term, and a command where this is a
-    /// command (`command` is `None` for a no-op). Which command, and its
-    /// result, [`RaftChecker::on_applied`] compares.
+    /// Any applied entry (`command` is `None` for a no-op): agreement on the
+    /// entry itself — the first node to apply `index` in this epoch applied
+    /// the same term, and a command where this is a command (which command,
+    /// and its result, [`RaftChecker::on_applied`] compares) — and durability
+    /// of an acknowledged command at that index.
     #[allow(clippy::too_many_arguments)]
-    fn check_entry(
+    fn on_entry(
         &mut self,
         ctx: &Context,
         at_us: u64,
@@ -113,18 +113,35 @@ impl RaftChecker {
         command: Option<&Command>,
         report: &mut Report,
     ) {
-        let Some(first) = ctx.entry_at(index) else { return };
-        let differs = first.term != term || first.command.is_some() != command.is_some();
-        if differs && self.disagreements.insert((ctx.epoch, index)) {
-            let detail = format!(
-                "{node} applied {} at {index} where {} applied {}: two nodes applied different entries at one \
-                 index (look at the commit rule and log matching)",
-                describe_payload(command, term),
-                first.node,
-                first.what()
-            );
-            report.push(Violation::new(APPLY_AGREEMENT, at_us, detail).nodes(&[first.node, node]));
+        if let Some(first) = ctx.entry_at(index) {
+            let differs = first.term != term || first.command.is_some() != command.is_some();
+            if differs && self.disagreements.insert((ctx.epoch, index)) {
+                let detail = format!(
+                    "{node} applied {} at {index} where {} applied {}: two nodes applied different entries at one \
+                     index (look at the commit rule and log matching)",
+                    describe_payload(command, term),
+                    first.node,
+                    first.what()
+                );
+                report.push(Violation::new(APPLY_AGREEMENT, at_us, detail).nodes(&[first.node, node]));
+            }
         }
+        if let Some(acked) = self.acked.get(&index) {
+            if command != Some(&acked.command) && self.lost.insert((ctx.epoch, index)) {
+                let detail = format!(
+                    "{node} applied {} at {index}, where {} had acknowledged {:?} to {} as committed: \
+                     an acknowledged entry was overwritten",
+                    describe_payload(command, term),
+                    acked.node,
+                    acked.command,
+                    acked.client
+                );
+                let tokens: Vec<Token> = acked.token.into_iter().collect();
+                let v = Violation::new(COMMIT_DURABILITY, at_us, detail);
+                report.push(v.nodes(&[acked.node, node]).clients(&[acked.client]).tokens(&tokens));
+            }
+        }
+        self.progress.entry(node).or_default().applied_at_us.entry(index).or_insert(at_us);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -150,19 +167,6 @@ impl RaftChecker {
                 report.push(Violation::new(APPLY_AGREEMENT, at_us, detail).nodes(&[first.node, node]));
             }
         }
-        if let Some(acked) = self.acked.get(&index) {
-            if acked.command != *command && self.lost.insert((ctx.epoch, index)) {
-                let detail = format!(
-                    "{node} applied {command:?} at {index}, where {} had acknowledged {:?} to {} as committed: \
-                     an acknowledged entry was overwritten",
-                    acked.node, acked.command, acked.client
-                );
-                let tokens: Vec<Token> = acked.token.into_iter().collect();
-                let v = Violation::new(COMMIT_DURABILITY, at_us, detail);
-                report.push(v.nodes(&[acked.node, node]).clients(&[acked.client]).tokens(&tokens));
-            }
-        }
-        self.progress.entry(node).or_default().applied_at_us.entry(index).or_insert(at_us);
         let holder = match command {
             Command::Grant { holder, .. } => Some((*holder, true)),
             Command::Release { holder, .. } => Some((*holder, false)),
@@ -171,30 +175,6 @@ impl RaftChecker {
         if let Some((holder, is_grant)) = holder {
             self.last_apply.insert((node, holder, is_grant), (index, command.clone(), *result));
         }
-    }
-
-    fn on_applied_noop(
-        &mut self,
-        ctx: &Context,
-        at_us: u64,
-        node: NodeId,
-        index: LogIndex,
-        term: Term,
-        report: &mut Report,
-    ) {
-        if let Some(acked) = self.acked.get(&index) {
-            if self.lost.insert((ctx.epoch, index)) {
-                let detail = format!(
-                    "{node} applied a no-op of {term} at {index}, where {} had acknowledged {:?} to {} as \
-                     committed: an acknowledged entry was overwritten",
-                    acked.node, acked.command, acked.client
-                );
-                let tokens: Vec<Token> = acked.token.into_iter().collect();
-                let v = Violation::new(COMMIT_DURABILITY, at_us, detail);
-                report.push(v.nodes(&[acked.node, node]).clients(&[acked.client]).tokens(&tokens));
-            }
-        }
-        self.progress.entry(node).or_default().applied_at_us.entry(index).or_insert(at_us);
     }
 
     fn on_snapshot(
