@@ -6,9 +6,19 @@
 //! client's clock mappings (`Clock` events), piece by piece, so drift and
 //! steps after the start count. Two clients believing in one key at one true
 //! instant break `lease-exclusion` only if every clock stayed within the
-//! assumed drift bound and none was stepped up to the end of the overlap, and
-//! no whole-cluster restore came between the two beliefs. Otherwise the
-//! overlap is an exposure: counted, and left to fencing to contain.
+//! assumed drift bound, and none was stepped, while the overlap was in the
+//! making, and no whole-cluster restore came between the two beliefs.
+//! Otherwise the overlap is an exposure: counted, and left to fencing to contain.
+//!
+//! "In the making" is the overlap's *window*: from the first send of the
+//! earlier of the two requests behind the beliefs up to the end of the
+//! overlap. Everything the protocol's safety argument measures happens in
+//! it: each belief counts from its request's first send, and every server
+//! timer that may end the older lease starts after that send (at the Grant's
+//! apply, a renewal's confirmation or a new leader's taking office; see
+//! `core/src/service/leases.rs`). A step long before the window cannot
+//! shorten a lease measured after it, so it excuses nothing; a step or a
+//! clock beyond the bound inside it excuses the overlap.
 
 use super::state::Context;
 use super::{CheckConfig, Report, Violation, LEASE_EXCLUSION};
@@ -92,6 +102,8 @@ struct Piece {
 struct Interval {
     client: ClientId,
     token: Token,
+    /// No later than the first send of the request behind the belief.
+    sent_us: u64,
     start_us: u64,
     end_us: u64,
 }
@@ -103,8 +115,11 @@ pub(crate) struct LeaseChecker {
     /// Each clock's current mapping, to tell a step from a rate change; a
     /// restarted process may come back with a new clock.
     current: BTreeMap<Actor, ClockMap>,
-    /// The first instant some clock left the bound or was stepped.
-    first_bad_clock_us: Option<u64>,
+    /// Stretches of true time in which some clock was beyond the bound (`end_us`
+    /// `u64::MAX` while it still is), and steps as stretches of one instant.
+    bad_clock: Vec<(u64, u64)>,
+    /// Clocks beyond the bound now, since when.
+    beyond_since: BTreeMap<Actor, u64>,
     pieces: Vec<Piece>,
     open: BTreeMap<(ClientId, Key), usize>,
 }
@@ -115,7 +130,8 @@ impl LeaseChecker {
             drift_ppm_max: config.drift_ppm_max,
             maps: BTreeMap::new(),
             current: BTreeMap::new(),
-            first_bad_clock_us: None,
+            bad_clock: Vec::new(),
+            beyond_since: BTreeMap::new(),
             pieces: Vec::new(),
             open: BTreeMap::new(),
         }
@@ -131,8 +147,18 @@ impl LeaseChecker {
                     .current
                     .get(actor)
                     .is_some_and(|prev| (prev.local_at(at_us) - i128::from(*local_us)).abs() > STEP_TOLERANCE_US);
-                if beyond || stepped {
-                    self.first_bad_clock_us.get_or_insert(at_us);
+                if stepped {
+                    self.bad_clock.push((at_us, at_us));
+                }
+                match (beyond, self.beyond_since.get(actor).copied()) {
+                    (true, None) => {
+                        self.beyond_since.insert(*actor, at_us);
+                    }
+                    (false, Some(since_us)) => {
+                        self.beyond_since.remove(actor);
+                        self.bad_clock.push((since_us, at_us));
+                    }
+                    _ => {}
                 }
                 self.current.insert(*actor, map);
                 self.maps.entry(*actor).or_default().push(map);
@@ -181,13 +207,20 @@ impl LeaseChecker {
 
     pub fn finish(&mut self, ctx: &Context, report: &mut Report) {
         let run_end_us = ctx.config.run_end_us;
+        let still_beyond = std::mem::take(&mut self.beyond_since);
+        self.bad_clock.extend(still_beyond.into_values().map(|since_us| (since_us, u64::MAX)));
+        let lease_us = ctx.config.lease_ms.saturating_mul(1_000);
         let mut by_key: BTreeMap<Key, Vec<Interval>> = BTreeMap::new();
         for piece in &self.pieces {
             let maps = self.maps.get(&Actor::Client(piece.client)).map(Vec::as_slice).unwrap_or(&[]);
             let expiry_us = true_us_reaching(maps, piece.start_us, piece.until_local_us).unwrap_or(u64::MAX);
             let end_us = expiry_us.min(piece.closed_us.unwrap_or(u64::MAX)).min(run_end_us);
             if end_us > piece.start_us {
-                let interval = Interval { client: piece.client, token: piece.token, start_us: piece.start_us, end_us };
+                // A belief lasts less than a lease of local time from its request's first send.
+                let sent_local_us = piece.until_local_us.saturating_sub(lease_us);
+                let sent_us = true_us_reaching(maps, 0, sent_local_us).unwrap_or(0).min(piece.start_us);
+                let (client, token, start_us) = (piece.client, piece.token, piece.start_us);
+                let interval = Interval { client, token, sent_us, start_us, end_us };
                 by_key.entry(piece.key.clone()).or_default().push(interval);
             }
         }
@@ -215,7 +248,8 @@ impl LeaseChecker {
 
     fn judge_overlap(&self, ctx: &Context, key: &Key, a: &Interval, b: &Interval, report: &mut Report) {
         let (start_us, end_us) = (b.start_us, a.end_us.min(b.end_us));
-        let clocks_good = self.first_bad_clock_us.is_none_or(|bad| bad >= end_us);
+        let window_start_us = a.sent_us.min(b.sent_us);
+        let clocks_good = !self.bad_clock.iter().any(|&(from_us, to_us)| from_us < end_us && to_us >= window_start_us);
         let same_epoch = ctx.restores_until(a.start_us) == ctx.restores_until(b.start_us);
         if !(clocks_good && same_epoch) {
             report.counters.lease_exposures += 1;
@@ -242,6 +276,7 @@ mod tests {
     use super::super::testkit::*;
     use super::super::LEASE_EXCLUSION;
     use super::{true_us_reaching, ClockMap};
+    use crate::checker::testkit::H;
 
     fn map(at_ms: u64, local_ms: u64, rate_ppm: i64) -> ClockMap {
         ClockMap { at_us: at_ms * 1_000, local_us: local_ms * 1_000, rate_ppm }
@@ -367,6 +402,52 @@ mod tests {
             .clock(server(1), 0, 100, true)
             .check();
         assert_only(&verdict, LEASE_EXCLUSION);
+    }
+
+    /// c1 believes in k from 3 s (sent about then) to 5 s, c2 from 4 s; `bad` adds clock events before them.
+    fn overlap_after(bad: impl FnOnce(H) -> H) -> H {
+        let h = H::new().clock(server(0), 0, 0, true).clock(client(1), 0, 0, true).clock(client(2), 0, 0, true);
+        bad(h).at_ms(3_000).belief_until_us(1, "k", 43, 5_000_000).at_ms(4_000).belief_until_us(2, "k", 44, 6_000_000)
+    }
+
+    #[test]
+    fn a_step_before_the_overlaps_window_excuses_nothing() {
+        // n0 stepped forward 1 s at 0.5 s; c1's belief until 5 s counts from a send at 3 s or later.
+        let verdict = overlap_after(|h| h.at_ms(500).clock(server(0), 1_500_000, 0, true)).check();
+        assert_only(&verdict, LEASE_EXCLUSION);
+        assert_eq!(verdict.counters.lease_exposures, 0);
+    }
+
+    #[test]
+    fn a_step_inside_the_overlaps_window_excuses_it() {
+        // c1's belief until 5 s counts from a send at 3 s or later: n0's step at 3.5 s is inside.
+        let verdict = H::new()
+            .clock(server(0), 0, 0, true)
+            .clock(client(1), 0, 0, true)
+            .clock(client(2), 0, 0, true)
+            .at_ms(3_000)
+            .belief_until_us(1, "k", 43, 5_000_000)
+            .at_ms(3_500)
+            .clock(server(0), 4_500_000, 0, true)
+            .at_ms(4_000)
+            .belief_until_us(2, "k", 44, 6_000_000)
+            .check();
+        assert_clean(&verdict);
+        assert_eq!(verdict.counters.lease_exposures, 1);
+    }
+
+    #[test]
+    fn a_drift_beyond_the_bound_that_ended_before_the_window_excuses_nothing() {
+        // n0 ran 900 ppm fast from 0.2 s to 1 s (beyond 500), then within the bound again.
+        let verdict = overlap_after(|h| {
+            h.at_ms(200).clock(server(0), 200_000, 900, false).at_ms(1_000).clock(server(0), 1_000_720, 100, true)
+        })
+        .check();
+        assert_only(&verdict, LEASE_EXCLUSION);
+        // Still beyond the bound when the window opens: an exposure.
+        let verdict = overlap_after(|h| h.at_ms(200).clock(server(0), 200_000, 900, false)).check();
+        assert_clean(&verdict);
+        assert_eq!(verdict.counters.lease_exposures, 1);
     }
 
     #[test]
