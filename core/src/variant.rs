@@ -162,9 +162,14 @@ pub const VARIANTS: &[VariantInfo] = &[
     VariantInfo {
         variant: Variant::AmnesiaRejoin,
         name: "amnesia-rejoin",
-        breaks: Some("election-safety"),
-        about: "a node restored from a stale backup votes at once and can vote twice in a term",
-        // On three nodes the restored node's forgotten vote is half of every majority.
+        // Its stale log makes it vote for candidates that lack committed
+        // entries (SCENARIOS.md 9): the elected leader overwrites them, which
+        // shows first as two nodes applying different entries at one index.
+        // Voting twice in one term (election-safety) is rarer: the forgotten
+        // vote must be of a term whose election is still open.
+        breaks: Some("apply-agreement"),
+        about: "a node restored from a stale backup votes at once: it helps elect leaders that lack committed entries",
+        // On three nodes the restored node's vote is half of every majority.
         model: "nodes = 3",
     },
 ];

@@ -28,7 +28,7 @@ use std::time::Duration;
 /// How long a worker waits for a server before it retries (local µs).
 const REQUEST_TIMEOUT_US: u64 = 250_000;
 /// Attempts of one request (same request id) before the worker gives up.
-const ATTEMPTS_MAX: u32 = 8;
+const ATTEMPTS_MAX: u32 = 12;
 /// Attempts of one resource write before the worker gives up on it.
 const WRITE_ATTEMPTS_MAX: u32 = 3;
 /// A long job renews after each this many thousandths of its lease.
@@ -236,7 +236,7 @@ impl Worker {
             self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
             return false;
         }
-        if self.rng.gen_bool(0.15) {
+        if self.rng.gen_bool(0.25) {
             // Worker A: a stop-the-world stall (GC) between the check and the write.
             let stall_ms = self.rng.gen_range(lease_ms / 2..lease_ms * 2 + self.ctx.model.pause_ms_max.min(lease_ms));
             let actor = Actor::Client(self.id);
@@ -276,7 +276,7 @@ impl Worker {
             Variant::ClientClockToken => Token(self.now() / 1_000),
             _ => token,
         };
-        let path = if self.rng.gen_bool(0.7) { WritePath::Status } else { WritePath::Ledger };
+        let path = if self.rng.gen_bool(0.5) { WritePath::Status } else { WritePath::Ledger };
         self.write_with(key, token, holder, path).await;
     }
 

@@ -33,9 +33,9 @@ fn sorted_inside_the_safety_phase_at_a_steady_rate() {
     }
     let (low, high) = (*counts.iter().min().unwrap(), *counts.iter().max().unwrap());
     let mean = counts.iter().sum::<usize>() / counts.len();
-    // One event per 0.5-2 s of a 30 s phase.
-    assert!((15..=60).contains(&mean), "mean {mean} events");
-    assert!(low >= 8 && high <= 90, "events per run {low}..{high}");
+    // One event per 0.3-2 s of a 30 s phase.
+    assert!((15..=90).contains(&mean), "mean {mean} events");
+    assert!(low >= 8 && high <= 130, "events per run {low}..{high}");
 }
 
 /// Picks the events of one family.
@@ -271,7 +271,7 @@ fn resource_crashes_are_followed_by_restarts() {
                 Fault::CrashResource => assert!(down_at.replace(event.at_ms).is_none()),
                 Fault::RestartResource => {
                     let since = down_at.take().expect("restart after a crash");
-                    assert!((200..=3_000).contains(&(event.at_ms - since)));
+                    assert!((100..=1_500).contains(&(event.at_ms - since)));
                 }
                 _ => {}
             }
