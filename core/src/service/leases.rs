@@ -222,7 +222,14 @@ impl LockServer {
                 // timeout after hearing from it, so it still leads now only if
                 // the round is fresh. A round that came back late (the node
                 // stalled with the answers queued) proves nothing: ask again.
-                if now_local_ms.saturating_sub(asked_local_ms) > self.grant_confirmation_fresh_ms() {
+                // So does a clock that reads earlier than when the round was
+                // asked: it was stepped back and cannot say how long the node
+                // stalled (found by the hunt: a leader paused 1341 ms while
+                // its clock stepped back 1537 ms). A step back of about the
+                // stall's length still reads as fresh: this rule trusts the
+                // clock not to step back by that much inside a stall.
+                let elapsed_ms = now_local_ms.checked_sub(asked_local_ms);
+                if elapsed_ms.is_none_or(|ms| ms > self.grant_confirmation_fresh_ms()) {
                     self.confirm_then_grant(round.term, client, request, key, token, now_local_ms);
                     return;
                 }

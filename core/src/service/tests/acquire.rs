@@ -1,6 +1,7 @@
 //! Acquire, release and the Granted decision.
 
 use super::*;
+use crate::service::ReadPurpose;
 
 #[test]
 fn granted_only_after_commit_and_apply() {
@@ -160,4 +161,37 @@ fn a_deposed_leader_does_not_answer_its_lost_proposals() {
     assert_ne!(cluster.role(old), Role::Leader);
     assert_eq!(cluster.answers(1, 1), vec![], "the lost proposal gets no answer; the client retries");
     assert_eq!(cluster.token_of(old), None, "the uncommitted Grant was overwritten");
+}
+
+/// A leader stalls (a GC pause) with the answers to its Grant's confirmation
+/// round queued, and its clock is stepped back during the stall by more than
+/// the stall lasted. Meanwhile a successor took office and the lock expired.
+/// The clock now reads earlier than when the round was asked: it cannot say
+/// how long the node stalled, so the leader asks again (and, deposed, never
+/// gets the answer) instead of telling the client Granted for a gone lock.
+#[test]
+fn a_leader_whose_clock_went_back_during_a_stall_asks_again() {
+    let (mut cluster, old) = three(Variant::Default);
+    cluster.send(old, 1, 1, acquire(0));
+    let confirming = |cluster: &Cluster| {
+        let server = cluster.server(old);
+        let grant_round = server.reads.values().any(|round| matches!(round.purpose, ReadPurpose::Grant { .. }));
+        grant_round && !server.has_ready()
+    };
+    cluster.settle_until(confirming);
+    assert!(confirming(&cluster), "the Grant applied and its confirmation round went out");
+    let asked_ms = cluster.now_ms(old);
+    cluster.pause(old);
+    let successor_expired_it = |cluster: &Cluster| {
+        (0..3)
+            .map(NodeId)
+            .any(|node| node != old && cluster.server(node).is_serving_leader() && cluster.token_of(node).is_none())
+    };
+    assert!(cluster.run_until(5_000, successor_expired_it), "a successor took office and expired the lock");
+    let stalled_ms = cluster.now_ms(old) - asked_ms;
+    cluster.step_clock(old, -i64::try_from(stalled_ms + TICK_MS).expect("a short stall"));
+    cluster.resume(old);
+    cluster.run_ms(500);
+    assert_eq!(cluster.answers(1, 1), vec![], "no Granted for the expired lock");
+    assert_ne!(cluster.role(old), Role::Leader);
 }

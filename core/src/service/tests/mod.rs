@@ -1,7 +1,7 @@
 //! Tests of the lock service rules on a tiny in-memory cluster of
 //! [`LockServer`]s: one node (which commits on its own) or three nodes that
-//! exchange messages through a queue, with per-node local clocks and a switch
-//! to cut a node off.
+//! exchange messages through a queue, with per-node local clocks, a switch
+//! to cut a node off and one to stall it (a GC pause: its messages wait).
 
 mod acquire;
 mod ghosts;
@@ -27,6 +27,9 @@ pub(super) struct Cluster {
     clocks_ms: Vec<u64>,
     inbox: VecDeque<Message>,
     isolated: BTreeSet<NodeId>,
+    /// Stalled nodes: they neither tick nor step; messages to them wait in `held`.
+    paused: BTreeSet<NodeId>,
+    held: VecDeque<Message>,
     /// Every output, in order, with the node that produced it.
     log: Vec<(NodeId, Output)>,
 }
@@ -72,7 +75,15 @@ impl Cluster {
             })
             .collect();
         let clocks_ms = (0..nodes).map(|n| 1_000_000 * (u64::from(n) + 1)).collect();
-        Cluster { servers, clocks_ms, inbox: VecDeque::new(), isolated: BTreeSet::new(), log: Vec::new() }
+        Cluster {
+            servers,
+            clocks_ms,
+            inbox: VecDeque::new(),
+            isolated: BTreeSet::new(),
+            paused: BTreeSet::new(),
+            held: VecDeque::new(),
+            log: Vec::new(),
+        }
     }
 
     pub(super) fn server(&self, node: NodeId) -> &LockServer {
@@ -85,13 +96,18 @@ impl Cluster {
 
     /// Hands out every Ready and delivers every message until the cluster is quiet.
     pub(super) fn settle(&mut self) {
+        self.settle_until(|_| false);
+    }
+
+    /// Like `settle`, but stops after the first round at whose end `until` holds.
+    pub(super) fn settle_until(&mut self, until: impl Fn(&Cluster) -> bool) {
         for _ in 0..SETTLE_ROUNDS_MAX {
             let mut busy = false;
             for n in 0..self.servers.len() {
                 let node = NodeId(n as u8);
                 let now_ms = self.clocks_ms[n];
                 let server = &mut self.servers[n];
-                if server.has_ready() {
+                if !self.paused.contains(&node) && server.has_ready() {
                     busy = true;
                     let mut ready = server.ready();
                     let messages: Vec<Message> = std::mem::take(&mut ready.messages)
@@ -109,12 +125,16 @@ impl Cluster {
             }
             if let Some(message) = self.inbox.pop_front() {
                 busy = true;
+                if self.paused.contains(&message.to) {
+                    self.held.push_back(message);
+                    continue;
+                }
                 let to = usize::from(message.to.0);
                 let now_ms = self.clocks_ms[to];
                 self.servers[to].step(message, now_ms);
                 self.collect(NodeId(to as u8));
             }
-            if !busy {
+            if !busy || until(self) {
                 return;
             }
         }
@@ -126,10 +146,14 @@ impl Cluster {
         self.log.extend(outputs.into_iter().map(|output| (node, output)));
     }
 
-    /// One tick on every node (each on its own clock), then settle.
+    /// One tick on every running node (each on its own clock; a stalled
+    /// node's clock runs on), then settle.
     pub(super) fn tick(&mut self) {
         for n in 0..self.servers.len() {
             self.clocks_ms[n] += TICK_MS;
+            if self.paused.contains(&NodeId(n as u8)) {
+                continue;
+            }
             let now_ms = self.clocks_ms[n];
             self.servers[n].tick(now_ms);
             self.collect(NodeId(n as u8));
@@ -176,6 +200,29 @@ impl Cluster {
 
     pub(super) fn heal(&mut self) {
         self.isolated.clear();
+    }
+
+    /// Stalls `node`: it stops ticking and stepping, and what is sent to it waits.
+    pub(super) fn pause(&mut self, node: NodeId) {
+        self.paused.insert(node);
+    }
+
+    /// Ends `node`'s stall: it takes what waited for it, in order, before anything newer.
+    pub(super) fn resume(&mut self, node: NodeId) {
+        self.paused.remove(&node);
+        let (mine, others): (VecDeque<Message>, VecDeque<Message>) =
+            std::mem::take(&mut self.held).into_iter().partition(|message| message.to == node);
+        self.held = others;
+        for message in mine.into_iter().rev() {
+            self.inbox.push_front(message);
+        }
+        self.settle();
+    }
+
+    /// Steps `node`'s local clock by `delta_ms` (an NTP step).
+    pub(super) fn step_clock(&mut self, node: NodeId, delta_ms: i64) {
+        let clock = &mut self.clocks_ms[usize::from(node.0)];
+        *clock = clock.checked_add_signed(delta_ms).expect("clock stays positive");
     }
 
     /// Delivers a client request to `node` without settling.
