@@ -7,7 +7,8 @@
 //! steps after the start count. Two clients believing in one key at one true
 //! instant break `lease-exclusion` only if every clock stayed within the
 //! assumed drift bound, and none was stepped, while the overlap was in the
-//! making, and no whole-cluster restore came between the two beliefs.
+//! making, and no whole-cluster restore came in that time either (a lease
+//! the old cluster granted or renewed loses its guarantee, SPEC.md).
 //! Otherwise the overlap is an exposure: counted, and left to fencing to contain.
 //!
 //! "In the making" is the overlap's *window*: from the first send of the
@@ -250,7 +251,9 @@ impl LeaseChecker {
         let (start_us, end_us) = (b.start_us, a.end_us.min(b.end_us));
         let window_start_us = a.sent_us.min(b.sent_us);
         let clocks_good = !self.bad_clock.iter().any(|&(from_us, to_us)| from_us < end_us && to_us >= window_start_us);
-        let same_epoch = ctx.restores_until(a.start_us) == ctx.restores_until(b.start_us);
+        // A restore inside the window: a lease the old cluster granted or
+        // renewed lost its guarantee, even if its answer arrived after it.
+        let same_epoch = ctx.restores_until(window_start_us) == ctx.restores_until(end_us);
         if !(clocks_good && same_epoch) {
             report.counters.lease_exposures += 1;
             return;
@@ -446,6 +449,25 @@ mod tests {
         assert_only(&verdict, LEASE_EXCLUSION);
         // Still beyond the bound when the window opens: an exposure.
         let verdict = overlap_after(|h| h.at_ms(200).clock(server(0), 200_000, 900, false)).check();
+        assert_clean(&verdict);
+        assert_eq!(verdict.counters.lease_exposures, 1);
+    }
+
+    #[test]
+    fn a_renewal_answered_after_a_cluster_restore_is_an_exposure() {
+        // c1 asked before the restore at 2.9 s (its belief until 4.8 s counts
+        // from 2.8 s at the latest) and heard back after it (found by the hunt,
+        // default seed 14959 before the fix).
+        let verdict = H::new()
+            .clock(client(1), 0, 0, true)
+            .clock(client(2), 0, 0, true)
+            .at_ms(2_900)
+            .restore(1, 100)
+            .at_ms(3_000)
+            .belief_until_us(1, "k", 43, 4_800_000)
+            .at_ms(4_000)
+            .belief_until_us(2, "k", 101, 6_000_000)
+            .check();
         assert_clean(&verdict);
         assert_eq!(verdict.counters.lease_exposures, 1);
     }
