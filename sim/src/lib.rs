@@ -27,6 +27,7 @@ pub mod run;
 pub mod scenario;
 pub mod script;
 pub mod server;
+pub mod timer;
 pub mod trace;
 pub mod wire;
 pub mod workload;

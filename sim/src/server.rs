@@ -9,12 +9,12 @@ use crate::disk::{fsync, NodeOp};
 use crate::envelope::Envelope;
 use crate::history::{Actor, EventKind};
 use crate::net::{Addr, Delivery};
+use crate::timer;
 use crate::wire;
 use fencelock::raft::{Config, Message, RaftNode, Ready, SoftState};
 use fencelock::service::{LockServer, Output, ServiceConfig};
 use fencelock::{LockState, LogIndex, NodeId, Token};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Local milliseconds per Raft tick.
 pub const TICK_MS: u64 = 10;
@@ -30,6 +30,7 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
     ctx.note_role(id, soft);
     let tick_us = TICK_MS * 1_000;
     let mut next_tick_local_us = local_now(&clock) + tick_us;
+    let mut tick_deadline = None;
     loop {
         // Ticks keep their pace across a backward step of the local clock
         // (only the lease deadlines, which read the clock, feel the step).
@@ -39,8 +40,8 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
             next_tick_local_us = next_tick_local_us.min(clock.local_us(now_true_us) + tick_us);
             clock.true_us_when(next_tick_local_us, now_true_us)
         };
-        let wait = Duration::from_micros(tick_true_us.saturating_sub(now_true_us).max(1));
-        let first = madsim::time::timeout(wait, mailbox.recv()).await.ok();
+        let wait_us = tick_true_us.saturating_sub(now_true_us).max(1);
+        let first = timer::race(mailbox.recv(), timer::refresh(&mut tick_deadline, now_true_us + wait_us)).await;
         // Time stands still until the next await: one clock read serves this round.
         let now_local_us = local_now(&clock);
         match first {

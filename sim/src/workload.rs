@@ -13,6 +13,7 @@ use crate::envelope::Envelope;
 use crate::history::{Actor, EventKind, WritePath, WriteVerdict};
 use crate::model::Model;
 use crate::net::{Addr, Delivery, Mailbox};
+use crate::timer::{self, Deadline};
 use crate::wire;
 use fencelock::client::{Client, ClientConfig, ClientEvent, Outgoing};
 use fencelock::resource::Write;
@@ -297,20 +298,19 @@ impl Worker {
     }
 
     async fn await_write(&mut self, request: RequestId) -> Option<WriteVerdict> {
-        let deadline = madsim::time::Instant::now() + Duration::from_micros(REQUEST_TIMEOUT_US);
+        let mut deadline = Deadline::at_us(crate::clock::now_us() + REQUEST_TIMEOUT_US);
         loop {
-            let left = deadline.saturating_duration_since(madsim::time::Instant::now());
-            if left.is_zero() {
+            if deadline.passed() {
                 return None;
             }
-            match madsim::time::timeout(left, self.mailbox.recv()).await {
-                Ok(Delivery::Packet { bytes, .. }) => match wire::decode::<Envelope>(&bytes) {
+            match timer::race(self.mailbox.recv(), &mut deadline).await {
+                Some(Delivery::Packet { bytes, .. }) => match wire::decode::<Envelope>(&bytes) {
                     Ok(Envelope::WriteReply { request: r, verdict }) if r == request => return Some(verdict),
                     Ok(_) => {}
                     Err(_) => self.ctx.net.note_corrupt_detected(),
                 },
-                Ok(Delivery::Bounced { .. }) => {}
-                Err(_) => return None,
+                Some(Delivery::Bounced { .. }) => {}
+                None => return None,
             }
         }
     }
@@ -365,13 +365,14 @@ impl Worker {
     /// with the same request id on timeouts; gives up after `ATTEMPTS_MAX`.
     async fn await_answer(&mut self, request: RequestId) -> Answer {
         let mut attempts = 1;
+        let mut deadline = None;
         loop {
             let deadline_local = self.client.pending_deadline_local_us().unwrap_or(self.now() + REQUEST_TIMEOUT_US);
             let now_true = crate::clock::now_us();
             let deadline_true = self.clock.lock().expect("clock lock").true_us_when(deadline_local, now_true);
-            let wait = Duration::from_micros(deadline_true.saturating_sub(now_true).max(1));
-            match madsim::time::timeout(wait, self.mailbox.recv()).await {
-                Ok(Delivery::Packet { from, bytes }) => {
+            let wait_us = deadline_true.saturating_sub(now_true).max(1);
+            match timer::race(self.mailbox.recv(), timer::refresh(&mut deadline, now_true + wait_us)).await {
+                Some(Delivery::Packet { from, bytes }) => {
                     let decoded = wire::decode::<Envelope>(&bytes);
                     if decoded.is_err() {
                         self.ctx.net.note_corrupt_detected();
@@ -391,8 +392,8 @@ impl Worker {
                         }
                     }
                 }
-                Ok(Delivery::Bounced { .. }) => {}
-                Err(_) => {
+                Some(Delivery::Bounced { .. }) => {}
+                None => {
                     attempts += 1;
                     if attempts > ATTEMPTS_MAX {
                         if let Some(cancel) = self.client.cancel(self.now()) {

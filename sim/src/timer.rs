@@ -1,0 +1,152 @@
+//! A deadline that registers its timer once, and a receive raced against it.
+//!
+//! madsim 0.2.34's `Sleep` adds a timer on every poll while it is pending and
+//! never removes one. A sleep raced against a busy mailbox is polled on every
+//! delivery, so its deadline piles up timers that each wake the task again
+//! for nothing (and every loop round that builds a fresh `timeout` adds one
+//! more). [`Deadline`] polls its sleep once, to register, and afterwards only
+//! reads the clock; a loop keeps one `Deadline` for as long as its instant
+//! stays the same.
+
+use crate::clock::now_us;
+use madsim::time::Sleep;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// Resolves at a true instant (at least 1 ms after it was made, as madsim's
+/// sleeps do). Poll it from one task only: the first poll's waker is the one
+/// the timer wakes.
+pub struct Deadline {
+    sleep: Sleep,
+    registered: bool,
+    /// The true instant asked for (µs), which names the deadline in [`refresh`].
+    at_us: u64,
+}
+
+impl Deadline {
+    /// At true instant `at_us` (at least 1 ms from now).
+    pub fn at_us(at_us: u64) -> Deadline {
+        let sleep = madsim::time::sleep(Duration::from_micros(at_us.saturating_sub(now_us())));
+        Deadline { sleep, registered: false, at_us }
+    }
+
+    pub fn passed(&self) -> bool {
+        self.sleep.is_elapsed()
+    }
+}
+
+impl Future for Deadline {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.sleep.is_elapsed() {
+            return Poll::Ready(());
+        }
+        if self.registered {
+            return Poll::Pending;
+        }
+        self.registered = true;
+        Pin::new(&mut self.sleep).poll(cx)
+    }
+}
+
+/// Keeps `slot` a deadline at true instant `at_us`, rebuilding it only when
+/// the instant changes (a rebuilt deadline registers anew).
+pub fn refresh(slot: &mut Option<Deadline>, at_us: u64) -> &mut Deadline {
+    if slot.as_ref().is_none_or(|deadline| deadline.at_us != at_us) {
+        *slot = Some(Deadline::at_us(at_us));
+    }
+    slot.as_mut().expect("just filled")
+}
+
+/// `future`'s output, or `None` once `deadline` passes first (`future` is
+/// polled first, as `madsim::time::timeout` does).
+pub async fn race<F: Future>(future: F, deadline: &mut Deadline) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = future.as_mut().poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        match Pin::new(&mut *deadline).poll(cx) {
+            Poll::Ready(()) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{race, refresh, Deadline};
+    use crate::clock::now_us;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::{Context, Wake, Waker};
+    use std::time::Duration;
+
+    fn run<F: Future<Output = ()> + 'static>(f: impl FnOnce() -> F + Send + 'static) {
+        std::thread::spawn(move || {
+            madsim::runtime::Runtime::with_seed_and_config(1, madsim::Config::default()).block_on(f())
+        })
+        .join()
+        .expect("simulation thread");
+    }
+
+    struct Counter(AtomicUsize);
+
+    impl Wake for Counter {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Polls `future` `polls` times by hand, lets 10 ms pass, and counts the wake-ups.
+    fn wakes_after_polls(mut future: Pin<&mut impl Future<Output = ()>>, polls: usize) -> usize {
+        let counter = Arc::new(Counter(AtomicUsize::new(0)));
+        let waker = Waker::from(counter.clone());
+        let mut cx = Context::from_waker(&waker);
+        for _ in 0..polls {
+            assert!(future.as_mut().poll(&mut cx).is_pending());
+        }
+        madsim::time::TimeHandle::current().advance(Duration::from_millis(10));
+        assert!(future.as_mut().poll(&mut cx).is_ready());
+        counter.0.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn a_deadline_polled_often_wakes_its_task_once() {
+        run(|| async {
+            let deadline = std::pin::pin!(Deadline::at_us(now_us() + 5_000));
+            assert_eq!(wakes_after_polls(deadline, 50), 1);
+            // What it replaces: madsim's sleep wakes once per poll.
+            let sleep = std::pin::pin!(madsim::time::sleep(Duration::from_millis(5)));
+            assert_eq!(wakes_after_polls(sleep, 50), 50);
+        });
+    }
+
+    #[test]
+    fn race_returns_the_future_first_and_none_at_the_deadline() {
+        run(|| async {
+            let mut deadline = Deadline::at_us(now_us() + 5_000);
+            assert_eq!(race(async { 7 }, &mut deadline).await, Some(7));
+            assert!(!deadline.passed());
+            assert_eq!(race(std::future::pending::<u8>(), &mut deadline).await, None);
+            assert!(deadline.passed());
+            assert_eq!(now_us(), 5_000);
+        });
+    }
+
+    #[test]
+    fn refresh_keeps_a_deadline_until_its_instant_changes() {
+        run(|| async {
+            let mut slot = None;
+            refresh(&mut slot, 5_000).registered = true;
+            assert!(refresh(&mut slot, 5_000).registered, "same instant: the same deadline");
+            assert!(!refresh(&mut slot, 6_000).registered, "a new instant: a new deadline");
+        });
+    }
+}
