@@ -70,7 +70,8 @@ pub struct Ctx {
     pub resource_clock: SharedClock,
     pub node_disks: Vec<SharedDisk<NodeImage>>,
     pub resource_disk: SharedDisk<ResourceImage>,
-    pub shared: Mutex<Shared>,
+    /// Behind an `Arc` so the run's history outlives a panic (`run::salvage`).
+    pub shared: Arc<Mutex<Shared>>,
     /// In a scripted run, each worker's command queue, taken by the worker when it starts.
     pub script_queues: Option<Mutex<BTreeMap<fencelock::ClientId, crate::workload::CommandQueue>>>,
 }
@@ -98,12 +99,12 @@ impl Ctx {
             resource_clock: clock(Actor::Resource),
             node_disks: (0..nodes).map(|_| Arc::new(Mutex::new(Disk::new(NodeImage::default(), FSYNC_US)))).collect(),
             resource_disk: Arc::new(Mutex::new(Disk::new(resource_image, FSYNC_US))),
-            shared: Mutex::new(Shared {
+            shared: Arc::new(Mutex::new(Shared {
                 history: History::new(),
                 roles: BTreeMap::new(),
                 incarnations: BTreeMap::new(),
                 applies: BTreeMap::new(),
-            }),
+            })),
             model,
             script_queues: None,
         }

@@ -1,13 +1,34 @@
 //! Running seeds: each on a fresh OS thread with a fresh madsim runtime
 //! (std's HashMap seeds are per thread; MADSIM.md), then checking its history.
 
-use crate::checker::{self, CheckConfig, Counters, Violation};
+use crate::checker::{self, CheckConfig, Counters, Violation, LIVENESS};
+use crate::context::Shared;
 use crate::faults::{self, FaultEvent};
 use crate::history::History;
 use crate::model::Model;
+use crate::net::NetStats;
 use crate::trace;
 use crate::world::{self, RunRecord};
 use serde::Serialize;
+use std::cell::RefCell;
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
+
+thread_local! {
+    /// Where a seed thread's world hands its shared state, so that what it
+    /// recorded before a panic can still be checked and traced.
+    static SALVAGE: RefCell<Option<mpsc::Sender<Arc<Mutex<Shared>>>>> = const { RefCell::new(None) };
+}
+
+/// Called by the world as it starts: on a seed thread of [`run_plan`], keeps a
+/// handle on the world's shared state (the history) for after a panic.
+pub(crate) fn offer_salvage(shared: &Arc<Mutex<Shared>>) {
+    SALVAGE.with(|slot| {
+        if let Some(salvage) = slot.borrow().as_ref() {
+            // The receiver lives as long as the run; a send can only fail after it.
+            let _ = salvage.send(shared.clone());
+        }
+    });
+}
 
 /// Everything one run produced, as reported by `replay --json`.
 #[derive(Clone, Debug, Serialize)]
@@ -49,10 +70,12 @@ pub fn run_seed(seed: u64, model: &Model) -> Outcome {
 pub fn run_plan(seed: u64, model: &Model, plan: Vec<FaultEvent>) -> Outcome {
     let thread_model = model.clone();
     let thread_plan = plan.clone();
+    let (salvage, salvaged) = mpsc::channel();
     let result = std::thread::Builder::new()
         .name(format!("seed-{seed}"))
         .stack_size(32 << 20)
         .spawn(move || {
+            SALVAGE.with(|slot| *slot.borrow_mut() = Some(salvage));
             let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
             runtime.block_on(world::simulate(seed, thread_model, thread_plan))
         })
@@ -60,7 +83,14 @@ pub fn run_plan(seed: u64, model: &Model, plan: Vec<FaultEvent>) -> Outcome {
         .join();
     match result {
         Ok(record) => judge(seed, model, plan, record),
-        Err(panic) => panicked(seed, model, plan, panic_message(panic.as_ref())),
+        Err(panic) => {
+            // The thread is gone: nothing else holds the world's state now.
+            let history = salvaged.try_iter().last().map(|shared| {
+                let mut shared = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                std::mem::take(&mut shared.history)
+            });
+            panicked(seed, model, plan, panic_message(panic.as_ref()), history.unwrap_or_default())
+        }
     }
 }
 
@@ -95,33 +125,24 @@ pub(crate) fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: Run
     }
 }
 
-fn panicked(seed: u64, model: &Model, plan: Vec<FaultEvent>, message: String) -> Outcome {
-    let violation = Violation {
+/// A run that panicked: the history it recorded up to the panic is checked
+/// (liveness aside: the run was cut short) and traced, and the panic is the
+/// last violation, at the last recorded instant.
+fn panicked(seed: u64, model: &Model, plan: Vec<FaultEvent>, message: String, history: History) -> Outcome {
+    let at_us = history.events().last().map_or(0, |event| event.at_us);
+    let record = RunRecord { history, net: NetStats::default(), sim_us: at_us };
+    let mut outcome = judge(seed, model, plan, record);
+    outcome.violations.retain(|v| v.property != LIVENESS);
+    outcome.violations.push(Violation {
         property: "panic",
-        at_us: 0,
+        at_us,
         nodes: Vec::new(),
         clients: Vec::new(),
         tokens: Vec::new(),
         detail: format!("the simulation panicked: {message}"),
-    };
-    Outcome {
-        seed,
-        variant: model.variant.name().to_string(),
-        ok: false,
-        violations: vec![violation],
-        trace_hash: trace::hash_hex(0),
-        sim_ms: 0,
-        messages: 0,
-        grants: 0,
-        writes_accepted: 0,
-        stale_writes_rejected: 0,
-        elections: 0,
-        first_leader_ms: None,
-        lease_exposures: 0,
-        counters: Counters::default(),
-        history: History::new(),
-        plan,
-    }
+    });
+    outcome.ok = false;
+    outcome
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -131,5 +152,30 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         s.clone()
     } else {
         "a non-string panic".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::run_plan;
+    use crate::faults::{Fault, FaultEvent};
+    use crate::history::Actor;
+    use crate::model::Model;
+    use fencelock::NodeId;
+
+    #[test]
+    fn a_panicking_run_keeps_its_history_up_to_the_panic() {
+        let model = Model { safety_ms: 3_000, ..Model::default() };
+        // A plan edited by hand to step the clock of a server the model does not have: the world panics at 2 s.
+        let fault = Fault::ClockStep { actor: Actor::Server(NodeId(42)), delta_ms: 5 };
+        let plan = vec![FaultEvent { at_ms: 2_000, fault }];
+        let outcome = run_plan(7, &model, plan);
+        let panic = outcome.violations.last().expect("the panic is reported");
+        assert_eq!(panic.property, "panic");
+        assert!(panic.detail.starts_with("the simulation panicked: "), "{}", panic.detail);
+        assert!((1_990_000..=2_000_000).contains(&panic.at_us), "at the last event before 2 s: {}", panic.at_us);
+        assert!(outcome.history.events().len() > 100, "the history up to the panic is kept");
+        assert!(outcome.grants > 0, "and checked");
+        assert_ne!(outcome.trace_hash, crate::trace::hash_hex(0));
     }
 }

@@ -136,6 +136,7 @@ impl Supervisor {
         let mut ctx = Ctx::new(seed, model, net, &clock_rates);
         ctx.script_queues = script_queues.map(Mutex::new);
         let ctx = Arc::new(ctx);
+        crate::run::offer_salvage(&ctx.shared);
         // Every clock's starting mapping is in the history: the checker
         // converts local lease ends to true time with it.
         let actors = (0..ctx.model.nodes)
