@@ -231,7 +231,10 @@ fn replay(args: &ReplayArgs) -> Result<ExitCode, InputError> {
             let origin = path.display().to_string();
             let text = std::fs::read_to_string(path)
                 .map_err(|e| InputError(format!("cannot read fault file {origin}: {e}")))?;
-            serde_json::from_str::<Vec<faults::FaultEvent>>(&text).map_err(|e| InputError(format!("{origin}: {e}")))?
+            let plan = serde_json::from_str::<Vec<faults::FaultEvent>>(&text)
+                .map_err(|e| InputError(format!("{origin}: {e}")))?;
+            faults::validate(&plan, &model).map_err(|e| InputError(format!("{origin}: {e}")))?;
+            plan
         }
         None => faults::plan(&model, args.seed),
     };

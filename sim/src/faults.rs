@@ -21,6 +21,9 @@ mod churn;
 mod disks;
 #[cfg(test)]
 mod tests;
+mod validate;
+
+pub use validate::validate;
 
 /// Separates the fault schedule's key from the other streams drawn from the run's seed.
 const FAULT_STREAM: u64 = 0xFA17_5EED;

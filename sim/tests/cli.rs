@@ -53,6 +53,23 @@ fn raft_batching_keys_out_of_range() {
 }
 
 #[test]
+fn fault_file_naming_a_server_the_model_lacks() {
+    let plan = r#"[{"at_ms": 2000, "fault": {"ClockStep": {"actor": {"Server": 42}, "delta_ms": 5}}}]"#;
+    let file = scratch("node-42.json", plan);
+    assert_input_error(&["replay", "--seed", "1", "--fault-file", file.to_str().unwrap()], "event 0 (clock step n42");
+}
+
+#[test]
+fn fault_file_event_past_the_safety_phase() {
+    let plan = r#"[{"at_ms": 30000, "fault": "Heal"}]"#;
+    let file = scratch("late-heal.json", plan);
+    assert_input_error(
+        &["replay", "--seed", "1", "--fault-file", file.to_str().unwrap()],
+        "not inside the safety phase",
+    );
+}
+
+#[test]
 fn malformed_seed_range() {
     assert_input_error(&["hunt", "--seeds", "five..ten"], "--seeds");
 }

@@ -380,3 +380,14 @@ fn leader_churn_is_planned_only_when_switched_on_and_ends_in_the_safety_phase() 
     // Two to five episodes in a 30 s phase.
     assert!((100..=250).contains(&episodes), "{episodes} churn episodes in 50 runs");
 }
+
+#[test]
+fn every_drawn_plan_passes_the_fault_file_check() {
+    let three = Model { nodes: 3, clients: 2, ..Model::default() };
+    for model in [Model::default(), three] {
+        for seed in seeds() {
+            let plan = plan(&model, seed);
+            assert_eq!(super::validate(&plan, &model), Ok(()), "seed {seed}");
+        }
+    }
+}
