@@ -70,7 +70,7 @@ pub struct Ctx {
     pub resource_clock: SharedClock,
     pub node_disks: Vec<SharedDisk<NodeImage>>,
     pub resource_disk: SharedDisk<ResourceImage>,
-    /// Behind an `Arc` so the run's history outlives a panic (`run::salvage`).
+    /// Behind an `Arc` so the run's history outlives a panic (`run::offer_salvage`).
     pub shared: Arc<Mutex<Shared>>,
     /// In a scripted run, each worker's command queue, taken by the worker when it starts.
     pub script_queues: Option<Mutex<BTreeMap<fencelock::ClientId, crate::workload::CommandQueue>>>,

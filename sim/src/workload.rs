@@ -28,7 +28,8 @@ use std::time::Duration;
 
 /// How long a worker waits for a server before it retries (local µs).
 const REQUEST_TIMEOUT_US: u64 = 250_000;
-/// Attempts of one request (same request id) before the worker gives up.
+/// Attempts of one request (same request id) before the worker gives up: 3 s
+/// of retries, so a retry can outlive the lease it asks about (etcd 11456).
 const ATTEMPTS_MAX: u32 = 12;
 /// Attempts of one resource write before the worker gives up on it.
 const WRITE_ATTEMPTS_MAX: u32 = 3;
