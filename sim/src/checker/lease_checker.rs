@@ -407,10 +407,16 @@ mod tests {
         assert_only(&verdict, LEASE_EXCLUSION);
     }
 
-    /// c1 believes in k from 3 s (sent about then) to 5 s, c2 from 4 s; `bad` adds clock events before them.
-    fn overlap_after(bad: impl FnOnce(H) -> H) -> H {
+    /// c1 believes in k from 3 s (sent then at the latest) to 5 s, c2 from 4 s;
+    /// `before` adds events before c1's belief, `between` between the two.
+    fn overlap(before: impl FnOnce(H) -> H, between: impl FnOnce(H) -> H) -> H {
         let h = H::new().clock(server(0), 0, 0, true).clock(client(1), 0, 0, true).clock(client(2), 0, 0, true);
-        bad(h).at_ms(3_000).belief_until_us(1, "k", 43, 5_000_000).at_ms(4_000).belief_until_us(2, "k", 44, 6_000_000)
+        let h = between(before(h).at_ms(3_000).belief_until_us(1, "k", 43, 5_000_000));
+        h.at_ms(4_000).belief_until_us(2, "k", 44, 6_000_000)
+    }
+
+    fn overlap_after(before: impl FnOnce(H) -> H) -> H {
+        overlap(before, |h| h)
     }
 
     #[test]
@@ -424,17 +430,7 @@ mod tests {
     #[test]
     fn a_step_inside_the_overlaps_window_excuses_it() {
         // c1's belief until 5 s counts from a send at 3 s or later: n0's step at 3.5 s is inside.
-        let verdict = H::new()
-            .clock(server(0), 0, 0, true)
-            .clock(client(1), 0, 0, true)
-            .clock(client(2), 0, 0, true)
-            .at_ms(3_000)
-            .belief_until_us(1, "k", 43, 5_000_000)
-            .at_ms(3_500)
-            .clock(server(0), 4_500_000, 0, true)
-            .at_ms(4_000)
-            .belief_until_us(2, "k", 44, 6_000_000)
-            .check();
+        let verdict = overlap(|h| h, |h| h.at_ms(3_500).clock(server(0), 4_500_000, 0, true)).check();
         assert_clean(&verdict);
         assert_eq!(verdict.counters.lease_exposures, 1);
     }
