@@ -395,6 +395,21 @@ mod tests {
     }
 
     #[test]
+    fn a_redirect_naming_the_sender_or_an_unknown_server_tries_the_next_one() {
+        // Following such a hint would ask the same server again or a server
+        // that does not exist; the client moves on round the cluster instead.
+        let mut c = client();
+        assert_eq!(c.id(), ClientId(7));
+        let first = c.acquire(key(), LEASE_MS, 0, 1_000);
+        let events = c.on_reply(NodeId(0), first.request, ClientReply::NotLeader { leader: Some(NodeId(0)) }, 2_000);
+        assert_eq!(sent(&events).to, NodeId(1), "not back to the server that refused");
+        let events = c.on_reply(NodeId(1), first.request, ClientReply::NotLeader { leader: Some(NodeId(3)) }, 3_000);
+        assert_eq!(sent(&events).to, NodeId(2), "servers are NodeId(0) .. NodeId(nodes)");
+        let events = c.on_reply(NodeId(2), first.request, ClientReply::NotLeader { leader: Some(NodeId(1)) }, 4_000);
+        assert_eq!(sent(&events).to, NodeId(1), "a valid hint is followed");
+    }
+
+    #[test]
     fn redirects_are_bounded_per_attempt() {
         let mut c = client();
         let out = c.acquire(key(), LEASE_MS, 0, 0);
@@ -438,6 +453,29 @@ mod tests {
     }
 
     #[test]
+    fn belief_until_is_the_first_instant_the_token_may_not_be_used() {
+        let mut c = client();
+        assert_eq!(c.belief_until_local_us(&key()), None);
+        let acquire = c.acquire(key(), LEASE_MS, 0, 10_000);
+        c.on_reply(NodeId(0), acquire.request, ClientReply::Granted { token: Token(5), lease_ms: LEASE_MS }, 20_000);
+        let until_local_us = c.belief_until_local_us(&key()).expect("believed");
+        assert_eq!(until_local_us, 10_000 + believed_lease_us(LEASE_MS, 500));
+        assert_eq!(c.belief(&key(), until_local_us - 1), Some(Token(5)));
+        assert_eq!(c.belief(&key(), until_local_us), None);
+    }
+
+    #[test]
+    fn forget_drops_the_belief_and_nothing_can_be_renewed() {
+        let mut c = client();
+        let acquire = c.acquire(key(), LEASE_MS, 0, 0);
+        c.on_reply(NodeId(0), acquire.request, ClientReply::Granted { token: Token(5), lease_ms: LEASE_MS }, 5);
+        assert_eq!(c.forget(&key()), Some(Token(5)));
+        assert_eq!((c.token_of(&key()), c.belief_until_local_us(&key()), c.belief(&key(), 10)), (None, None, None));
+        assert_eq!(c.renew(&key(), 20), None);
+        assert_eq!(c.forget(&key()), None);
+    }
+
+    #[test]
     fn stale_request_ids_are_ignored() {
         let mut c = client();
         let first = c.acquire(key(), LEASE_MS, 0, 0);
@@ -477,6 +515,19 @@ mod tests {
         let events = c.on_reply(NodeId(0), release.request, ClientReply::Released, 20);
         assert_eq!(events, vec![ClientEvent::Released { key: key() }]);
         assert_eq!(c.release(&key(), 30), None);
+    }
+
+    #[test]
+    fn revoke_of_our_own_lease_drops_the_belief_before_the_answer() {
+        let mut c = client();
+        let acquire = c.acquire(key(), LEASE_MS, 0, 0);
+        c.on_reply(NodeId(0), acquire.request, ClientReply::Granted { token: Token(5), lease_ms: LEASE_MS }, 5);
+        let revoke = c.revoke(&key(), 10).expect("held");
+        assert_eq!(revoke.body, ClientRequest::Revoke { key: key(), token: Token(5) });
+        assert_eq!((c.belief(&key(), 11), c.token_of(&key())), (None, None));
+        let events = c.on_reply(NodeId(0), revoke.request, ClientReply::Released, 20);
+        assert_eq!(events, vec![ClientEvent::Released { key: key() }]);
+        assert_eq!(c.revoke(&key(), 30), None, "nothing left to revoke");
     }
 
     #[test]

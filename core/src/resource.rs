@@ -448,6 +448,21 @@ mod tests {
     }
 
     #[test]
+    fn a_new_write_after_the_window_is_full_is_applied() {
+        // Forgetting old answers must not swallow new writes: only ids at or
+        // below the highest forgotten one are old duplicates.
+        let mut db = ResourceState::new();
+        let window = WRITES_REMEMBERED_PER_CLIENT as u64;
+        for request in 1..=window + 1 {
+            db.write(&write(worker_a(), 41, request, WritePath::Ledger, "line"), Variant::Default);
+        }
+        assert_eq!(db.answered[&ClientId(1)].forgotten_max, Some(RequestId(1)), "the window is full");
+        let new = write(worker_a(), 41, window + 2, WritePath::Ledger, "new line");
+        assert_eq!(db.write(&new, Variant::Default), WriteVerdict::Accepted);
+        assert_eq!(db.ledger(&invoice()).len() as u64, window + 2);
+    }
+
+    #[test]
     fn sink_unfenced_accepts_stale_writes_on_both_paths() {
         for path in PATHS {
             let mut db = ResourceState::new();

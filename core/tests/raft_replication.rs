@@ -150,6 +150,47 @@ fn a_follower_behind_the_compacted_log_gets_a_snapshot() {
     assert!(cluster.violations.is_empty(), "{:?}", cluster.violations);
 }
 
+/// Once a follower acknowledges a snapshot, the leader knows where its log
+/// starts: it counts the follower at the snapshot's index and sends the
+/// entries after it at once, without waiting for a heartbeat or a timeout.
+#[test]
+fn a_snapshot_acknowledgement_resumes_appends_at_once() {
+    let mut cluster = Cluster::new(3, 11, |config: &mut Config| config.snapshot_threshold_entries = 5);
+    cluster.auto_compact = true;
+    cluster.run_ticks(40);
+    let leader = cluster.leader().expect("leader");
+    let lagging = NodeId((leader.0 + 1) % 3);
+    cluster.crash(lagging);
+    for _ in 0..30 {
+        cluster.propose(leader);
+        cluster.run_ticks(1);
+    }
+    cluster.restart(lagging);
+    let is_ack =
+        |message: &fencelock::raft::Message| matches!(message.body, MessageBody::InstallSnapshotResponse { .. });
+    let mut acks = Vec::new();
+    for _ in 0..20 {
+        cluster.tick(leader);
+        cluster.deliver_until(|cluster| cluster.queue.iter().any(is_ack));
+        acks = cluster.queue.iter().filter(|message| is_ack(message)).cloned().collect();
+        cluster.queue.retain(|message| !is_ack(message));
+        if !acks.is_empty() {
+            break;
+        }
+    }
+    let [ack] = &acks[..] else { panic!("expected one snapshot acknowledgement, got {acks:?}") };
+    let snapshot_index = cluster.node(lagging).snapshot_index();
+    assert_eq!(ack.body, MessageBody::InstallSnapshotResponse { index: snapshot_index });
+    cluster.deliver_all();
+    // An entry proposed while the snapshot was out, then the acknowledgement, and no tick.
+    let last = cluster.propose(leader).expect("the leader accepts proposals");
+    cluster.deliver(ack.clone());
+    cluster.deliver_all();
+    assert_eq!(cluster.node(lagging).last_index(), last, "the entries after the snapshot followed the ack");
+    assert_eq!(cluster.node(leader).commit_index(), last);
+    assert!(cluster.violations.is_empty(), "{:?}", cluster.violations);
+}
+
 #[test]
 fn a_cluster_restarted_from_its_disks_resumes() {
     let mut cluster = Cluster::new(3, 12, |_| {});

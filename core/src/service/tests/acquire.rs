@@ -195,3 +195,22 @@ fn a_leader_whose_clock_went_back_during_a_stall_asks_again() {
     assert_eq!(cluster.answers(1, 1), vec![], "no Granted for the expired lock");
     assert_ne!(cluster.role(old), Role::Leader);
 }
+
+/// A leader that loses office has proposed nothing for its waiters, so it
+/// sends them to the new leader at once instead of leaving them to time out,
+/// and keeps no lease timer or office of its own.
+#[test]
+fn a_deposed_leader_redirects_its_waiters_and_drops_its_timers() {
+    let (mut cluster, old) = three(Variant::Default);
+    cluster.request(old, 1, 1, acquire(0));
+    cluster.request(old, 2, 1, acquire(60_000));
+    assert_eq!(cluster.answers(2, 1), vec![], "a waiter waits");
+    assert!(cluster.server(old).lease_deadline_local_ms(&key()).is_some());
+    cluster.isolate(old);
+    assert!(cluster.run_until(5_000, |cluster| cluster.role(old) != Role::Leader), "check-quorum deposes it");
+    let [ClientReply::NotLeader { .. }] = cluster.answers(2, 1)[..] else {
+        panic!("expected one NotLeader, got {:?}", cluster.answers(2, 1));
+    };
+    assert!(!cluster.server(old).is_serving_leader());
+    assert_eq!(cluster.server(old).lease_deadline_local_ms(&key()), None, "only the leader keeps lease timers");
+}

@@ -2,6 +2,7 @@
 //! restart on a new leader, renew.
 
 use super::*;
+use crate::service::ReadPurpose;
 
 fn renew(token: u64) -> ClientRequest {
     ClientRequest::Renew { key: key(), token: Token(token) }
@@ -140,4 +141,31 @@ fn renew_without_leadership_check_variant_acknowledges_at_a_deposed_leader() {
         renew_at_deposed_leader(Variant::RenewWithoutLeadershipCheck),
         vec![ClientReply::Renewed { lease_ms: LEASE_MS }]
     );
+}
+
+/// The confirmation round proves leadership; the deadline is checked again
+/// when it comes back. Here the leader's clock is stepped back while the round
+/// is out, so the deadline lies ahead again: no Expire until it passes anew.
+#[test]
+fn an_expiry_is_proposed_only_if_the_deadline_has_still_passed_when_confirmed() {
+    let (mut cluster, leader) = three(Variant::Default);
+    cluster.request(leader, 1, 1, acquire(0));
+    let deadline_ms = cluster.server(leader).lease_deadline_local_ms(&key()).expect("timer");
+    cluster.run_ms(deadline_ms - TICK_MS - cluster.now_ms(leader));
+    let followers: Vec<NodeId> = (0..3).map(NodeId).filter(|node| *node != leader).collect();
+    for follower in &followers {
+        cluster.pause(*follower);
+    }
+    cluster.run_ms(2 * TICK_MS);
+    assert!(cluster.now_ms(leader) >= deadline_ms);
+    assert!(cluster.server(leader).reads.values().any(|round| round.purpose == ReadPurpose::Expiry), "round is out");
+    cluster.step_clock(leader, -500);
+    for follower in &followers {
+        cluster.resume(*follower);
+    }
+    assert!(cluster.server(leader).reads.is_empty(), "the round came back");
+    assert_eq!(cluster.expire_proposals(leader), 0, "the deadline is ahead again");
+    assert_eq!(cluster.token_of(leader), Some(Token(1)));
+    cluster.run_ms(deadline_ms + 100 - cluster.now_ms(leader));
+    assert_eq!(cluster.expire_proposals(leader), 1, "expired once the deadline passed again");
 }
