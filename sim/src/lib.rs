@@ -1,7 +1,11 @@
 //! `fencesim`: the madsim world around the `fencelock` core.
 //!
-//! Nodes, the simulated wire, local clocks, disks, faults, the workload, the
-//! history and its checker, and the command line.
+//! The folders are the layers, each using only those listed before it:
+//! the model and the history (what a run is asked to do and what it
+//! records), the simulated machine (clocks, timers, disks, the wire and the
+//! network), the fault plan, the nodes (servers, the resource, workers), the
+//! world that plays the plan, the checker, running seeds, scripted stories,
+//! and the command line.
 
 #[cfg(not(madsim))]
 compile_error!(
@@ -10,25 +14,19 @@ compile_error!(
      or add `--cfg madsim` to it."
 );
 
-pub mod bench;
-pub mod checker;
-pub mod cli;
-pub mod clock;
-pub mod context;
-pub mod disk;
-pub mod envelope;
-pub mod faults;
 pub mod history;
-pub mod hunt;
 pub mod model;
-pub mod net;
-pub mod resource_node;
-pub mod run;
-pub mod scenario;
-pub mod script;
-pub mod server;
-pub mod timer;
-pub mod trace;
-pub mod wire;
-pub mod workload;
+pub mod streams;
+
+pub mod machine;
+
+pub mod faults;
+pub mod nodes;
 pub mod world;
+
+pub mod checker;
+
+pub mod run;
+pub mod script;
+
+pub mod cli;

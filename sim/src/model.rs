@@ -85,6 +85,15 @@ impl Default for Model {
 }
 
 impl Model {
+    /// The model a variant runs on when no `--model` is given: the standard
+    /// model with the keys the variant declares (`VariantInfo::model`).
+    pub fn declared(variant: Variant) -> Model {
+        let info = variant.info();
+        let mut model = Model::from_toml(info.model, info.name).expect("a variant's declared model is valid");
+        model.variant = variant;
+        model
+    }
+
     /// Checks the ranges a TOML type cannot express; the error names the key.
     pub fn validate(&self) -> Result<(), String> {
         if self.nodes == 0 || self.nodes > 9 || self.nodes.is_multiple_of(2) {

@@ -12,13 +12,13 @@
 //! commands on their own nodes, so a paused worker really is paused: a command
 //! sent to it waits until it resumes. The same checker judges a scripted run.
 
-use crate::clock::now_us;
 use crate::faults::Fault;
 use crate::history::{Actor, EventKind, History};
+use crate::machine::clock::now_us;
+use crate::machine::net::Addr;
 use crate::model::Model;
-use crate::net::Addr;
-use crate::run::{judge, Outcome};
-use crate::workload::{CommandQueue, WorkerCommand, WorkerResult};
+use crate::nodes::commands::{CommandQueue, WorkerCommand, WorkerResult};
+use crate::run::seed::{judge, Outcome};
 use crate::world::Supervisor;
 use fencelock::resource::WritePath;
 use fencelock::{ApplyResult, ClientId, Command, Key, NodeId, Token};

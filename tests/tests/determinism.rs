@@ -1,8 +1,8 @@
 //! A fixed sweep of the default model, run twice: the same seed and model
 //! give the same trace hash, and the safe protocol shows no violation.
 
-use fencesim::hunt::sweep;
 use fencesim::model::Model;
+use fencesim::run::sweep::sweep;
 
 const SEEDS: std::ops::Range<u64> = 0..100;
 

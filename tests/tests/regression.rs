@@ -1,8 +1,8 @@
 //! Every scenario file in `seeds/` is a regression test: its outcome must
 //! match its `expect`. A failing seed is pinned here, never ignored.
 
-use fencesim::run::run_seed;
-use fencesim::scenario::Scenario;
+use fencesim::run::scenario::Scenario;
+use fencesim::run::seed::run_seed;
 use std::path::PathBuf;
 
 fn seeds_dir() -> PathBuf {

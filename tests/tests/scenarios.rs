@@ -7,11 +7,11 @@ use fencelock::resource::{WritePath, WriteVerdict};
 use fencelock::{ClientId, NodeId, Token, Variant};
 use fencesim::faults::Fault;
 use fencesim::history::Actor;
+use fencesim::machine::net::Addr;
 use fencesim::model::Model;
-use fencesim::net::Addr;
-use fencesim::run::Outcome;
+use fencesim::nodes::commands::WorkerResult;
+use fencesim::run::seed::Outcome;
 use fencesim::script::{ms, run_script, script_model, story, worker_a, worker_b, Sim, B1042};
-use fencesim::workload::WorkerResult;
 use std::future::Future;
 
 /// Runs a story and snapshots what happened plus the checker's verdict.
@@ -24,7 +24,7 @@ where
     if std::env::var_os("FENCESIM_TRACE").is_some() {
         // `FENCESIM_TRACE=1 cargo test -p fencesim-tests --test scenarios NAME -- --nocapture`
         for event in outcome.history.events() {
-            println!("{}", fencesim::trace::line(event));
+            println!("{}", fencesim::run::trace::line(event));
         }
     }
     let mut text = story(&outcome.history);

@@ -4,9 +4,9 @@
 
 use fencesim::history::{Actor, EventKind};
 use fencesim::model::Model;
-use fencesim::run::run_seed;
+use fencesim::nodes::commands::WorkerResult;
+use fencesim::run::seed::run_seed;
 use fencesim::script::{ms, run_script, script_model, worker_a, B1042};
-use fencesim::workload::WorkerResult;
 
 #[test]
 fn a_paused_worker_acts_only_after_it_resumes() {

@@ -3,8 +3,8 @@
 
 use super::{Fault, FaultEvent, EVENTS_MAX};
 use crate::history::Actor;
+use crate::machine::net::Addr;
 use crate::model::Model;
-use crate::net::Addr;
 use fencelock::{ClientId, NodeId};
 
 /// Checks a plan read from a file against `model`: every server, worker and

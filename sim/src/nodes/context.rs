@@ -2,52 +2,19 @@
 //! disks and the history. One `Ctx` per run, held in an `Arc` by every node's
 //! init closure, so it outlives kills and restarts.
 
-use crate::clock::{now_us, LocalClock, SharedClock};
-use crate::disk::{Disk, Image, NodeImage, SharedDisk};
-use crate::envelope::Envelope;
 use crate::history::{Actor, EventKind, History};
+use crate::machine::clock::{now_us, LocalClock, SharedClock};
+use crate::machine::disk::{Disk, NodeImage, ResourceImage, SharedDisk};
+use crate::machine::envelope::Envelope;
+use crate::machine::net::{Addr, Net};
+use crate::machine::wire;
 use crate::model::Model;
-use crate::net::{Addr, Net};
-use crate::wire;
+use crate::nodes::commands::CommandQueue;
 use fencelock::raft::{Role, SoftState};
-use fencelock::resource::{ResourceState, Write};
-use fencelock::{NodeId, Variant};
+use fencelock::resource::ResourceState;
+use fencelock::NodeId;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-
-/// Separate seeded streams (TigerBeetle's VOPR): removing one fault family
-/// does not reshuffle the workload. Each stream is `seed ^ STREAM_*`, mixed
-/// with the actor and its incarnation where there are many.
-pub const STREAM_NET: u64 = 0x6E65_7400_0000_0001;
-pub const STREAM_RAFT: u64 = 0x7261_6674_0000_0002;
-pub const STREAM_WORKLOAD: u64 = 0x776F_726B_0000_0003;
-pub const STREAM_DISK: u64 = 0x6469_736B_0000_0004;
-
-/// One stream seed for actor `who` in its `incarnation`-th life.
-pub fn stream_seed(seed: u64, stream: u64, who: u64, incarnation: u64) -> u64 {
-    // SplitMix64 finalizer: nearby inputs give unrelated seeds.
-    let mut z =
-        seed ^ stream ^ who.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ incarnation.wrapping_mul(0xD1B5_4A32_D192_ED03);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
-
-/// The protected resource's durable image: its state plus the variant that
-/// decides how replayed writes are judged.
-#[derive(Clone, Debug, Default)]
-pub struct ResourceImage {
-    pub state: ResourceState,
-    pub variant: Variant,
-}
-
-impl Image for ResourceImage {
-    type Op = Write;
-
-    fn apply(&mut self, op: &Write) {
-        self.state.write(op, self.variant);
-    }
-}
 
 /// Mutable world state behind one lock; the simulation is single-threaded so
 /// the lock is never contended.
@@ -73,7 +40,7 @@ pub struct Ctx {
     /// Behind an `Arc` so the run's history outlives a panic (`run::offer_salvage`).
     pub shared: Arc<Mutex<Shared>>,
     /// In a scripted run, each worker's command queue, taken by the worker when it starts.
-    pub script_queues: Option<Mutex<BTreeMap<fencelock::ClientId, crate::workload::CommandQueue>>>,
+    pub script_queues: Option<Mutex<BTreeMap<fencelock::ClientId, CommandQueue>>>,
 }
 
 /// What every local clock reads when the run starts (1000 s after its

@@ -1,88 +1,47 @@
-//! One run: build the world from a seed and a model, play the fault schedule
-//! during the safety phase, heal everything, let the liveness phase run, and
-//! hand back the history.
-//!
-//! The supervisor is the `block_on` future itself (madsim's node 0): it is
-//! never killed, so it owns the router task, the fault schedule and the
-//! operator's backups.
+//! The supervisor: madsim's node 0, the `block_on` future itself. It is
+//! never killed, so it owns the processes' handles, the operator's backups
+//! and the advance of time, and it applies each fault of the plan.
 
-use crate::clock::{init_true_time, now_us};
-use crate::context::{Ctx, STREAM_DISK, STREAM_NET};
-use crate::disk::NodeImage;
+use super::churn::{Churn, Cluster};
+use super::restores::{Backups, ClusterRestore};
+use super::{salvage, RunRecord};
 use crate::faults::{Fault, FaultEvent};
-use crate::history::{Actor, EventKind, History};
+use crate::history::{Actor, EventKind};
+use crate::machine::clock::{init_true_time, now_us};
+use crate::machine::net::{Addr, Net, NetConfig};
 use crate::model::Model;
-use crate::net::{Addr, Net, NetConfig, NetStats};
-use crate::workload::CommandQueue;
-use crate::{resource_node, server, workload};
-use fencelock::raft::{HardState, Payload, Snapshot};
-use fencelock::{ClientId, LockState, LogIndex, NodeId, Term, Token, Variant};
+use crate::nodes::commands::CommandQueue;
+use crate::nodes::context::Ctx;
+use crate::nodes::{resource, server, worker};
+use crate::streams;
+use fencelock::raft::Role;
+use fencelock::{ClientId, NodeId, Term, Token};
 use madsim::runtime::{Handle, NodeHandle};
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-mod churn;
-
-/// What a run leaves behind for the checker and the CLI.
-pub struct RunRecord {
-    pub history: History,
-    pub net: NetStats,
-    pub sim_us: u64,
-}
-
-/// A whole-cluster backup: the state machine as of a committed index.
-#[derive(Clone)]
-struct ClusterBackup {
-    at_us: u64,
-    index: LogIndex,
-    term: Term,
-    state: LockState,
-}
-
 /// The madsim side of every process, with what the operator keeps.
 pub(crate) struct Supervisor {
     pub(crate) ctx: Arc<Ctx>,
-    handle: Handle,
-    servers: Vec<NodeHandle>,
-    clients: Vec<NodeHandle>,
-    resource: NodeHandle,
+    pub(super) handle: Handle,
+    pub(super) servers: Vec<NodeHandle>,
+    pub(super) clients: Vec<NodeHandle>,
+    pub(super) resource: NodeHandle,
     /// Processes that are down (killed, not yet restarted).
-    down: BTreeMap<Actor, ()>,
+    pub(super) down: BTreeMap<Actor, ()>,
     /// Paused processes and the true instant their pause ends (`u64::MAX`
     /// for a hold), shared with the tasks that end timed pauses.
-    paused: Arc<Mutex<BTreeMap<Actor, u64>>>,
-    node_backups: BTreeMap<NodeId, (u64, NodeImage)>,
-    cluster_backup: Option<ClusterBackup>,
-    /// Whole-cluster restores so far; the operator keeps this count outside the backups.
-    restore_epoch: u32,
-    rng: ChaCha8Rng,
-    churn: churn::Churn,
+    pub(super) paused: Arc<Mutex<BTreeMap<Actor, u64>>>,
+    backups: Backups,
+    pub(super) rng: ChaCha8Rng,
+    /// Taken out while it acts on the supervisor (`churn_step`); always there otherwise.
+    churn: Option<Churn>,
 }
 
-/// Runs one seed to the end of its liveness phase. Must be called inside a
-/// fresh madsim runtime's `block_on`.
-pub async fn simulate(seed: u64, model: Model, plan: Vec<FaultEvent>) -> RunRecord {
-    let mut supervisor = Supervisor::start(seed, model, &plan, None);
-    let ctx = supervisor.ctx.clone();
-    let safety_end_us = ctx.model.safety_ms * 1_000;
-    for event in plan.into_iter().filter(|e| e.at_ms > 0 || !is_initial_rate(&e.fault)) {
-        let at_us = event.at_ms * 1_000;
-        if at_us >= safety_end_us {
-            break;
-        }
-        supervisor.sleep_until_us(at_us).await;
-        supervisor.apply(&event.fault).await;
-    }
-    supervisor.sleep_until_us(safety_end_us).await;
-    supervisor.heal();
-    supervisor.sleep_until_us(safety_end_us + ctx.model.liveness_ms * 1_000).await;
-    supervisor.finish()
-}
-
-fn is_initial_rate(fault: &Fault) -> bool {
+pub(super) fn is_initial_rate(fault: &Fault) -> bool {
     matches!(fault, Fault::ClockRate { .. })
 }
 
@@ -130,13 +89,13 @@ impl Supervisor {
             corrupt_rate: if model.corruption { 0.01 } else { 0.0 },
             ..NetConfig::default()
         };
-        let net = Net::new(net_config, seed ^ STREAM_NET);
+        let net = Net::new(net_config, streams::net(seed));
         net.spawn_router();
         let clock_rates = initial_clock_rates(plan);
         let mut ctx = Ctx::new(seed, model, net, &clock_rates);
         ctx.script_queues = script_queues.map(Mutex::new);
         let ctx = Arc::new(ctx);
-        crate::run::offer_salvage(&ctx.shared);
+        salvage::offer(&ctx.shared);
         // Every clock's starting mapping is in the history: the checker
         // converts local lease ends to true time with it.
         let actors = (0..ctx.model.nodes)
@@ -159,43 +118,13 @@ impl Supervisor {
 
     fn build(ctx: Arc<Ctx>, handle: Handle) -> Supervisor {
         let servers = (0..ctx.model.nodes)
-            .map(|n| {
-                let c = ctx.clone();
-                handle
-                    .create_node()
-                    .name(format!("n{n}"))
-                    .init(move || {
-                        let c = c.clone();
-                        async move {
-                            server::run(c, NodeId(n)).await;
-                        }
-                    })
-                    .build()
-            })
+            .map(|n| spawn_node(&handle, &ctx, format!("n{n}"), move |c| server::run(c, NodeId(n))))
             .collect();
-        let c = ctx.clone();
-        let resource = handle
-            .create_node()
-            .name("db")
-            .init(move || {
-                let c = c.clone();
-                async move { resource_node::run(c).await }
-            })
-            .build();
+        let resource = spawn_node(&handle, &ctx, "db".to_string(), resource::run);
         let clients = (0..ctx.model.clients)
-            .map(|i| {
-                let c = ctx.clone();
-                handle
-                    .create_node()
-                    .name(format!("c{i}"))
-                    .init(move || {
-                        let c = c.clone();
-                        async move { workload::run(c, ClientId(i)).await }
-                    })
-                    .build()
-            })
+            .map(|i| spawn_node(&handle, &ctx, format!("c{i}"), move |c| worker::run(c, ClientId(i))))
             .collect();
-        let rng = ChaCha8Rng::seed_from_u64(ctx.seed ^ STREAM_DISK);
+        let rng = streams::operator(ctx.seed);
         let ctx_seed = ctx.seed;
         Supervisor {
             ctx,
@@ -205,11 +134,9 @@ impl Supervisor {
             resource,
             down: BTreeMap::new(),
             paused: Arc::new(Mutex::new(BTreeMap::new())),
-            node_backups: BTreeMap::new(),
-            cluster_backup: None,
-            restore_epoch: 0,
+            backups: Backups::default(),
             rng,
-            churn: churn::Churn::new(ctx_seed),
+            churn: Some(Churn::new(ctx_seed)),
         }
     }
 
@@ -224,7 +151,7 @@ impl Supervisor {
     pub(crate) async fn apply(&mut self, fault: &Fault) {
         let ctx = self.ctx.clone();
         ctx.record(EventKind::Fault { what: fault.to_string() });
-        self.churn_yield_to(fault);
+        self.churn_mut().yield_to(fault);
         match fault {
             Fault::Partition { sides } => ctx.net.partition(sides),
             Fault::OneWay { from, to } => ctx.net.cut(*from, *to),
@@ -263,10 +190,13 @@ impl Supervisor {
             }
             Fault::BackupNode { node } => {
                 let image = ctx.node_disks[node.0 as usize].lock().expect("disk lock").backup();
-                self.node_backups.insert(*node, (now_us(), image));
+                self.backups.back_up_node(*node, now_us(), image);
             }
             Fault::RestoreNode { node } => self.restore_node(*node),
-            Fault::BackupCluster => self.cluster_backup = self.take_cluster_backup(),
+            Fault::BackupCluster => {
+                let (floor, variant) = (Token(ctx.model.token_floor), ctx.model.variant);
+                self.backups.back_up_cluster(&ctx.node_disks, now_us(), floor, variant);
+            }
             Fault::RestoreCluster => self.restore_cluster(),
             Fault::CrashResource => {
                 self.kill(Actor::Resource);
@@ -277,7 +207,9 @@ impl Supervisor {
             Fault::DiskStall { node, fsync_ms } => {
                 ctx.node_disks[node.0 as usize].lock().expect("disk lock").set_stall_us(fsync_ms * 1_000);
             }
-            Fault::LeaderChurn { for_ms, within_ms, down_ms } => self.start_churn(*for_ms, *within_ms, *down_ms),
+            Fault::LeaderChurn { for_ms, within_ms, down_ms } => {
+                self.churn_mut().start(now_us(), *for_ms, *within_ms, *down_ms)
+            }
         }
     }
 
@@ -362,76 +294,30 @@ impl Supervisor {
 
     /// One server restarted from a stale backup of its own disk (amnesia).
     pub(crate) fn restore_node(&mut self, node: NodeId) {
-        // Protocol-aware recovery needs a majority that kept its disks: the
-        // operator never has a majority of nodes recovering from stale
-        // backups at once (they could not elect the leader they recover from).
-        let recovering_others = (0..self.ctx.model.nodes)
-            .filter(|&n| n != node.0)
-            .filter(|&n| self.ctx.node_disks[n as usize].lock().expect("disk lock").durable().restored_from_backup)
-            .count();
-        let majority = usize::from(self.ctx.model.nodes) / 2 + 1;
-        let backup = self.node_backups.get(&node).cloned().filter(|_| recovering_others + 1 < majority);
-        let Some((backup_at_us, image)) = backup else {
+        let Some((backup_at_us, image)) = self.backups.node_restore(node, &self.ctx.node_disks) else {
             // No usable backup of this cluster generation: the operator restarts it as it is.
             self.restart(Actor::Server(node));
             return;
         };
         self.kill(Actor::Server(node));
-        let image = NodeImage { restored_from_backup: true, ..image };
         self.ctx.node_disks[node.0 as usize].lock().expect("disk lock").restore(image);
         self.ctx.record(EventKind::NodeRestored { node, backup_at_us });
         self.restart(Actor::Server(node));
     }
 
-    /// `etcdctl snapshot save`: the committed state of the most advanced server.
-    fn take_cluster_backup(&self) -> Option<ClusterBackup> {
-        let variant = self.ctx.model.variant;
-        let floor = Token(self.ctx.model.token_floor);
-        self.ctx
-            .node_disks
-            .iter()
-            .map(|disk| committed_state(disk.lock().expect("disk lock").durable(), floor, variant))
-            .max_by_key(|(index, _, _)| *index)
-            .map(|(index, term, state)| ClusterBackup { at_us: now_us(), index, term, state })
-    }
-
-    /// `etcdctl snapshot restore` on every member: one snapshot, a fresh
-    /// term above every earlier one, and the token floor raised into a new
-    /// restore epoch so no token is ever issued twice (ARCHITECTURE.md,
-    /// "Tokens across restores").
+    /// Every server stopped, its disk replaced by the cluster backup, and started again.
     pub(crate) fn restore_cluster(&mut self) {
-        let Some(backup) = self.cluster_backup.clone() else {
+        let Some(restore) = self.backups.cluster_restore(self.ctx.model.variant) else {
             return;
         };
-        self.restore_epoch += 1;
-        let epoch_base = u64::from(self.restore_epoch) << 32;
-        let mut state = backup.state.clone();
-        // The one place `restore-naive` changes: the counter stays as backed up.
-        if self.ctx.model.variant != Variant::RestoreNaive {
-            state.raise_token_floor(Token(epoch_base));
-        }
-        let token_floor = state.token_last();
-        // Per-node backups belong to the cluster generation before the restore;
-        // restoring one into the new generation would be an operator's error.
-        self.node_backups.clear();
         for n in 0..self.ctx.model.nodes {
             self.kill(Actor::Server(NodeId(n)));
         }
-        let term = Term(backup.term.0.max(epoch_base));
-        let image = NodeImage {
-            hard_state: HardState { term, vote: None, commit: backup.index },
-            snapshot: Some(Snapshot { index: backup.index, term: backup.term, state }),
-            entries: Vec::new(),
-            restored_from_backup: false,
-        };
         for disk in &self.ctx.node_disks {
-            disk.lock().expect("disk lock").restore(image.clone());
+            disk.lock().expect("disk lock").restore(restore.image.clone());
         }
-        self.ctx.record(EventKind::ClusterRestored {
-            epoch: self.restore_epoch,
-            backup_at_us: backup.at_us,
-            token_floor,
-        });
+        let ClusterRestore { epoch, backup_at_us, token_floor, .. } = restore;
+        self.ctx.record(EventKind::ClusterRestored { epoch, backup_at_us, token_floor });
         for n in 0..self.ctx.model.nodes {
             self.restart(Actor::Server(NodeId(n)));
         }
@@ -452,31 +338,96 @@ impl Supervisor {
         for disk in &self.ctx.node_disks {
             disk.lock().expect("disk lock").set_stall_us(0);
         }
-        self.churn = churn::Churn::new(self.ctx.seed);
+        self.churn = Some(Churn::new(self.ctx.seed));
         let down: Vec<Actor> = self.down.keys().copied().collect();
         for actor in down {
             self.restart(actor);
         }
         self.ctx.record(EventKind::Healed);
     }
+
+    /// Sleeps until `at_us`, doing the churn's work on the way.
+    pub(crate) async fn sleep_until_us(&mut self, at_us: u64) {
+        loop {
+            let now = now_us();
+            let wake_us = self.churn_mut().next_wake_us(now).map_or(at_us, |w| w.min(at_us));
+            sleep_until_us(wake_us).await;
+            self.churn_step();
+            if now_us() >= at_us {
+                return;
+            }
+        }
+    }
+
+    fn churn_mut(&mut self) -> &mut Churn {
+        self.churn.as_mut().expect("the churn is back after every step")
+    }
+
+    /// Lets the churn do what it owes now, acting on this supervisor.
+    fn churn_step(&mut self) {
+        let mut churn = self.churn.take().expect("the churn is back after every step");
+        churn.step(now_us(), self);
+        self.churn = Some(churn);
+    }
 }
 
-/// The state machine a disk's durable part commits to: its snapshot plus its
-/// committed log entries, applied.
-fn committed_state(image: &NodeImage, floor: Token, variant: Variant) -> (LogIndex, Term, LockState) {
-    let (mut index, mut term, mut state) = match &image.snapshot {
-        Some(s) => (s.index, s.term, s.state.clone()),
-        None => (LogIndex(0), Term(0), LockState::new(floor)),
-    };
-    for entry in &image.entries {
-        if entry.index <= index || entry.index > image.hard_state.commit {
-            continue;
-        }
-        if let Payload::Command(command) = &entry.payload {
-            state.apply(command, variant);
-        }
-        index = entry.index;
-        term = entry.term;
+/// The churn's view of the cluster.
+impl Cluster for Supervisor {
+    fn nodes(&self) -> usize {
+        usize::from(self.ctx.model.nodes)
     }
-    (index, term, state)
+
+    fn applies(&self, node: NodeId) -> u64 {
+        self.ctx.shared().applies.get(&node).copied().unwrap_or(0)
+    }
+
+    fn servers_down(&self) -> usize {
+        self.down.keys().filter(|actor| matches!(actor, Actor::Server(_))).count()
+    }
+
+    fn live_leaders(&self) -> Vec<(NodeId, Term)> {
+        let shared = self.ctx.shared();
+        shared
+            .roles
+            .iter()
+            .filter(|(node, soft)| soft.role == Role::Leader && !self.down.contains_key(&Actor::Server(**node)))
+            .map(|(node, soft)| (*node, soft.term))
+            .collect()
+    }
+
+    fn leads(&self, node: NodeId, term: Term) -> bool {
+        let alive = !self.down.contains_key(&Actor::Server(node));
+        let shared = self.ctx.shared();
+        alive && shared.roles.get(&node).is_some_and(|soft| soft.role == Role::Leader && soft.term == term)
+    }
+
+    fn crash(&mut self, node: NodeId, torn: bool) {
+        self.crash_server(node, torn);
+    }
+
+    fn restart(&mut self, node: NodeId) {
+        Supervisor::restart(self, Actor::Server(node));
+    }
+
+    fn unplug(&mut self, node: NodeId) {
+        self.ctx.net.unplug(Addr::Server(node));
+    }
+
+    fn plug(&mut self, node: NodeId) {
+        self.ctx.net.plug(Addr::Server(node));
+    }
+
+    fn note(&self, what: String) {
+        self.ctx.record(EventKind::Fault { what });
+    }
+}
+
+/// A madsim node that runs `life` from scratch at every (re)start.
+fn spawn_node<F, Fut>(handle: &Handle, ctx: &Arc<Ctx>, name: String, life: F) -> NodeHandle
+where
+    F: Fn(Arc<Ctx>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let ctx = ctx.clone();
+    handle.create_node().name(name).init(move || life(ctx.clone())).build()
 }

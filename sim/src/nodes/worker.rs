@@ -7,20 +7,21 @@
 //! clients do: it gives up before the answer (ghost lock), retries with the
 //! same request id, and crashes while holding a lock.
 
-use crate::clock::{local_now, SharedClock};
-use crate::context::{stream_seed, Ctx, STREAM_WORKLOAD};
-use crate::envelope::Envelope;
 use crate::history::{Actor, EventKind, WritePath, WriteVerdict};
+use crate::machine::clock::{local_now, SharedClock};
+use crate::machine::envelope::Envelope;
+use crate::machine::net::{Addr, Delivery, Mailbox};
+use crate::machine::timer::{self, Deadline};
+use crate::machine::wire;
 use crate::model::Model;
-use crate::net::{Addr, Delivery, Mailbox};
-use crate::timer::{self, Deadline};
-use crate::wire;
+use crate::nodes::commands::{CommandQueue, WorkerCommand, WorkerResult};
+use crate::nodes::context::Ctx;
+use crate::streams;
 use fencelock::client::{Client, ClientConfig, ClientEvent, Outgoing};
 use fencelock::resource::Write;
 use fencelock::{ClientId, Holder, Key, RequestId, Token, Variant};
-use futures::channel::{mpsc, oneshot};
 use futures::StreamExt;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,14 +41,13 @@ const RENEW_EVERY_PERMILLE: u64 = 400;
 pub async fn run(ctx: Arc<Ctx>, id: ClientId) {
     let incarnation = ctx.next_incarnation(Actor::Client(id));
     let mailbox = ctx.net.bind(Addr::Client(id));
-    let seed = stream_seed(ctx.seed, STREAM_WORKLOAD, u64::from(id.0), incarnation);
     let clock = ctx.clock_of(Actor::Client(id)).clone();
     let mut worker = Worker {
         client: new_client(&ctx.model, id, incarnation),
+        rng: streams::worker(ctx.seed, id.0, incarnation),
         ctx,
         id,
         clock,
-        rng: ChaCha8Rng::seed_from_u64(seed),
         mailbox,
         incarnation,
         writes: 0,
@@ -66,53 +66,6 @@ pub async fn run(ctx: Arc<Ctx>, id: ClientId) {
 fn ctx_commands(ctx: &Ctx, id: ClientId) -> Option<CommandQueue> {
     ctx.script_queues.as_ref().and_then(|queues| queues.lock().expect("queue lock").remove(&id))
 }
-
-/// What a script asks a worker to do; each carries where to send the result.
-pub enum WorkerCommand {
-    /// Acquire `key`; `vanish` = disconnect before the answer (a ghost lock).
-    Acquire {
-        key: Key,
-        wait_ms: u64,
-        vanish: bool,
-        done: oneshot::Sender<WorkerResult>,
-    },
-    /// Write with the worker's token for `key` (or `token` if given), without checking its lease first.
-    Write {
-        key: Key,
-        token: Option<Token>,
-        path: WritePath,
-        done: oneshot::Sender<WorkerResult>,
-    },
-    Renew {
-        key: Key,
-        done: oneshot::Sender<WorkerResult>,
-    },
-    Release {
-        key: Key,
-        done: oneshot::Sender<WorkerResult>,
-    },
-    /// Revoke the lease of `token` on `key` (retrying until answered).
-    Revoke {
-        key: Key,
-        token: Token,
-        done: oneshot::Sender<WorkerResult>,
-    },
-}
-
-/// What came of a scripted command.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WorkerResult {
-    Granted(Token),
-    Renewed,
-    Released,
-    /// The service answered something else (busy, not held, timed out).
-    Refused(String),
-    Written(WriteVerdict),
-    /// No answer after every retry (or the worker walked away on purpose).
-    NoAnswer,
-}
-
-pub type CommandQueue = mpsc::UnboundedReceiver<WorkerCommand>;
 
 fn new_client(model: &Model, id: ClientId, incarnation: u64) -> Client {
     Client::new(ClientConfig {
@@ -299,7 +252,7 @@ impl Worker {
     }
 
     async fn await_write(&mut self, request: RequestId) -> Option<WriteVerdict> {
-        let mut deadline = Deadline::at_us(crate::clock::now_us() + REQUEST_TIMEOUT_US);
+        let mut deadline = Deadline::at_us(crate::machine::clock::now_us() + REQUEST_TIMEOUT_US);
         loop {
             if deadline.passed() {
                 return None;
@@ -369,7 +322,7 @@ impl Worker {
         let mut deadline = None;
         loop {
             let deadline_local = self.client.pending_deadline_local_us().unwrap_or(self.now() + REQUEST_TIMEOUT_US);
-            let now_true = crate::clock::now_us();
+            let now_true = crate::machine::clock::now_us();
             let deadline_true = self.clock.lock().expect("clock lock").true_us_when(deadline_local, now_true);
             let wait_us = deadline_true.saturating_sub(now_true).max(1);
             match timer::race(self.mailbox.recv(), timer::refresh(&mut deadline, now_true + wait_us)).await {

@@ -8,11 +8,11 @@
 //! net; they are not events here.
 
 use crate::history::Actor;
+use crate::machine::net::Addr;
 use crate::model::Model;
-use crate::net::Addr;
 use fencelock::{ClientId, NodeId};
 use rand::seq::SliceRandom;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -26,7 +26,6 @@ mod validate;
 pub use validate::validate;
 
 /// Separates the fault schedule's key from the other streams drawn from the run's seed.
-const FAULT_STREAM: u64 = 0xFA17_5EED;
 
 /// Events a plan may hold; a day-long safety phase stays far below it.
 pub const EVENTS_MAX: usize = 1_000_000;
@@ -200,9 +199,7 @@ enum Family {
 }
 
 fn family_rng(seed: u64, family: Family) -> ChaCha8Rng {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ FAULT_STREAM);
-    rng.set_stream(family as u64);
-    rng
+    crate::streams::fault_family(seed, family as u64)
 }
 
 /// The fault schedule of a run: sorted by time, every event inside the

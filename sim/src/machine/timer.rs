@@ -8,7 +8,7 @@
 //! reads the clock; a loop keeps one `Deadline` for as long as its instant
 //! stays the same.
 
-use crate::clock::now_us;
+use crate::machine::clock::now_us;
 use madsim::time::Sleep;
 use std::future::Future;
 use std::pin::Pin;
@@ -80,7 +80,7 @@ pub async fn race<F: Future>(future: F, deadline: &mut Deadline) -> Option<F::Ou
 #[cfg(test)]
 mod tests {
     use super::{race, refresh, Deadline};
-    use crate::clock::now_us;
+    use crate::machine::clock::now_us;
     use std::future::Future;
     use std::pin::Pin;
     use std::sync::atomic::{AtomicUsize, Ordering};

@@ -9,7 +9,8 @@
 //! server ([`NodeImage`]) and the protected resource.
 
 use fencelock::raft::{DurableState, Entry, HardState, Snapshot};
-use fencelock::LogIndex;
+use fencelock::resource::{ResourceState, Write};
+use fencelock::{LogIndex, Variant};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -134,6 +135,22 @@ pub async fn fsync<I: Image>(disk: &SharedDisk<I>) {
         madsim::time::sleep(Duration::from_micros(fsync_us)).await;
     }
     disk.lock().expect("disk lock").sync_to_mark(mark);
+}
+
+/// The protected resource's durable image: its state plus the variant that
+/// decides how replayed writes are judged.
+#[derive(Clone, Debug, Default)]
+pub struct ResourceImage {
+    pub state: ResourceState,
+    pub variant: Variant,
+}
+
+impl Image for ResourceImage {
+    type Op = Write;
+
+    fn apply(&mut self, op: &Write) {
+        self.state.write(op, self.variant);
+    }
 }
 
 /// What a Raft server keeps on disk.

@@ -2,12 +2,12 @@
 //! disk: a write's effect and the raised highest token are durable before the
 //! writer hears "accepted".
 
-use crate::context::Ctx;
-use crate::disk::fsync;
-use crate::envelope::Envelope;
 use crate::history::{EventKind, WriteVerdict};
-use crate::net::{Addr, Delivery};
-use crate::wire;
+use crate::machine::disk::fsync;
+use crate::machine::envelope::Envelope;
+use crate::machine::net::{Addr, Delivery};
+use crate::machine::wire;
+use crate::nodes::context::Ctx;
 use std::sync::Arc;
 
 /// The life of the resource process, from its durable state until it is killed.

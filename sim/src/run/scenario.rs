@@ -3,7 +3,7 @@
 
 use crate::history::EventKind;
 use crate::model::{one_line, Model};
-use crate::run::Outcome;
+use crate::run::seed::Outcome;
 use fencelock::Variant;
 use fencelock::{ApplyResult, Command};
 use serde::{Deserialize, Serialize};

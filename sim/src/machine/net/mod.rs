@@ -14,9 +14,9 @@
 //! the server as [`Delivery::Bounced`], like a TCP reset: that is how a server
 //! learns a reply never reached a client (ghost locks).
 
-use crate::clock::now_us;
+use crate::machine::clock::now_us;
 use fencelock::{ClientId, NodeId};
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -30,7 +30,6 @@ use std::task::{Poll, Waker};
 mod tests;
 
 /// Separates the net's random stream from the other streams drawn from the run's seed.
-const NET_STREAM: u64 = 0x4E45_7457_0B05_5EED;
 
 /// Packets in flight at once; beyond this a send is dropped (counted as `overflow`).
 pub const INFLIGHT_MAX: usize = 1_000_000;
@@ -228,11 +227,11 @@ pub struct Net {
 }
 
 impl Net {
-    pub fn new(config: NetConfig, seed: u64) -> Net {
+    pub fn new(config: NetConfig, rng: ChaCha8Rng) -> Net {
         config.validate();
         let inner = Inner {
             config,
-            rng: ChaCha8Rng::seed_from_u64(seed ^ NET_STREAM),
+            rng,
             bindings: BTreeMap::new(),
             cuts: BTreeSet::new(),
             isolated: BTreeSet::new(),
@@ -300,7 +299,7 @@ impl Net {
         inner.stats.duplicated += u64::from(duplicated);
         for mut bytes in std::iter::once(bytes).chain(duplicate) {
             if inner.rng.gen_bool(inner.config.corrupt_rate) {
-                crate::wire::corrupt(&mut bytes, &mut inner.rng);
+                crate::machine::wire::corrupt(&mut bytes, &mut inner.rng);
                 inner.stats.corrupted += 1;
             }
             let at_us = inner.deliver_at(now, from, to);

@@ -1,7 +1,7 @@
 //! Tests of the message bus under madsim, each on a fresh thread with a fixed seed.
 
 use super::*;
-use crate::wire::{self, WireError};
+use crate::machine::wire::{self, WireError};
 use madsim::runtime::{Handle, Runtime};
 use std::future::Future;
 use std::time::Duration;
@@ -21,7 +21,7 @@ fn c(i: u32) -> Addr {
 }
 
 fn net(config: NetConfig, seed: u64) -> Net {
-    let net = Net::new(config, seed);
+    let net = Net::new(config, <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(seed));
     net.spawn_router();
     net
 }
@@ -363,7 +363,7 @@ fn the_router_ends_with_the_net() {
         // The router runs on a node of its own here, so madsim's task count sees it.
         let handle = Handle::current();
         let bus = handle.create_node().name("bus").init(std::future::pending::<()>).build();
-        let net = Net::new(NetConfig::default(), 21);
+        let net = Net::new(NetConfig::default(), <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(21));
         let router_net = net.clone();
         bus.spawn(async move { router_net.spawn_router() }).await.unwrap();
         sleep_ms(1).await;

@@ -2,33 +2,14 @@
 //! (std's HashMap seeds are per thread; MADSIM.md), then checking its history.
 
 use crate::checker::{self, CheckConfig, Counters, Violation, LIVENESS};
-use crate::context::Shared;
 use crate::faults::{self, FaultEvent};
 use crate::history::History;
+use crate::machine::net::NetStats;
 use crate::model::Model;
-use crate::net::NetStats;
-use crate::trace;
-use crate::world::{self, RunRecord};
+use crate::run::trace;
+use crate::world::{self, salvage, RunRecord};
 use serde::Serialize;
-use std::cell::RefCell;
-use std::sync::{mpsc, Arc, Mutex, PoisonError};
-
-thread_local! {
-    /// Where a seed thread's world hands its shared state, so that what it
-    /// recorded before a panic can still be checked and traced.
-    static SALVAGE: RefCell<Option<mpsc::Sender<Arc<Mutex<Shared>>>>> = const { RefCell::new(None) };
-}
-
-/// Called by the world as it starts: on a seed thread of [`run_plan`], keeps a
-/// handle on the world's shared state (the history) for after a panic.
-pub(crate) fn offer_salvage(shared: &Arc<Mutex<Shared>>) {
-    SALVAGE.with(|slot| {
-        if let Some(salvage) = slot.borrow().as_ref() {
-            // The receiver lives as long as the run; a send can only fail after it.
-            let _ = salvage.send(shared.clone());
-        }
-    });
-}
+use std::sync::{mpsc, PoisonError};
 
 /// Everything one run produced, as reported by `replay --json`.
 #[derive(Clone, Debug, Serialize)]
@@ -75,7 +56,7 @@ pub fn run_plan(seed: u64, model: &Model, plan: Vec<FaultEvent>) -> Outcome {
         .name(format!("seed-{seed}"))
         .stack_size(32 << 20)
         .spawn(move || {
-            SALVAGE.with(|slot| *slot.borrow_mut() = Some(salvage));
+            salvage::catch_on_this_thread(salvage);
             let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
             runtime.block_on(world::simulate(seed, thread_model, thread_plan))
         })
@@ -176,6 +157,6 @@ mod tests {
         assert!((1_990_000..=2_000_000).contains(&panic.at_us), "at the last event before 2 s: {}", panic.at_us);
         assert!(outcome.history.events().len() > 100, "the history up to the panic is kept");
         assert!(outcome.grants > 0, "and checked");
-        assert_ne!(outcome.trace_hash, crate::trace::hash_hex(0));
+        assert_ne!(outcome.trace_hash, crate::run::trace::hash_hex(0));
     }
 }

@@ -3,14 +3,15 @@
 //! `fencelock`; this file only moves bytes, waits for fsync and reads the
 //! node's local clock.
 
-use crate::clock::{local_now, now_us, SharedClock};
-use crate::context::{stream_seed, Ctx, STREAM_RAFT};
-use crate::disk::{fsync, NodeOp};
-use crate::envelope::Envelope;
 use crate::history::{Actor, EventKind};
-use crate::net::{Addr, Delivery};
-use crate::timer;
-use crate::wire;
+use crate::machine::clock::{local_now, now_us, SharedClock};
+use crate::machine::disk::{fsync, NodeOp};
+use crate::machine::envelope::Envelope;
+use crate::machine::net::{Addr, Delivery};
+use crate::machine::timer;
+use crate::machine::wire;
+use crate::nodes::context::Ctx;
+use crate::streams;
 use fencelock::raft::{Config, Message, RaftNode, Ready, SoftState};
 use fencelock::service::{LockServer, Output, ServiceConfig};
 use fencelock::{LockState, LogIndex, NodeId, Token};
@@ -103,7 +104,7 @@ fn start(ctx: &Ctx, id: NodeId) -> LockServer {
     config.entries_per_message_max = model.entries_per_message_max as usize;
     config.inflight_max = model.inflight_max as usize;
     let service_config = ServiceConfig { tick_ms: TICK_MS, wait_queue_max: 8, variant: model.variant };
-    let rng_seed = stream_seed(ctx.seed, STREAM_RAFT, u64::from(id.0), incarnation);
+    let rng_seed = streams::raft(ctx.seed, id.0, incarnation);
     let raft = RaftNode::new(config, durable, rng_seed).expect("the standard raft config is valid");
     LockServer::new(service_config, raft, state)
 }

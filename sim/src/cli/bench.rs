@@ -7,10 +7,10 @@
 //! (c) `overhead_ratio` = baseline ÷ full-stack messages per second;
 //! (d) peak memory (VmHWM) of one run of one simulated hour.
 
-use crate::cli::{BenchArgs, InputError};
-use crate::hunt::sweep;
+use crate::cli::args::{BenchArgs, InputError};
 use crate::model::Model;
-use crate::run::run_seed;
+use crate::run::seed::run_seed;
+use crate::run::sweep::sweep;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,0 +1,56 @@
+//! The `fencesim` command line (CLI.md): hunt, replay, run, variants, bench.
+//!
+//! Every input error is one line on stderr and exit code 2; a violated
+//! property is exit code 1; anything else is 0.
+
+pub mod args;
+pub mod bench;
+pub mod hunt;
+pub mod output;
+pub mod replay;
+pub mod variants;
+
+use args::{Cli, Command, InputError};
+use clap::Parser;
+use std::process::ExitCode;
+
+pub fn main_with(args: Vec<String>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(error) => return clap_error(error),
+    };
+    match execute(cli) {
+        Ok(code) => code,
+        Err(InputError(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// clap's help and version go to stdout with code 0; its errors become one line and code 2.
+fn clap_error(error: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match error.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = error.print();
+            ExitCode::SUCCESS
+        }
+        _ => {
+            let rendered = error.render().to_string();
+            let line = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
+            eprintln!("{}", line.trim());
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn execute(cli: Cli) -> Result<ExitCode, InputError> {
+    match cli.command {
+        Command::Hunt(args) => hunt::hunt(&args),
+        Command::Replay(args) => replay::replay(&args),
+        Command::Run(args) => replay::run_file(&args),
+        Command::Variants(args) => variants::variants(&args),
+        Command::Bench(args) => bench::bench(&args),
+    }
+}

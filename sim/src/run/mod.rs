@@ -1,0 +1,7 @@
+//! Running seeds: one run on its own thread and its verdict, sweeps of many,
+//! the trace and its hash, and scenario files.
+
+pub mod scenario;
+pub mod seed;
+pub mod sweep;
+pub mod trace;

@@ -1,0 +1,89 @@
+//! Every seeded random stream of a run, derived here and nowhere else.
+//!
+//! Separate streams (TigerBeetle's VOPR): switching one fault family off does
+//! not reshuffle the workload or the other families. Each stream mixes the
+//! run's seed with its own constant, and with the actor and its life where
+//! there are many. madsim's own generator is left to madsim.
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+const NET: u64 = 0x6E65_7400_0000_0001;
+/// The net's second constant: its stream was once derived in two places.
+const NET_ROUTER: u64 = 0x4E45_7457_0B05_5EED;
+const RAFT: u64 = 0x7261_6674_0000_0002;
+const WORKLOAD: u64 = 0x776F_726B_0000_0003;
+const OPERATOR: u64 = 0x6469_736B_0000_0004;
+const CHURN: u64 = 0x6368_7572_0000_0005;
+const FAULTS: u64 = 0xFA17_5EED;
+
+/// One stream seed for actor `who` in its `incarnation`-th life.
+fn mixed(seed: u64, stream: u64, who: u64, incarnation: u64) -> u64 {
+    // SplitMix64 finalizer: nearby inputs give unrelated seeds.
+    let mut z =
+        seed ^ stream ^ who.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ incarnation.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The network's loss, duplication, corruption and latency draws.
+pub fn net(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed ^ NET ^ NET_ROUTER)
+}
+
+/// One fault family's schedule (`family` is the family's fixed number).
+pub fn fault_family(seed: u64, family: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ FAULTS);
+    rng.set_stream(family);
+    rng
+}
+
+/// The seed of a Raft node's randomized election timeouts in one life.
+pub fn raft(seed: u64, node: u8, incarnation: u64) -> u64 {
+    mixed(seed, RAFT, u64::from(node), incarnation)
+}
+
+/// A worker's choices (keys, leases, stalls, misbehaviour) in one life.
+pub fn worker(seed: u64, client: u32, incarnation: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(mixed(seed, WORKLOAD, u64::from(client), incarnation))
+}
+
+/// The operator's choices at the moment of a fault (which torn write survives).
+pub fn operator(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed ^ OPERATOR)
+}
+
+/// Leader churn: its victims and instants, decided as leaders appear.
+pub fn churn(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(mixed(seed, CHURN, 0, 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::Rng;
+
+    #[test]
+    fn streams_of_one_seed_are_unrelated_and_repeatable() {
+        let draws = |mut rng: ChaCha8Rng| (0..4).map(|_| rng.gen::<u64>()).collect::<Vec<_>>();
+        let all = [
+            draws(net(7)),
+            draws(fault_family(7, 1)),
+            draws(fault_family(7, 2)),
+            draws(worker(7, 0, 0)),
+            draws(worker(7, 0, 1)),
+            draws(worker(7, 1, 0)),
+            draws(operator(7)),
+            draws(churn(7)),
+        ];
+        for (i, a) in all.iter().enumerate() {
+            for b in &all[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        assert_eq!(draws(worker(7, 1, 0)), all[5]);
+        assert_ne!(raft(7, 0, 0), raft(7, 1, 0));
+        assert_ne!(raft(7, 0, 0), raft(7, 0, 1));
+    }
+}

@@ -1,0 +1,47 @@
+//! One run: build the world from a seed and a model, play the fault schedule
+//! during the safety phase, heal everything, let the liveness phase run, and
+//! hand back the history.
+//!
+//! The supervisor is the `block_on` future itself (madsim's node 0): it is
+//! never killed, so it owns the router task, the fault schedule and the
+//! operator's backups.
+
+use crate::faults::FaultEvent;
+use crate::history::History;
+use crate::machine::net::NetStats;
+use crate::model::Model;
+
+mod churn;
+mod restores;
+pub mod salvage;
+mod supervisor;
+
+use supervisor::is_initial_rate;
+pub(crate) use supervisor::Supervisor;
+
+/// What a run leaves behind for the checker and the CLI.
+pub struct RunRecord {
+    pub history: History,
+    pub net: NetStats,
+    pub sim_us: u64,
+}
+
+/// Runs one seed to the end of its liveness phase. Must be called inside a
+/// fresh madsim runtime's `block_on`.
+pub async fn simulate(seed: u64, model: Model, plan: Vec<FaultEvent>) -> RunRecord {
+    let mut supervisor = Supervisor::start(seed, model, &plan, None);
+    let ctx = supervisor.ctx.clone();
+    let safety_end_us = ctx.model.safety_ms * 1_000;
+    for event in plan.into_iter().filter(|e| e.at_ms > 0 || !is_initial_rate(&e.fault)) {
+        let at_us = event.at_ms * 1_000;
+        if at_us >= safety_end_us {
+            break;
+        }
+        supervisor.sleep_until_us(at_us).await;
+        supervisor.apply(&event.fault).await;
+    }
+    supervisor.sleep_until_us(safety_end_us).await;
+    supervisor.heal();
+    supervisor.sleep_until_us(safety_end_us + ctx.model.liveness_ms * 1_000).await;
+    supervisor.finish()
+}
