@@ -58,12 +58,15 @@ impl RaftNode {
         }
     }
 
-    /// Within the minimum election timeout of hearing from a leader, a node
-    /// ignores (pre-)votes, so a partitioned node coming back cannot depose a
-    /// working leader. A leader is always "hearing from itself" until
-    /// check-quorum tells it otherwise.
+    /// With check-quorum, within the minimum election timeout of hearing
+    /// from a leader, a node ignores (pre-)votes, so a partitioned node
+    /// coming back cannot depose a working leader. A leader is always
+    /// "hearing from itself" until check-quorum tells it otherwise. Without
+    /// check-quorum a leader never learns that it lost its majority, so
+    /// nobody may ignore a vote request on its behalf: a higher term always
+    /// wins, as in etcd.
     fn in_lease(&self) -> bool {
-        self.leader.is_some() && self.election_elapsed < self.config.election_ticks_min
+        self.config.check_quorum && self.leader.is_some() && self.election_elapsed < self.config.election_ticks_min
     }
 
     pub(super) fn become_follower(&mut self, term: Term, leader: Option<NodeId>) {
@@ -168,6 +171,7 @@ impl RaftNode {
                         hint_term: Term(0),
                         read_ctx: 0,
                         recovering: self.reports_recovering(),
+                        incarnation: self.incarnation,
                     };
                     self.send(message.from, body);
                 }
@@ -195,7 +199,15 @@ impl RaftNode {
                     self.handle_append(from, prev_index, prev_term, entries, commit, read_ctx);
                 }
             }
-            MessageBody::AppendResponse { success, match_index, hint_index, hint_term, read_ctx, recovering } => {
+            MessageBody::AppendResponse {
+                success,
+                match_index,
+                hint_index,
+                hint_term,
+                read_ctx,
+                recovering,
+                incarnation,
+            } => {
                 if self.role == Role::Leader {
                     self.handle_append_response(
                         from,
@@ -205,6 +217,7 @@ impl RaftNode {
                         hint_term,
                         read_ctx,
                         recovering,
+                        incarnation,
                     );
                 }
             }

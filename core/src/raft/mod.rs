@@ -28,7 +28,7 @@ use crate::types::{LogIndex, NodeId, Term};
 use crate::variant::Variant;
 use log::RaftLog;
 use progress::Progress;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use read_index::ReadRounds;
 use serde::{Deserialize, Serialize};
@@ -97,7 +97,10 @@ pub enum MessageBody {
     RequestVoteResponse {
         granted: bool,
     },
-    /// Also the heartbeat (with no entries). `read_ctx` confirms leadership for read-index.
+    /// Also the heartbeat (with no entries). `read_ctx` is the leader's
+    /// sequence number of this append, increasing over the leader's life; the
+    /// answer echoes it, which confirms the read-index rounds started before
+    /// it and dates the answer for the restore rule (ARCHITECTURE.md, "Restores").
     Append {
         prev_index: LogIndex,
         prev_term: Term,
@@ -116,6 +119,11 @@ pub enum MessageBody {
         /// caught up yet: the leader forgets what it acknowledged before and
         /// counts only `match_index` (ARCHITECTURE.md, "Restores").
         recovering: bool,
+        /// Names the sender's current life (drawn from the seed it was
+        /// started with): with `recovering`, it lets the leader tell the
+        /// answers of the node's current life from delayed answers of an
+        /// earlier one (ARCHITECTURE.md, "Restores").
+        incarnation: u64,
     },
     InstallSnapshot {
         snapshot: Snapshot,
@@ -272,6 +280,8 @@ pub struct RaftNode {
     /// in that term before a crash, and that term's leader ignores its
     /// unflagged answers for good if it did. A flagged answer is always true.
     recovered_in_term: Option<Term>,
+    /// Names this life of the node in its answers; see `AppendResponse::incarnation`.
+    incarnation: u64,
     reads: ReadRounds,
     // What the next Ready hands out, and what the last one handed out.
     messages: Vec<Message>,
@@ -286,7 +296,10 @@ pub struct RaftNode {
 impl RaftNode {
     /// Starts a node from what its disk holds (an empty `DurableState` for a
     /// brand-new node). `rng_seed` seeds the node's own ChaCha stream for
-    /// election timeouts. Fails only on an invalid config.
+    /// election timeouts and names this life of the node in its answers: the
+    /// driver gives every start of a node its own seed (two lives of a node
+    /// with one seed would look like one to a leader, and a delayed answer of
+    /// the first could count for the second). Fails only on an invalid config.
     ///
     /// The node resumes as a follower from the durable state only. Its commit
     /// is clamped to what the log holds; the driver's state machine starts
@@ -323,6 +336,7 @@ impl RaftNode {
             rng: ChaCha8Rng::seed_from_u64(rng_seed),
             recovery,
             recovered_in_term: Some(term),
+            incarnation: incarnation_of(rng_seed),
             reads: ReadRounds::default(),
             messages: Vec::new(),
             messages_after_persist: Vec::new(),
@@ -462,4 +476,12 @@ impl RaftNode {
     fn peers(&self) -> Vec<NodeId> {
         self.config.voters.iter().copied().filter(|&id| id != self.config.id).collect()
     }
+}
+
+/// The name of a node's life: drawn from a stream of its seed apart from the
+/// timer's, so naming the life leaves the election timeouts as they were.
+fn incarnation_of(rng_seed: u64) -> u64 {
+    let mut rng = ChaCha8Rng::seed_from_u64(rng_seed);
+    rng.set_stream(1);
+    rng.gen()
 }

@@ -26,8 +26,41 @@ pub(super) struct Progress {
     inflight: VecDeque<LogIndex>,
     /// The follower answered during the current check-quorum window.
     pub(super) recent_active: bool,
-    /// The follower reported a restore from backup in this term.
-    pub(super) restored_seen: bool,
+    /// The life of the follower whose flagged answers count, once it flagged
+    /// one in this term (it restarted or was restored); unflagged answers
+    /// are then from before that and no longer count.
+    life: Option<Life>,
+}
+
+/// A life of a follower as its leader knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Life {
+    incarnation: u64,
+    /// The leader's append sequence number when it first heard from this
+    /// life: an answer to a later append comes from a node alive after that.
+    seq_heard: u64,
+}
+
+/// What a flagged `AppendResponse` says about its sender's life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Flagged {
+    pub(super) incarnation: u64,
+    /// The sequence number of the append it answers (`read_ctx`).
+    pub(super) seq: u64,
+}
+
+/// Whose answer a flagged `AppendResponse` is, as far as the leader can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AnswerLife {
+    /// The life the leader already counts.
+    Current,
+    /// A later life: it answered an append sent after the leader first
+    /// heard from the current one, which must then be over (a node has one
+    /// life at a time).
+    Newer,
+    /// Another life whose answer may be older than the current one's
+    /// (a delayed answer from before a restart or restore): it proves nothing.
+    Unknown,
 }
 
 impl Progress {
@@ -39,7 +72,7 @@ impl Progress {
             probe_sent: false,
             inflight: VecDeque::new(),
             recent_active: false,
-            restored_seen: false,
+            life: None,
         }
     }
 
@@ -148,6 +181,35 @@ impl Progress {
         self.state = ProgressState::Snapshot { index, wait_ticks: 0 };
         self.probe_sent = false;
         self.inflight.clear();
+    }
+
+    /// Whether an answer counts (ARCHITECTURE.md, "Restores"). `flagged` is
+    /// set for an answer flagged `recovering`; `seq_now` is the leader's last
+    /// append sequence number. Once the follower flagged an answer in this
+    /// term, only flagged answers of its current life count: unflagged ones
+    /// were sent before it restarted. A flagged answer of a newer life starts
+    /// the count afresh, forgetting what earlier lives acknowledged; the
+    /// answer itself is then handled as the first from a follower whose log
+    /// is unknown (`next_index` is where to probe after a rejection).
+    pub(super) fn admit(&mut self, flagged: Option<Flagged>, seq_now: u64, next_index: LogIndex) -> bool {
+        let Some(flagged) = flagged else { return self.life.is_none() };
+        match self.answer_life(flagged) {
+            AnswerLife::Current => true,
+            AnswerLife::Newer => {
+                self.life = Some(Life { incarnation: flagged.incarnation, seq_heard: seq_now });
+                self.forget_match(LogIndex(0), next_index);
+                true
+            }
+            AnswerLife::Unknown => false,
+        }
+    }
+
+    fn answer_life(&self, flagged: Flagged) -> AnswerLife {
+        match self.life {
+            Some(life) if life.incarnation == flagged.incarnation => AnswerLife::Current,
+            Some(life) if flagged.seq <= life.seq_heard => AnswerLife::Unknown,
+            _ => AnswerLife::Newer,
+        }
     }
 
     /// The follower said its disk was restored from a backup: whatever it

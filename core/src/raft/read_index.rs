@@ -21,14 +21,22 @@ struct ReadRound {
 
 #[derive(Debug, Default)]
 pub(super) struct ReadRounds {
-    /// The last round's sequence number; never reused over the node's life.
+    /// The last sequence number handed to a round or an append; never
+    /// reused over the node's life. An append carries a number above every
+    /// round started before it, so its acknowledgement confirms them all.
     seq_last: u64,
     pending: VecDeque<ReadRound>,
 }
 
 impl ReadRounds {
-    /// The `read_ctx` every append carries: the latest round started.
-    pub(super) fn latest_ctx(&self) -> u64 {
+    /// The `read_ctx` of the next append: a fresh sequence number.
+    pub(super) fn next_append_seq(&mut self) -> u64 {
+        self.seq_last = self.seq_last.checked_add(1).expect("append sequence space exhausted");
+        self.seq_last
+    }
+
+    /// The sequence number of the latest append or round.
+    pub(super) fn seq_last(&self) -> u64 {
         self.seq_last
     }
 

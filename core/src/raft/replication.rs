@@ -2,7 +2,7 @@
 //! follower's handling of them with fast conflict backoff, and the commit rule
 //! (only entries of the leader's current term are committed by counting).
 
-use super::progress::ProgressState;
+use super::progress::{Flagged, ProgressState};
 use super::{Entry, MessageBody, Payload, ProposeError, RaftNode, Role, Snapshot};
 use crate::types::{LogIndex, NodeId, Term};
 use crate::variant::Variant;
@@ -72,7 +72,7 @@ impl RaftNode {
             prev_term,
             entries,
             commit: self.log.committed,
-            read_ctx: self.reads.latest_ctx(),
+            read_ctx: self.reads.next_append_seq(),
         };
         self.send(to, body);
         let progress = self.progress.get_mut(&to).expect("the leader tracks every peer");
@@ -101,7 +101,7 @@ impl RaftNode {
             prev_term,
             entries: Vec::new(),
             commit: self.log.committed,
-            read_ctx: self.reads.latest_ctx(),
+            read_ctx: self.reads.next_append_seq(),
         };
         self.send(to, body);
     }
@@ -145,6 +145,7 @@ impl RaftNode {
             hint_term: Term(0),
             read_ctx,
             recovering,
+            incarnation: self.incarnation,
         };
         self.send_append_ack(to, body);
     }
@@ -189,6 +190,7 @@ impl RaftNode {
                 hint_term,
                 read_ctx,
                 recovering,
+                incarnation: self.incarnation,
             };
             self.send_append_ack(from, body);
             return;
@@ -262,21 +264,17 @@ impl RaftNode {
         hint_term: Term,
         read_ctx: u64,
         recovering: bool,
+        incarnation: u64,
     ) {
         let match_index = match_index.min(self.log.last_index());
         let probe_from =
             if hint_term > Term(0) { self.log.find_conflict_by_term(hint_index, hint_term).0 } else { hint_index };
         let inflight_max = self.config.inflight_max;
+        let seq_now = self.reads.seq_last();
         let Some(progress) = self.progress.get_mut(&from) else { return };
         progress.recent_active = true;
-        if recovering {
-            // Acknowledgements from before the restore no longer hold.
-            let known = if success { match_index } else { LogIndex(0) };
-            progress.forget_match(known, LogIndex(match_index.0 + 1));
-            progress.restored_seen = true;
-        } else if progress.restored_seen {
-            // The peer flags every answer in this term since its restore: an
-            // unflagged one was sent before the restore and proves nothing now.
+        let life = recovering.then_some(Flagged { incarnation, seq: read_ctx });
+        if !progress.admit(life, seq_now, LogIndex(match_index.0 + 1)) {
             if read_ctx > 0 {
                 self.reads.acknowledge(from, read_ctx);
                 self.release_reads();
@@ -345,6 +343,20 @@ impl RaftNode {
         }
         self.log.commit_to(candidate);
         self.release_reads();
+        self.broadcast_commit();
         true
+    }
+
+    /// Followers learn a new commit index at once, as in etcd and raft-rs,
+    /// not at the next heartbeat: it lets them apply (and a follower that
+    /// recovers from a restore leave recovery) a heartbeat interval sooner.
+    /// An append with entries still to send carries it; otherwise an empty
+    /// one at the follower's match (which it surely holds) does.
+    fn broadcast_commit(&mut self) {
+        for peer in self.peers() {
+            if !self.send_append(peer, false) {
+                self.send_heartbeat(peer);
+            }
+        }
     }
 }

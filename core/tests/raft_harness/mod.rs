@@ -312,7 +312,18 @@ impl Cluster {
             self.violations.push(format!("{id} applied {} after {}", entry.index, self.applied[slot]));
         }
         self.applied[slot] = entry.index;
-        let agreed = self.committed.entry(entry.index).or_insert_with(|| entry.clone());
+        let Some(agreed) = self.committed.get(&entry.index) else {
+            // The first apply of an index anywhere: its commit was just
+            // decided, so a majority must hold it durably right now (later, a
+            // test may roll disks back on purpose).
+            self.committed.insert(entry.index, entry.clone());
+            let stored = self.disks.iter().filter(|disk| disk.stores(entry)).count();
+            if stored < self.quorum() {
+                self.violations
+                    .push(format!("commit-durability: {id} applied {entry:?} stored on {stored} disks only"));
+            }
+            return;
+        };
         if agreed != entry {
             self.violations.push(format!("apply-agreement: {id} applied {entry:?} where another applied {agreed:?}"));
         }
@@ -340,6 +351,15 @@ impl Cluster {
         }
         self.node_mut(to).step(message);
         self.process(to);
+    }
+
+    /// Takes the queued messages that `pick` selects off the network, in
+    /// order, leaving the others queued: a test holds them back or drops them.
+    pub fn take(&mut self, pick: impl Fn(&Message) -> bool) -> Vec<Message> {
+        let (taken, kept): (VecDeque<Message>, VecDeque<Message>) =
+            std::mem::take(&mut self.queue).into_iter().partition(|message| pick(message));
+        self.queue = kept;
+        taken.into()
     }
 
     /// Delivers in FIFO order until the network is quiet.
