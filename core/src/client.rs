@@ -505,6 +505,27 @@ mod tests {
     }
 
     #[test]
+    fn a_new_grant_replaces_the_old_token_and_a_late_renewal_never_shortens_the_belief() {
+        let mut c = client();
+        let first = c.acquire(key(), LEASE_MS, 0, 0);
+        c.on_reply(NodeId(0), first.request, ClientReply::Granted { token: Token(5), lease_ms: LEASE_MS }, 5);
+        // The belief on 5 ran out unnoticed and the key was granted again, with 9:
+        // every later write must carry 9, and the belief counts from the new request.
+        let second = c.acquire(key(), LEASE_MS, 0, 3_000_000);
+        let events =
+            c.on_reply(NodeId(0), second.request, ClientReply::Granted { token: Token(9), lease_ms: 500 }, 3_000_010);
+        let until_local_us = 3_000_000 + believed_lease_us(500, 500);
+        assert_eq!(events, vec![ClientEvent::Granted { key: key(), token: Token(9), until_local_us }]);
+        assert_eq!((c.token_of(&key()), c.belief(&key(), 3_000_020)), (Some(Token(9)), Some(Token(9))));
+        // A renewal of 9 whose belief would end sooner (here a shorter lease) does
+        // not pull the end earlier: the grant still bounds the server's deadline.
+        let renew = c.renew(&key(), 3_000_020).expect("held");
+        let events = c.on_reply(NodeId(0), renew.request, ClientReply::Renewed { lease_ms: 100 }, 3_000_030);
+        assert_eq!(events, vec![ClientEvent::Renewed { key: key(), token: Token(9), until_local_us }]);
+        assert_eq!(c.belief_until_local_us(&key()), Some(until_local_us));
+    }
+
+    #[test]
     fn release_drops_the_belief_before_the_answer() {
         let mut c = client();
         let acquire = c.acquire(key(), LEASE_MS, 0, 0);
@@ -528,6 +549,29 @@ mod tests {
         let events = c.on_reply(NodeId(0), revoke.request, ClientReply::Released, 20);
         assert_eq!(events, vec![ClientEvent::Released { key: key() }]);
         assert_eq!(c.revoke(&key(), 30), None, "nothing left to revoke");
+    }
+
+    #[test]
+    fn not_held_for_a_release_or_an_acquire_reports_the_lock_lost() {
+        let mut c = client();
+        let acquire = c.acquire(key(), LEASE_MS, 0, 0);
+        c.on_reply(NodeId(0), acquire.request, ClientReply::Granted { token: Token(5), lease_ms: LEASE_MS }, 5);
+        let release = c.release(&key(), 10).expect("held");
+        let events = c.on_reply(NodeId(0), release.request, ClientReply::NotHeld, 20);
+        assert_eq!(events, vec![ClientEvent::Lost { key: key() }], "the lease ran out before the release");
+        let acquire = c.acquire(key(), LEASE_MS, 0, 30);
+        let events = c.on_reply(NodeId(0), acquire.request, ClientReply::NotHeld, 40);
+        assert_eq!(events, vec![ClientEvent::Lost { key: key() }]);
+        assert_eq!(c.token_of(&key()), None);
+    }
+
+    #[test]
+    fn a_wait_that_ran_out_at_the_server_is_reported_timed_out() {
+        let mut c = client();
+        let acquire = c.acquire(key(), LEASE_MS, 500, 0);
+        let events = c.on_reply(NodeId(0), acquire.request, ClientReply::TimedOut, 500_000);
+        assert_eq!(events, vec![ClientEvent::TimedOut]);
+        assert_eq!((c.pending_request(), c.token_of(&key())), (None, None), "the request is over, nothing held");
     }
 
     #[test]
