@@ -9,6 +9,7 @@
 pub mod client;
 pub mod command;
 pub mod lock;
+pub mod property;
 pub mod raft;
 pub mod resource;
 pub mod service;
@@ -17,6 +18,7 @@ pub mod variant;
 
 pub use command::{ApplyResult, Command};
 pub use lock::{Lock, LockState};
+pub use property::Property;
 pub use resource::{ResourceState, Write, WritePath, WriteVerdict};
 pub use types::{ClientId, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};
 pub use variant::{Variant, VariantInfo, VARIANTS};

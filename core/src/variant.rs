@@ -3,6 +3,7 @@
 //! `Default` is the safe protocol. Every other variant is a deliberately unsafe
 //! design that the testbed must catch; `breaks` names the property that shows it.
 
+use crate::Property;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -46,7 +47,7 @@ pub struct VariantInfo {
     pub variant: Variant,
     pub name: &'static str,
     /// The property this variant is expected to break; `None` for the safe default.
-    pub breaks: Option<&'static str>,
+    pub breaks: Option<Property>,
     pub about: &'static str,
     /// A model the variant declares (a TOML fragment of model keys, empty for
     /// the standard model): the situations its failure needs, e.g. a smaller
@@ -66,77 +67,77 @@ pub const VARIANTS: &[VariantInfo] = &[
     VariantInfo {
         variant: Variant::ExpireIgnoresToken,
         name: "expire-ignores-token",
-        breaks: Some("expire-safety"),
+        breaks: Some(Property::ExpireSafety),
         about: "Expire removes the lock whatever its token, so a late Expire deletes a regranted lock",
         model: "",
     },
     VariantInfo {
         variant: Variant::ReleaseIgnoresToken,
         name: "release-ignores-token",
-        breaks: Some("expire-safety"),
+        breaks: Some(Property::ExpireSafety),
         about: "Release { key } as in the seed: a late or retried release deletes the next holder's lock",
         model: "",
     },
     VariantInfo {
         variant: Variant::SinkUnfenced,
         name: "sink-unfenced",
-        breaks: Some("fenced-write"),
+        breaks: Some(Property::FencedWrite),
         about: "the token is checked only in the worker; a paused worker wakes and writes anyway",
         model: "",
     },
     VariantInfo {
         variant: Variant::SecondPathUnfenced,
         name: "second-path-unfenced",
-        breaks: Some("fenced-write"),
+        breaks: Some(Property::FencedWrite),
         about: "the bulk-import path skips the token comparison",
         model: "",
     },
     VariantInfo {
         variant: Variant::SinkMaxInMemory,
         name: "sink-max-in-memory",
-        breaks: Some("fenced-write"),
+        breaks: Some(Property::FencedWrite),
         about: "the resource keeps its highest token in memory only; a restart forgets it",
         model: "",
     },
     VariantInfo {
         variant: Variant::ClientClockToken,
         name: "client-clock-token",
-        breaks: Some("token-monotonic"),
+        breaks: Some(Property::TokenMonotonic),
         about: "workers use their local clock as the token; drift and steps make it go backwards",
         model: "",
     },
     VariantInfo {
         variant: Variant::RestoreNaive,
         name: "restore-naive",
-        breaks: Some("token-monotonic"),
+        breaks: Some(Property::TokenMonotonic),
         about: "a whole-cluster restore keeps the backup's token counter, so tokens are reissued",
         model: "",
     },
     VariantInfo {
         variant: Variant::NoLeaseRestartOnNewLeader,
         name: "no-lease-restart-on-new-leader",
-        breaks: Some("lease-exclusion"),
+        breaks: Some(Property::LeaseExclusion),
         about: "a new leader expires leases on the old deadlines instead of a full lease from taking office",
         model: "",
     },
     VariantInfo {
         variant: Variant::RenewWithoutLeadershipCheck,
         name: "renew-without-leadership-check",
-        breaks: Some("lease-exclusion"),
+        breaks: Some(Property::LeaseExclusion),
         about: "a deposed leader acknowledges renewals without confirming leadership",
         model: "",
     },
     VariantInfo {
         variant: Variant::GrantAfterExpiredWait,
         name: "grant-after-expired-wait",
-        breaks: Some("grant-validity"),
+        breaks: Some(Property::GrantValidity),
         about: "a waiter is told Granted without re-checking that its lock is still live (etcd 11456)",
         model: "",
     },
     VariantInfo {
         variant: Variant::CommitOldTermByCount,
         name: "commit-old-term-by-count",
-        breaks: Some("apply-agreement"),
+        breaks: Some(Property::ApplyAgreement),
         about: "a leader commits entries of earlier terms by counting replicas (Raft figure 8)",
         // A new leader's first entries travel one append at a time, so an older
         // term's entry can reach a majority before the leader's own does, and
@@ -146,7 +147,7 @@ pub const VARIANTS: &[VariantInfo] = &[
     VariantInfo {
         variant: Variant::VoteNotDurable,
         name: "vote-not-durable",
-        breaks: Some("election-safety"),
+        breaks: Some(Property::ElectionSafety),
         about: "a vote is sent before it is durable; a crash lets the node vote twice in a term",
         // On three nodes one lost vote elects a second leader of the term; the dying disks and power losses of the fault plan crash a node inside its fsync.
         model: "nodes = 3",
@@ -154,7 +155,7 @@ pub const VARIANTS: &[VariantInfo] = &[
     VariantInfo {
         variant: Variant::AckBeforeDurable,
         name: "ack-before-durable",
-        breaks: Some("apply-agreement"),
+        breaks: Some(Property::ApplyAgreement),
         about: "appends are acknowledged before they are durable; a crash loses committed entries and replicas diverge",
         // On three nodes one lost acknowledgement is half of the majority that committed an entry.
         model: "nodes = 3",
@@ -167,7 +168,7 @@ pub const VARIANTS: &[VariantInfo] = &[
         // shows first as two nodes applying different entries at one index.
         // Voting twice in one term (election-safety) is rarer: the forgotten
         // vote must be of a term whose election is still open.
-        breaks: Some("apply-agreement"),
+        breaks: Some(Property::ApplyAgreement),
         about: "a node restored from a stale backup votes at once: it helps elect leaders that lack committed entries",
         // On three nodes the restored node's vote is half of every majority.
         model: "nodes = 3",

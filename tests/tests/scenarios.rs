@@ -4,7 +4,7 @@
 //! Review changed snapshots with `cargo insta review`.
 
 use fencelock::resource::{WritePath, WriteVerdict};
-use fencelock::{ClientId, NodeId, Token, Variant};
+use fencelock::{ClientId, NodeId, Property, Token, Variant};
 use fencesim::faults::Fault;
 use fencesim::history::Actor;
 use fencesim::machine::net::Addr;
@@ -264,7 +264,7 @@ fn expire_ignores_token_is_caught_by_the_delayed_expire() {
         sim.finish().await;
         sim
     });
-    assert!(outcome.violations.iter().any(|v| v.property == "expire-safety"), "{:?}", outcome.violations);
+    assert!(outcome.violations.iter().any(|v| v.property == Property::ExpireSafety), "{:?}", outcome.violations);
 }
 
 /// SCENARIOS.md 7, the retry half: the leader's Granted answer to A is lost

@@ -22,7 +22,7 @@
 //! clock beyond the bound inside it excuses the overlap.
 
 use super::state::Context;
-use super::{CheckConfig, Report, Violation, LEASE_EXCLUSION};
+use super::{CheckConfig, Property, Report, Violation};
 use crate::history::{Actor, Event, EventKind};
 use fencelock::{ClientId, Key, Token};
 use std::collections::{BTreeMap, BTreeSet};
@@ -269,7 +269,7 @@ impl LeaseChecker {
             end_us / 1_000,
             self.drift_ppm_max
         );
-        let v = Violation::new(LEASE_EXCLUSION, start_us, detail);
+        let v = Violation::new(Property::LeaseExclusion, start_us, detail);
         report.push(v.clients(&[a.client, b.client]).tokens(&[a.token, b.token]));
     }
 }
@@ -277,9 +277,9 @@ impl LeaseChecker {
 #[cfg(test)]
 mod tests {
     use super::super::testkit::*;
-    use super::super::LEASE_EXCLUSION;
     use super::{true_us_reaching, ClockMap};
     use crate::checker::testkit::H;
+    use fencelock::Property;
 
     fn map(at_ms: u64, local_ms: u64, rate_ppm: i64) -> ClockMap {
         ClockMap { at_us: at_ms * 1_000, local_us: local_ms * 1_000, rate_ppm }
@@ -316,7 +316,7 @@ mod tests {
     fn overlapping_beliefs_within_the_bound_break_lease_exclusion() {
         // c1 believes in k (43) until about 5.1 s; c2 believes from 4 s.
         let verdict = happy().at_ms(4_000).belief_until_us(2, "k", 44, 6_000_000).check();
-        assert_only(&verdict, LEASE_EXCLUSION);
+        assert_only(&verdict, Property::LeaseExclusion);
         let v = &verdict.violations[0];
         assert_eq!((v.at_us, v.tokens.len()), (4_000_000, 2));
         assert!(v.to_string().starts_with("lease-exclusion at 4000ms: c1 (tok43) and c2 (tok44)"), "{v}");
@@ -393,7 +393,7 @@ mod tests {
             .at_ms(4_000)
             .belief_until_us(2, "k", 44, 6_000_000)
             .check();
-        assert_only(&verdict, LEASE_EXCLUSION);
+        assert_only(&verdict, Property::LeaseExclusion);
     }
 
     #[test]
@@ -404,7 +404,7 @@ mod tests {
             .at_ms(9_000)
             .clock(server(1), 0, 100, true)
             .check();
-        assert_only(&verdict, LEASE_EXCLUSION);
+        assert_only(&verdict, Property::LeaseExclusion);
     }
 
     /// c1 believes in k from 3 s (sent then at the latest) to 5 s, c2 from 4 s;
@@ -423,7 +423,7 @@ mod tests {
     fn a_step_before_the_overlaps_window_excuses_nothing() {
         // n0 stepped forward 1 s at 0.5 s; c1's belief until 5 s counts from a send at 3 s or later.
         let verdict = overlap_after(|h| h.at_ms(500).clock(server(0), 1_500_000, 0, true)).check();
-        assert_only(&verdict, LEASE_EXCLUSION);
+        assert_only(&verdict, Property::LeaseExclusion);
         assert_eq!(verdict.counters.lease_exposures, 0);
     }
 
@@ -442,7 +442,7 @@ mod tests {
             h.at_ms(200).clock(server(0), 200_000, 900, false).at_ms(1_000).clock(server(0), 1_000_720, 100, true)
         })
         .check();
-        assert_only(&verdict, LEASE_EXCLUSION);
+        assert_only(&verdict, Property::LeaseExclusion);
         // Still beyond the bound when the window opens: an exposure.
         let verdict = overlap_after(|h| h.at_ms(200).clock(server(0), 200_000, 900, false)).check();
         assert_clean(&verdict);

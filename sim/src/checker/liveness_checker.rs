@@ -9,7 +9,7 @@
 //! `lease_ms + liveness_free_bound_ms` of the later of crash and heal.
 
 use super::state::{Context, Facts};
-use super::{Report, Violation, LIVENESS};
+use super::{Property, Report, Violation};
 use crate::history::{Actor, Event, EventKind};
 use fencelock::service::ClientRequest;
 use fencelock::{ClientId, Key, NodeId, RequestId, Token};
@@ -127,7 +127,7 @@ impl LivenessChecker {
             "no leader within {}ms of the heal: the cluster stayed unavailable with every fault healed",
             deadline_us / 1_000
         );
-        report.push(Violation::new(LIVENESS, deadline_us, detail));
+        report.push(Violation::new(Property::Liveness, deadline_us, detail));
     }
 
     fn on_client_crash(&mut self, ctx: &Context, client: ClientId, crash_us: u64) {
@@ -169,7 +169,7 @@ impl LivenessChecker {
             o.token,
             deadline_us / 1_000
         );
-        report.push(Violation::new(LIVENESS, deadline_us, detail).clients(&[o.client]).tokens(&[o.token]));
+        report.push(Violation::new(Property::Liveness, deadline_us, detail).clients(&[o.client]).tokens(&[o.token]));
     }
 
     pub fn finish(&mut self, ctx: &Context, report: &mut Report) {
@@ -192,7 +192,7 @@ impl LivenessChecker {
                     pending.first_us / 1_000,
                     deadline_us / 1_000
                 );
-                report.push(Violation::new(LIVENESS, deadline_us, detail).clients(&[*client]));
+                report.push(Violation::new(Property::Liveness, deadline_us, detail).clients(&[*client]));
             }
         }
         for obligation in &self.obligations {
@@ -207,8 +207,8 @@ impl LivenessChecker {
 #[cfg(test)]
 mod tests {
     use super::super::testkit::*;
-    use super::super::LIVENESS;
     use crate::history::EventKind;
+    use fencelock::Property;
     use fencelock::{ApplyResult, ClientId, RequestId};
 
     #[test]
@@ -220,7 +220,7 @@ mod tests {
     fn no_leader_after_the_heal_breaks_liveness() {
         let h = H::new().leader(0, 1).at_ms(1_000).crash(server(0)).at_ms(2_000).healed();
         let verdict = h.check();
-        assert_only(&verdict, LIVENESS);
+        assert_only(&verdict, Property::Liveness);
         assert_eq!(verdict.violations[0].at_us, 7_000_000);
         // Judged only when the run lasted past the bound.
         assert_clean(&h.check_until_ms(6_000));
@@ -235,13 +235,13 @@ mod tests {
     #[test]
     fn a_leader_too_late_breaks_liveness() {
         let h = H::new().leader(0, 1).at_ms(1_000).crash(server(0)).at_ms(2_000).healed();
-        assert_only(&h.at_ms(7_100).leader(1, 2).check(), LIVENESS);
+        assert_only(&h.at_ms(7_100).leader(1, 2).check(), Property::Liveness);
     }
 
     #[test]
     fn an_unanswered_request_breaks_liveness() {
         let verdict = happy().at_ms(4_000).acquire_request(2, 20, "k").check();
-        assert_only(&verdict, LIVENESS);
+        assert_only(&verdict, Property::Liveness);
         assert_eq!(verdict.violations[0].clients, vec![ClientId(2)]);
     }
 
@@ -256,7 +256,7 @@ mod tests {
     #[test]
     fn a_crashed_holders_lock_never_freed_breaks_liveness() {
         let verdict = happy().at_ms(3_500).crash(client(1)).check_until_ms(15_000);
-        assert_only(&verdict, LIVENESS);
+        assert_only(&verdict, Property::Liveness);
         assert_eq!(verdict.violations[0].at_us, 12_500_000);
         // The same run ending before the deadline is not judged.
         assert_clean(&happy().at_ms(3_500).crash(client(1)).check_until_ms(12_000));
@@ -282,7 +282,7 @@ mod tests {
             ApplyResult::Expired { existed: true },
         );
         let verdict = h.check_until_ms(15_000);
-        assert_only(&verdict, LIVENESS);
+        assert_only(&verdict, Property::Liveness);
         assert_eq!(verdict.violations.len(), 1);
     }
 }

@@ -11,7 +11,7 @@
 //! issue of that token at all, means the client was told something false.
 
 use super::state::{is_removal, Context, Facts, LockSlot};
-use super::{Report, Violation, EXPIRE_SAFETY, GRANT_VALIDITY};
+use super::{Property, Report, Violation};
 use crate::history::{Event, EventKind};
 use fencelock::service::ClientReply;
 use fencelock::{ClientId, LogIndex, NodeId, RequestId, Token};
@@ -34,7 +34,7 @@ impl LockChecker {
                         "{node} applied {command:?} at {index} and removed the lock on {key} held with {held}: \
                          an Expire or Release must remove only the lock with its own token"
                     );
-                    let v = Violation::new(EXPIRE_SAFETY, event.at_us, detail);
+                    let v = Violation::new(Property::ExpireSafety, event.at_us, detail);
                     report.push(v.nodes(&[*node]).tokens(&[token, held]));
                 }
             }
@@ -73,8 +73,12 @@ impl LockChecker {
             )
         };
         if self.invalid_grants.insert((client, request, token)) {
-            report
-                .push(Violation::new(GRANT_VALIDITY, at_us, detail).nodes(&[node]).clients(&[client]).tokens(&[token]));
+            report.push(
+                Violation::new(Property::GrantValidity, at_us, detail)
+                    .nodes(&[node])
+                    .clients(&[client])
+                    .tokens(&[token]),
+            );
         }
     }
 }
@@ -82,7 +86,7 @@ impl LockChecker {
 #[cfg(test)]
 mod tests {
     use super::super::testkit::*;
-    use super::super::{EXPIRE_SAFETY, GRANT_VALIDITY};
+    use super::super::Property;
     use crate::history::EventKind;
     use fencelock::{ApplyResult, Key, LogIndex, NodeId, Token};
 
@@ -97,7 +101,7 @@ mod tests {
             .at_ms(4_000)
             .apply_all(&[0, 1, 2], 6, expire("k", 41), ApplyResult::Expired { existed: true })
             .check();
-        assert_only(&verdict, EXPIRE_SAFETY);
+        assert_only(&verdict, Property::ExpireSafety);
         assert_eq!(verdict.violations.len(), 1, "reported once per index");
         assert_eq!(verdict.violations[0].tokens, vec![Token(41), Token(43)]);
     }
@@ -106,7 +110,7 @@ mod tests {
     fn a_release_ignoring_its_token_breaks_expire_safety() {
         let verdict =
             happy().at_ms(4_000).apply_all(&[0, 1, 2], 6, release("k", 42, 2, 9), ApplyResult::Released).check();
-        assert_only(&verdict, EXPIRE_SAFETY);
+        assert_only(&verdict, Property::ExpireSafety);
     }
 
     #[test]
@@ -139,7 +143,7 @@ mod tests {
             .ev(snapshot_of_node_2(vec![(Key::new("k"), Token(43))]))
             .apply(2, 6, expire("k", 41), ApplyResult::Expired { existed: true })
             .check();
-        assert_only(&verdict, EXPIRE_SAFETY);
+        assert_only(&verdict, Property::ExpireSafety);
     }
 
     #[test]
@@ -161,13 +165,13 @@ mod tests {
             .reply(0, 1, 5, reply_granted(43))
             .reply(0, 1, 5, reply_granted(43))
             .check();
-        assert_only(&verdict, GRANT_VALIDITY);
+        assert_only(&verdict, Property::GrantValidity);
         assert_eq!(verdict.violations.len(), 1);
     }
 
     #[test]
     fn granted_with_a_token_never_issued_breaks_grant_validity() {
         let verdict = happy().at_ms(4_000).reply(0, 2, 8, reply_granted(99)).check();
-        assert_only(&verdict, GRANT_VALIDITY);
+        assert_only(&verdict, Property::GrantValidity);
     }
 }

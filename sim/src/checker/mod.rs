@@ -33,30 +33,7 @@ use std::fmt;
 
 pub use lease_checker::true_us_reaching;
 
-pub const ELECTION_SAFETY: &str = "election-safety";
-pub const APPLY_AGREEMENT: &str = "apply-agreement";
-pub const COMMIT_DURABILITY: &str = "commit-durability";
-pub const TOKEN_MONOTONIC: &str = "token-monotonic";
-pub const FENCED_WRITE: &str = "fenced-write";
-pub const EQUAL_TOKEN: &str = "equal-token";
-pub const EXPIRE_SAFETY: &str = "expire-safety";
-pub const GRANT_VALIDITY: &str = "grant-validity";
-pub const LEASE_EXCLUSION: &str = "lease-exclusion";
-pub const LIVENESS: &str = "liveness";
-
-/// Every property id of SPEC.md, in the order of its table.
-pub const PROPERTIES: &[&str] = &[
-    ELECTION_SAFETY,
-    APPLY_AGREEMENT,
-    COMMIT_DURABILITY,
-    TOKEN_MONOTONIC,
-    FENCED_WRITE,
-    EQUAL_TOKEN,
-    EXPIRE_SAFETY,
-    GRANT_VALIDITY,
-    LEASE_EXCLUSION,
-    LIVENESS,
-];
+pub use fencelock::Property;
 
 /// How long a leader may take to appear after the heal, in the standard configuration.
 pub const LIVENESS_LEADER_BOUND_MS_DEFAULT: u64 = 5_000;
@@ -65,7 +42,7 @@ pub const LIVENESS_LEADER_BOUND_MS_DEFAULT: u64 = 5_000;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Violation {
     /// The property id of SPEC.md.
-    pub property: &'static str,
+    pub property: Property,
     pub at_us: u64,
     pub nodes: Vec<NodeId>,
     pub clients: Vec<ClientId>,
@@ -75,8 +52,7 @@ pub struct Violation {
 }
 
 impl Violation {
-    pub(crate) fn new(property: &'static str, at_us: u64, detail: String) -> Violation {
-        assert!(PROPERTIES.contains(&property), "unknown property id {property}");
+    pub fn new(property: Property, at_us: u64, detail: String) -> Violation {
         Violation { property, at_us, nodes: Vec::new(), clients: Vec::new(), tokens: Vec::new(), detail }
     }
 
@@ -186,9 +162,9 @@ impl Verdict {
         self.violations.is_empty()
     }
 
-    /// The distinct property ids that were violated, in the order of SPEC.md.
-    pub fn properties(&self) -> Vec<&'static str> {
-        PROPERTIES.iter().copied().filter(|p| self.violations.iter().any(|v| v.property == *p)).collect()
+    /// The distinct properties that were violated, in the order of SPEC.md.
+    pub fn properties(&self) -> Vec<Property> {
+        Property::ALL.into_iter().filter(|p| self.violations.iter().any(|v| v.property == *p)).collect()
     }
 }
 
@@ -297,7 +273,7 @@ mod tests {
             .role(2, 1, Role::Candidate)
             .leader(2, 1)
             .check();
-        assert_eq!(verdict.properties(), vec![ELECTION_SAFETY, LEASE_EXCLUSION]);
+        assert_eq!(verdict.properties(), vec![Property::ElectionSafety, Property::LeaseExclusion]);
         let times: Vec<u64> = verdict.violations.iter().map(|v| v.at_us).collect();
         assert_eq!(times, vec![4_000_000, 4_500_000]);
         assert!(verdict.violations[1].to_string().starts_with("election-safety at 4500ms: n0 and n2"));

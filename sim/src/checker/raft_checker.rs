@@ -11,7 +11,7 @@
 //! divergence the commands alone never show.
 
 use super::state::{describe_payload, Context, Facts};
-use super::{Report, Violation, APPLY_AGREEMENT, COMMIT_DURABILITY, ELECTION_SAFETY};
+use super::{Property, Report, Violation};
 use crate::history::{Event, EventKind};
 use fencelock::raft::Role;
 use fencelock::service::ClientReply;
@@ -93,7 +93,7 @@ impl RaftChecker {
                 "{first} and {node} both became leader of {term}: two leaders in one term can commit \
                  conflicting entries (look at vote durability and vote counting)"
             );
-            report.push(Violation::new(ELECTION_SAFETY, at_us, detail).nodes(&[first, node]));
+            report.push(Violation::new(Property::ElectionSafety, at_us, detail).nodes(&[first, node]));
         }
     }
 
@@ -123,7 +123,7 @@ impl RaftChecker {
                     first.node,
                     first.what()
                 );
-                report.push(Violation::new(APPLY_AGREEMENT, at_us, detail).nodes(&[first.node, node]));
+                report.push(Violation::new(Property::ApplyAgreement, at_us, detail).nodes(&[first.node, node]));
             }
         }
         if let Some(acked) = self.acked.get(&index) {
@@ -137,7 +137,7 @@ impl RaftChecker {
                     acked.client
                 );
                 let tokens: Vec<Token> = acked.token.into_iter().collect();
-                let v = Violation::new(COMMIT_DURABILITY, at_us, detail);
+                let v = Violation::new(Property::CommitDurability, at_us, detail);
                 report.push(v.nodes(&[acked.node, node]).clients(&[acked.client]).tokens(&tokens));
             }
         }
@@ -164,7 +164,7 @@ impl RaftChecker {
                      the replicas' state machines diverged",
                     first.node, first.command, first.result
                 );
-                report.push(Violation::new(APPLY_AGREEMENT, at_us, detail).nodes(&[first.node, node]));
+                report.push(Violation::new(Property::ApplyAgreement, at_us, detail).nodes(&[first.node, node]));
             }
         }
         let holder = match command {
@@ -197,7 +197,7 @@ impl RaftChecker {
                      acknowledged {token} to {} at {acked_index}: the acknowledged grant is not in the snapshot",
                     acked.node, acked.client
                 );
-                let v = Violation::new(COMMIT_DURABILITY, at_us, detail);
+                let v = Violation::new(Property::CommitDurability, at_us, detail);
                 report.push(v.nodes(&[acked.node, node]).clients(&[acked.client]).tokens(&[token, token_last]));
             }
         }
@@ -243,7 +243,7 @@ impl RaftChecker {
                     first.what()
                 );
                 let tokens: Vec<Token> = token.into_iter().collect();
-                let v = Violation::new(COMMIT_DURABILITY, at_us, detail);
+                let v = Violation::new(Property::CommitDurability, at_us, detail);
                 report.push(v.nodes(&[node, first.node]).clients(&[client]).tokens(&tokens));
             }
         }
@@ -283,7 +283,7 @@ impl RaftChecker {
             );
             skipped_by.push(acked.node);
             let tokens: Vec<Token> = acked.token.into_iter().collect();
-            let v = Violation::new(COMMIT_DURABILITY, first_past_us, detail);
+            let v = Violation::new(Property::CommitDurability, first_past_us, detail);
             report.push(v.nodes(&skipped_by).clients(&[acked.client]).tokens(&tokens));
         }
     }

@@ -4,7 +4,7 @@
 //! neither a resource restart nor a whole-cluster restore excuses a stale
 //! write, because that is exactly what fencing is for (SPEC.md).
 
-use super::{Report, Violation, EQUAL_TOKEN, FENCED_WRITE};
+use super::{Property, Report, Violation};
 use crate::history::{Event, EventKind, WritePath, WriteVerdict};
 use fencelock::{ClientId, Key, RequestId, Token};
 use std::collections::{BTreeMap, BTreeSet};
@@ -24,7 +24,7 @@ pub(crate) struct ResourceChecker {
     /// Per (key, token): the first client whose write under it was accepted.
     first_writer: BTreeMap<(Key, Token), ClientId>,
     originals: BTreeMap<(ClientId, RequestId), Original>,
-    reported: BTreeSet<(&'static str, ClientId, RequestId)>,
+    reported: BTreeSet<(Property, ClientId, RequestId)>,
 }
 
 impl ResourceChecker {
@@ -63,37 +63,39 @@ impl ResourceChecker {
 
     fn on_accepted(&mut self, w: &Write, report: &mut Report) {
         if let Some(original) = self.originals.get(&(w.client, w.request)) {
-            if self.reported.insert((EQUAL_TOKEN, w.client, w.request)) {
+            if self.reported.insert((Property::EqualToken, w.client, w.request)) {
                 let detail = format!(
                     "{}'s write {} to {} with {} was accepted again on the {:?} path after its first answer \
                      (accepted: {}): a retried write must get the original result, not a second effect",
                     w.client, w.request, w.key, w.token, w.path, original.accepted
                 );
                 let tokens = [original.token, w.token];
-                report.push(Violation::new(EQUAL_TOKEN, w.at_us, detail).clients(&[w.client]).tokens(&tokens));
+                report.push(Violation::new(Property::EqualToken, w.at_us, detail).clients(&[w.client]).tokens(&tokens));
             }
             return;
         }
         self.remember(w, true);
         if let Some((highest, by)) = self.highest.get(w.key).filter(|(highest, _)| w.token < *highest) {
-            if self.reported.insert((FENCED_WRITE, w.client, w.request)) {
+            if self.reported.insert((Property::FencedWrite, w.client, w.request)) {
                 let detail = format!(
                     "the resource accepted {}'s write to {} with {} on the {:?} path after accepting {highest} \
                      from {by}: a stale holder's write got through",
                     w.client, w.key, w.token, w.path
                 );
-                let v = Violation::new(FENCED_WRITE, w.at_us, detail);
+                let v = Violation::new(Property::FencedWrite, w.at_us, detail);
                 report.push(v.clients(&[w.client, *by]).tokens(&[w.token, *highest]));
             }
         }
         let first = *self.first_writer.entry((w.key.clone(), w.token)).or_insert(w.client);
-        if first != w.client && self.reported.insert((EQUAL_TOKEN, w.client, w.request)) {
+        if first != w.client && self.reported.insert((Property::EqualToken, w.client, w.request)) {
             let detail = format!(
                 "the resource accepted writes to {} with {} from both {first} and {}: two holders had effects \
                  under one token",
                 w.key, w.token, w.client
             );
-            report.push(Violation::new(EQUAL_TOKEN, w.at_us, detail).clients(&[first, w.client]).tokens(&[w.token]));
+            report.push(
+                Violation::new(Property::EqualToken, w.at_us, detail).clients(&[first, w.client]).tokens(&[w.token]),
+            );
         }
         let entry = self.highest.entry(w.key.clone()).or_insert((w.token, w.client));
         if w.token > entry.0 {
@@ -104,13 +106,13 @@ impl ResourceChecker {
     fn on_duplicate(&mut self, w: &Write, accepted: bool, report: &mut Report) {
         // A duplicate of a write the history never saw answered cannot be judged.
         let Some(original) = self.originals.get(&(w.client, w.request)) else { return };
-        if original.accepted != accepted && self.reported.insert((EQUAL_TOKEN, w.client, w.request)) {
+        if original.accepted != accepted && self.reported.insert((Property::EqualToken, w.client, w.request)) {
             let detail = format!(
                 "{}'s retried write {} to {} was answered accepted: {accepted} but the original answer to {} \
                  with {} was accepted: {}: a retry must get the original result",
                 w.client, w.request, w.key, original.key, original.token, original.accepted
             );
-            report.push(Violation::new(EQUAL_TOKEN, w.at_us, detail).clients(&[w.client]).tokens(&[w.token]));
+            report.push(Violation::new(Property::EqualToken, w.at_us, detail).clients(&[w.client]).tokens(&[w.token]));
         }
     }
 }
@@ -127,7 +129,7 @@ struct Write<'a> {
 #[cfg(test)]
 mod tests {
     use super::super::testkit::*;
-    use super::super::{EQUAL_TOKEN, FENCED_WRITE};
+    use super::super::Property;
     use crate::history::{WritePath, WriteVerdict};
     use fencelock::{ClientId, Token};
 
@@ -152,7 +154,7 @@ mod tests {
             .write(1, 8, "k", 41, WritePath::Ledger, WriteVerdict::Accepted)
             .write(1, 8, "k", 41, WritePath::Ledger, WriteVerdict::Duplicate { accepted: true })
             .check();
-        assert_only(&verdict, FENCED_WRITE);
+        assert_only(&verdict, Property::FencedWrite);
         assert_eq!(verdict.violations.len(), 1);
         assert_eq!(verdict.violations[0].tokens, vec![Token(41), Token(42)]);
     }
@@ -165,21 +167,21 @@ mod tests {
             .restart(crate::history::Actor::Resource)
             .write(1, 8, "k", 41, WritePath::Status, WriteVerdict::Accepted)
             .check();
-        assert_only(&verdict, FENCED_WRITE);
+        assert_only(&verdict, Property::FencedWrite);
     }
 
     #[test]
     fn two_holders_accepted_under_one_token_break_equal_token() {
         // c1 writes with c2's token 42 (a token the service did issue).
         let verdict = happy().at_ms(4_000).write(1, 8, "k", 42, WritePath::Status, WriteVerdict::Accepted).check();
-        assert_only(&verdict, EQUAL_TOKEN);
+        assert_only(&verdict, Property::EqualToken);
         assert_eq!(verdict.violations[0].clients, vec![ClientId(1), ClientId(2)]);
     }
 
     #[test]
     fn a_retried_write_with_a_second_effect_breaks_equal_token() {
         let verdict = happy().at_ms(4_000).write(2, 2, "k", 42, WritePath::Status, WriteVerdict::Accepted).check();
-        assert_only(&verdict, EQUAL_TOKEN);
+        assert_only(&verdict, Property::EqualToken);
     }
 
     #[test]
@@ -188,7 +190,7 @@ mod tests {
             .at_ms(4_000)
             .write(1, 4, "k", 41, WritePath::Ledger, WriteVerdict::Duplicate { accepted: true })
             .check();
-        assert_only(&verdict, EQUAL_TOKEN);
+        assert_only(&verdict, Property::EqualToken);
     }
 
     #[test]

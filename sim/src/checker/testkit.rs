@@ -4,7 +4,7 @@
 //! reads like the run it describes; `happy()` is a clean run that every
 //! family's violating history starts from.
 
-use super::{check, CheckConfig, Verdict};
+use super::{check, CheckConfig, Property, Verdict};
 use crate::history::{Actor, EventKind, History, WritePath, WriteVerdict};
 use fencelock::raft::Role;
 use fencelock::service::{ClientReply, ClientRequest};
@@ -233,7 +233,7 @@ pub(crate) fn happy() -> H {
         .acquire(5, "k", 1, 5, 43)
 }
 
-pub(crate) fn assert_only(verdict: &Verdict, property: &str) {
+pub(crate) fn assert_only(verdict: &Verdict, property: Property) {
     assert_eq!(verdict.properties(), vec![property], "violations: {:#?}", verdict.violations);
 }
 

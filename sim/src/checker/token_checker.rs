@@ -9,7 +9,7 @@
 //! produced (a client's clock reading, say) is no fencing token at all.
 
 use super::state::{Context, Facts};
-use super::{Report, Violation, TOKEN_MONOTONIC};
+use super::{Property, Report, Violation};
 use crate::history::{Event, EventKind};
 use fencelock::{ApplyResult, ClientId, Command, Token};
 use std::collections::BTreeSet;
@@ -44,7 +44,7 @@ impl TokenChecker {
                                 issue.key,
                                 restore_hint(ctx.epoch > issue.epoch)
                             );
-                            let v = Violation::new(TOKEN_MONOTONIC, event.at_us, detail);
+                            let v = Violation::new(Property::TokenMonotonic, event.at_us, detail);
                             report.push(
                                 v.nodes(&[*node]).clients(&[holder.client, issue.holder.client]).tokens(&[token]),
                             );
@@ -59,7 +59,7 @@ impl TokenChecker {
                                  been issued: tokens went down{}",
                                 restore_hint(ctx.epoch > 0)
                             );
-                            let v = Violation::new(TOKEN_MONOTONIC, event.at_us, detail);
+                            let v = Violation::new(Property::TokenMonotonic, event.at_us, detail);
                             report.push(v.nodes(&[*node]).clients(&[holder.client]).tokens(&[max, token]));
                         }
                     }
@@ -72,7 +72,9 @@ impl TokenChecker {
                     "{client} wrote {key} on the {path:?} path with {token}, a token not issued by the lock \
                          service: only tokens from the lock service fence a write"
                 );
-                report.push(Violation::new(TOKEN_MONOTONIC, event.at_us, detail).clients(&[*client]).tokens(&[*token]));
+                report.push(
+                    Violation::new(Property::TokenMonotonic, event.at_us, detail).clients(&[*client]).tokens(&[*token]),
+                );
             }
             _ => {}
         }
@@ -90,8 +92,8 @@ fn restore_hint(after_restore: bool) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::super::testkit::*;
-    use super::super::TOKEN_MONOTONIC;
     use crate::history::{WritePath, WriteVerdict};
+    use fencelock::Property;
     use fencelock::{ApplyResult, Token};
 
     #[test]
@@ -119,7 +121,7 @@ mod tests {
             .apply_all(&[0, 1, 2], 6, release("k", 43, 1, 6), ApplyResult::Released)
             .apply_all(&[0, 1, 2], 7, grant("k", 2, 7), granted(40))
             .check();
-        assert_only(&verdict, TOKEN_MONOTONIC);
+        assert_only(&verdict, Property::TokenMonotonic);
         assert_eq!(verdict.violations.len(), 1);
         assert_eq!(verdict.violations[0].tokens, vec![Token(40), Token(43)]);
     }
@@ -129,7 +131,7 @@ mod tests {
         // The naive restore takes the counter from a backup at i4: 43 again, to c2.
         let verdict =
             happy().at_ms(4_000).restore(1, 42).leader(0, 1 << 32).at_ms(4_100).acquire(5, "k", 2, 9, 43).check();
-        assert_only(&verdict, TOKEN_MONOTONIC);
+        assert_only(&verdict, Property::TokenMonotonic);
         assert!(verdict.violations[0].detail.contains("restore"), "{}", verdict.violations[0]);
         // c1 (43 before the restore) and c2 (43 after) overlap: excused by the restore, counted.
         assert_eq!(verdict.counters.lease_exposures, 1);
@@ -149,7 +151,7 @@ mod tests {
             .write(1, 8, "k", 4_000_123, WritePath::Status, WriteVerdict::Accepted)
             .write(1, 9, "k", 4_000_123, WritePath::Ledger, WriteVerdict::Duplicate { accepted: true })
             .check();
-        assert_only(&verdict, TOKEN_MONOTONIC);
+        assert_only(&verdict, Property::TokenMonotonic);
         assert_eq!(verdict.violations.len(), 1, "one report per client and token");
     }
 }

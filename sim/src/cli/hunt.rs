@@ -2,6 +2,7 @@
 
 use crate::cli::args::{exit_for, load_model, parse_seeds, replay_line, HuntArgs, InputError};
 use crate::run::sweep::{default_jobs, quiet_panics, sweep, SeedResult};
+use fencelock::Property;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::io::IsTerminal;
@@ -33,7 +34,7 @@ struct HuntJson {
 #[derive(Serialize)]
 struct HuntViolationJson {
     seed: u64,
-    property: &'static str,
+    property: Property,
     detail: String,
     replay: String,
 }

@@ -1,28 +1,13 @@
 //! Scenario files (CLI.md): a seed, a model, a variant and the expected
 //! outcome — the regression corpus in `seeds/` is made of them.
 
+use crate::faults::{self, FaultEvent};
 use crate::history::EventKind;
 use crate::model::{one_line, Model};
-use crate::run::seed::Outcome;
-use fencelock::Variant;
+use crate::run::seed::{run_plan, run_seed, Outcome};
 use fencelock::{ApplyResult, Command};
+use fencelock::{Property, Variant};
 use serde::{Deserialize, Serialize};
-
-/// Every property id the checker reports, plus the harness's own.
-pub const PROPERTIES: &[&str] = &[
-    "election-safety",
-    "apply-agreement",
-    "commit-durability",
-    "token-monotonic",
-    "fenced-write",
-    "equal-token",
-    "expire-safety",
-    "grant-validity",
-    "lease-exclusion",
-    "liveness",
-    "determinism",
-    "panic",
-];
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -39,6 +24,10 @@ pub struct ScenarioFile {
     /// [`BEHAVIOURS`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exhibits: Vec<String>,
+    /// The run's own fault plan (extension of CLI.md), as `shrink` writes
+    /// it: when present it replaces the plan drawn from the seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faults: Option<Vec<FaultEvent>>,
     #[serde(default)]
     pub model: Model,
 }
@@ -102,12 +91,10 @@ impl Scenario {
     pub fn parse(text: &str, origin: &str) -> Result<Scenario, String> {
         let file: ScenarioFile = toml::from_str(text).map_err(|e| format!("{origin}: {}", one_line(&e.to_string())))?;
         let variant: Variant = file.variant.parse().map_err(|e| format!("{origin}: {e}"))?;
-        if file.expect != "pass" && !PROPERTIES.contains(&file.expect.as_str()) {
-            return Err(format!(
-                "{origin}: `expect` must be \"pass\" or a property id ({}), got \"{}\"",
-                PROPERTIES.join(", "),
-                file.expect
-            ));
+        if file.expect != "pass" {
+            file.expect
+                .parse::<Property>()
+                .map_err(|e| format!("{origin}: `expect` must be \"pass\" or a property: {e}"))?;
         }
         file.model.validate().map_err(|e| format!("{origin}: {e}"))?;
         if let Some(unknown) = file.exhibits.iter().find(|b| !BEHAVIOURS.iter().any(|(name, _)| name == b)) {
@@ -115,7 +102,18 @@ impl Scenario {
             return Err(format!("{origin}: unknown behaviour `{unknown}` in `exhibits` (known: {})", known.join(", ")));
         }
         let model = Model { variant, ..file.model.clone() };
+        if let Some(plan) = &file.faults {
+            faults::validate(plan, &model).map_err(|e| format!("{origin}: `faults`: {e}"))?;
+        }
         Ok(Scenario { file, model })
+    }
+
+    /// Runs the scenario: its own fault plan when it carries one, else the seed's.
+    pub fn run(&self) -> Outcome {
+        match &self.file.faults {
+            Some(plan) => run_plan(self.file.seed, &self.model, plan.clone()),
+            None => run_seed(self.file.seed, &self.model),
+        }
     }
 
     /// Whether an outcome is what the scenario expects, and shows every
@@ -136,7 +134,7 @@ pub fn expectation_met(expect: &str, outcome: &Outcome) -> bool {
     if expect == "pass" {
         outcome.violations.is_empty()
     } else {
-        outcome.violations.iter().any(|v| v.property == expect)
+        outcome.violations.iter().any(|v| v.property.id() == expect)
     }
 }
 
@@ -150,6 +148,7 @@ pub fn for_failure(outcome: &Outcome, model: &Model) -> String {
         expect: first.property.to_string(),
         postmortem: Some(format!("found by hunt: {}", first.detail)),
         exhibits: Vec::new(),
+        faults: None,
         model: model.clone(),
     };
     toml::to_string(&file).expect("a scenario always serializes")

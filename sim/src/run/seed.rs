@@ -1,7 +1,7 @@
 //! Running seeds: each on a fresh OS thread with a fresh madsim runtime
 //! (std's HashMap seeds are per thread; MADSIM.md), then checking its history.
 
-use crate::checker::{self, CheckConfig, Counters, Violation, LIVENESS};
+use crate::checker::{self, CheckConfig, Counters, Property, Violation};
 use crate::faults::{self, FaultEvent};
 use crate::history::History;
 use crate::machine::net::NetStats;
@@ -42,7 +42,9 @@ pub const LIVENESS_FREE_BOUND_MS: u64 = 5_000;
 
 /// Runs one seed of `model` on a fresh thread and checks it. A panic inside
 /// the simulation is reported as a violation named `panic`, never swallowed.
+/// With `model.swarm`, the seed first draws its model (`faults::swarm`).
 pub fn run_seed(seed: u64, model: &Model) -> Outcome {
+    let model = &faults::swarm::resolve(model, seed);
     let plan = faults::plan(model, seed);
     run_plan(seed, model, plan)
 }
@@ -113,9 +115,9 @@ fn panicked(seed: u64, model: &Model, plan: Vec<FaultEvent>, message: String, hi
     let at_us = history.events().last().map_or(0, |event| event.at_us);
     let record = RunRecord { history, net: NetStats::default(), sim_us: at_us };
     let mut outcome = judge(seed, model, plan, record);
-    outcome.violations.retain(|v| v.property != LIVENESS);
+    outcome.violations.retain(|v| v.property != Property::Liveness);
     outcome.violations.push(Violation {
-        property: "panic",
+        property: Property::Panic,
         at_us,
         nodes: Vec::new(),
         clients: Vec::new(),
@@ -152,7 +154,7 @@ mod tests {
         let plan = vec![FaultEvent { at_ms: 2_000, fault }];
         let outcome = run_plan(7, &model, plan);
         let panic = outcome.violations.last().expect("the panic is reported");
-        assert_eq!(panic.property, "panic");
+        assert_eq!(panic.property, fencelock::Property::Panic);
         assert!(panic.detail.starts_with("the simulation panicked: "), "{}", panic.detail);
         assert!((1_990_000..=2_000_000).contains(&panic.at_us), "at the last event before 2 s: {}", panic.at_us);
         assert!(outcome.history.events().len() > 100, "the history up to the panic is kept");

@@ -3,7 +3,7 @@
 //! thread; results come back in seed order, so nothing depends on thread
 //! timing.
 
-use crate::checker::Violation;
+use crate::checker::{Property, Violation};
 use crate::model::Model;
 use crate::run::scenario::for_failure;
 use crate::run::seed::run_seed;
@@ -61,13 +61,15 @@ pub fn sweep(
 }
 
 fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
+    // A swarm seed's scenario file records the model it drew, not the draw.
+    let model = &crate::faults::swarm::resolve(model, seed);
     let outcome = run_seed(seed, model);
     let mut violations = outcome.violations.clone();
     if twice {
         let again = run_seed(seed, model);
         if again.trace_hash != outcome.trace_hash {
             violations.push(Violation {
-                property: "determinism",
+                property: Property::Determinism,
                 at_us: 0,
                 nodes: Vec::new(),
                 clients: Vec::new(),

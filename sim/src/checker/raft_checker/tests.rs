@@ -2,7 +2,7 @@
 //! terms included) and commit durability, on hand-made histories.
 
 use super::super::testkit::*;
-use super::super::{APPLY_AGREEMENT, COMMIT_DURABILITY};
+use super::super::Property;
 use crate::history::EventKind;
 use fencelock::raft::Role;
 use fencelock::{ApplyResult, ClientId, LogIndex, NodeId, Token};
@@ -18,7 +18,7 @@ fn clean_run_passes_and_counts_elections() {
 #[test]
 fn two_leaders_in_one_term_break_election_safety() {
     let verdict = happy().at_ms(4_000).role(1, 1, Role::Candidate).leader(1, 1).leader(1, 1).check();
-    assert_only(&verdict, "election-safety");
+    assert_only(&verdict, Property::ElectionSafety);
     assert_eq!(verdict.violations.len(), 1, "reported once");
     assert_eq!(verdict.violations[0].nodes, vec![NodeId(0), NodeId(1)]);
 }
@@ -32,7 +32,7 @@ fn the_same_leader_reelected_after_restart_is_fine() {
 #[test]
 fn a_term_repeated_across_a_restore_still_breaks_election_safety() {
     let verdict = happy().at_ms(4_000).restore(1, 100).leader(2, 1).check();
-    assert_only(&verdict, "election-safety");
+    assert_only(&verdict, Property::ElectionSafety);
 }
 
 #[test]
@@ -43,7 +43,7 @@ fn diverging_results_break_apply_agreement() {
         .apply(1, 6, expire("k", 43), ApplyResult::Expired { existed: false })
         .apply(2, 6, expire("k", 44), ApplyResult::Expired { existed: false })
         .check();
-    assert_only(&verdict, "apply-agreement");
+    assert_only(&verdict, Property::ApplyAgreement);
     assert_eq!(verdict.violations[0].nodes, vec![NodeId(0), NodeId(2)]);
 }
 
@@ -72,8 +72,8 @@ fn an_acked_grant_overwritten_by_a_noop_breaks_commit_durability() {
         .leader(1, 2)
         .apply_all(&[1, 2], 7, grant("j", 1, 8), granted(45))
         .check();
-    assert_only(&verdict, COMMIT_DURABILITY);
-    let lost = verdict.violations.iter().find(|v| v.property == COMMIT_DURABILITY).unwrap();
+    assert_only(&verdict, Property::CommitDurability);
+    let lost = verdict.violations.iter().find(|v| v.property == Property::CommitDurability).unwrap();
     assert_eq!(lost.nodes, vec![NodeId(0), NodeId(1), NodeId(2)]);
     assert_eq!(lost.at_us, 4_500_000);
 }
@@ -88,7 +88,7 @@ fn an_acked_release_skipped_by_later_entries_breaks_only_commit_durability() {
         .leader(1, 2)
         .apply_all(&[1, 2], 7, expire("k", 43), ApplyResult::Expired { existed: false })
         .check();
-    assert_only(&verdict, "commit-durability");
+    assert_only(&verdict, Property::CommitDurability);
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn a_snapshot_without_the_acked_token_breaks_only_commit_durability() {
             locks: Vec::new(),
         })
         .check();
-    assert_only(&verdict, "commit-durability");
+    assert_only(&verdict, Property::CommitDurability);
 }
 
 #[test]
@@ -145,7 +145,7 @@ const LATE_EXPIRED: ApplyResult = ApplyResult::Expired { existed: false };
 fn noops_of_different_terms_at_one_index_break_apply_agreement() {
     // Figure 8: n1's no-op of t3 is applied where n0 and n2 applied the no-op of t2.
     let verdict = happy().at_ms(4_000).apply_noop(0, 6, 2).apply_noop(1, 6, 3).apply_noop(2, 6, 2).check();
-    assert_only(&verdict, APPLY_AGREEMENT);
+    assert_only(&verdict, Property::ApplyAgreement);
     assert_eq!(verdict.violations.len(), 1, "reported once per index");
     let v = &verdict.violations[0];
     assert_eq!(v.nodes, vec![NodeId(0), NodeId(1)]);
@@ -155,7 +155,7 @@ fn noops_of_different_terms_at_one_index_break_apply_agreement() {
 #[test]
 fn a_noop_and_a_command_at_one_index_break_apply_agreement() {
     let verdict = happy().at_ms(4_000).apply_noop(0, 6, 1).apply_in(2, 6, 1, late_expire(), LATE_EXPIRED).check();
-    assert_only(&verdict, APPLY_AGREEMENT);
+    assert_only(&verdict, Property::ApplyAgreement);
     let v = &verdict.violations[0];
     assert_eq!(v.nodes, vec![NodeId(0), NodeId(2)]);
     assert!(v.detail.contains("n2 applied Expire"), "{}", v.detail);
@@ -170,7 +170,7 @@ fn the_same_command_in_different_terms_breaks_apply_agreement() {
         .apply_in(1, 6, 2, late_expire(), LATE_EXPIRED)
         .apply_in(2, 6, 1, late_expire(), LATE_EXPIRED)
         .check();
-    assert_only(&verdict, APPLY_AGREEMENT);
+    assert_only(&verdict, Property::ApplyAgreement);
     assert_eq!(verdict.violations.len(), 1);
     assert_eq!(verdict.violations[0].nodes, vec![NodeId(0), NodeId(1)]);
     assert!(verdict.violations[0].detail.contains("of t2 at i6 where n0 applied Expire"));
@@ -202,8 +202,8 @@ fn an_acked_grant_applied_elsewhere_as_a_noop_breaks_commit_durability() {
         .apply_noop(1, 6, 2)
         .apply_noop(2, 6, 2)
         .check();
-    assert_eq!(verdict.properties(), vec![APPLY_AGREEMENT, COMMIT_DURABILITY]);
-    let lost: Vec<_> = verdict.violations.iter().filter(|v| v.property == COMMIT_DURABILITY).collect();
+    assert_eq!(verdict.properties(), vec![Property::ApplyAgreement, Property::CommitDurability]);
+    let lost: Vec<_> = verdict.violations.iter().filter(|v| v.property == Property::CommitDurability).collect();
     assert_eq!(lost.len(), 1, "reported once");
     assert_eq!((lost[0].nodes.clone(), lost[0].at_us), (vec![NodeId(0), NodeId(1)], 4_500_000));
     assert_eq!((lost[0].clients.clone(), lost[0].tokens.clone()), (vec![ClientId(2)], vec![Token(44)]));
@@ -219,8 +219,8 @@ fn acking_a_grant_where_a_noop_was_applied_breaks_commit_durability() {
         .apply(0, 6, grant("j", 2, 7), granted(44))
         .reply(0, 2, 7, reply_granted(44))
         .check();
-    assert_eq!(verdict.properties(), vec![APPLY_AGREEMENT, COMMIT_DURABILITY]);
-    let lost = verdict.violations.iter().find(|v| v.property == COMMIT_DURABILITY).unwrap();
+    assert_eq!(verdict.properties(), vec![Property::ApplyAgreement, Property::CommitDurability]);
+    let lost = verdict.violations.iter().find(|v| v.property == Property::CommitDurability).unwrap();
     assert!(lost.detail.contains("but n1 applied a no-op of t2 there"), "{}", lost.detail);
 }
 

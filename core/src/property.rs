@@ -1,0 +1,117 @@
+//! The properties a run is judged by, with the ids of SPEC.md
+//! (`docs/SPEC.md`): one type for the checker, the scenario files, the
+//! variants and the command line, so an id is spelled in one place.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// A property of SPEC.md, or one of the run-level ones (`panic`,
+/// `determinism`) the harness reports itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Property {
+    ElectionSafety,
+    ApplyAgreement,
+    CommitDurability,
+    TokenMonotonic,
+    FencedWrite,
+    EqualToken,
+    ExpireSafety,
+    GrantValidity,
+    LeaseExclusion,
+    Liveness,
+    /// The run's code panicked (an `assert!` of an invariant).
+    Panic,
+    /// Two runs of one seed gave different traces.
+    Determinism,
+}
+
+impl Property {
+    /// The properties of SPEC.md, in the order of its table.
+    pub const SPEC: [Property; 10] = [
+        Property::ElectionSafety,
+        Property::ApplyAgreement,
+        Property::CommitDurability,
+        Property::TokenMonotonic,
+        Property::FencedWrite,
+        Property::EqualToken,
+        Property::ExpireSafety,
+        Property::GrantValidity,
+        Property::LeaseExclusion,
+        Property::Liveness,
+    ];
+
+    /// Every property a run can report: SPEC.md's, then the run-level ones.
+    pub const ALL: [Property; 12] = [
+        Property::ElectionSafety,
+        Property::ApplyAgreement,
+        Property::CommitDurability,
+        Property::TokenMonotonic,
+        Property::FencedWrite,
+        Property::EqualToken,
+        Property::ExpireSafety,
+        Property::GrantValidity,
+        Property::LeaseExclusion,
+        Property::Liveness,
+        Property::Panic,
+        Property::Determinism,
+    ];
+
+    /// The id of SPEC.md.
+    pub fn id(self) -> &'static str {
+        match self {
+            Property::ElectionSafety => "election-safety",
+            Property::ApplyAgreement => "apply-agreement",
+            Property::CommitDurability => "commit-durability",
+            Property::TokenMonotonic => "token-monotonic",
+            Property::FencedWrite => "fenced-write",
+            Property::EqualToken => "equal-token",
+            Property::ExpireSafety => "expire-safety",
+            Property::GrantValidity => "grant-validity",
+            Property::LeaseExclusion => "lease-exclusion",
+            Property::Liveness => "liveness",
+            Property::Panic => "panic",
+            Property::Determinism => "determinism",
+        }
+    }
+}
+
+impl fmt::Display for Property {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+impl FromStr for Property {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Property, String> {
+        Property::ALL.into_iter().find(|p| p.id() == text).ok_or_else(|| {
+            let known: Vec<&str> = Property::ALL.iter().map(|p| p.id()).collect();
+            format!("unknown property `{text}` (known: {})", known.join(", "))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Property;
+
+    #[test]
+    fn every_property_reads_back_from_its_id_and_serializes_as_it() {
+        for property in Property::ALL {
+            assert_eq!(property.id().parse::<Property>(), Ok(property));
+            assert_eq!(serde_json::to_string(&property).unwrap(), format!("\"{property}\""));
+        }
+        let ids: std::collections::BTreeSet<&str> = Property::ALL.iter().map(|p| p.id()).collect();
+        assert_eq!(ids.len(), Property::ALL.len(), "ids are distinct");
+        assert!(Property::SPEC.iter().all(|p| Property::ALL.contains(p)));
+    }
+
+    #[test]
+    fn an_unknown_id_is_refused_with_the_known_ones() {
+        let error = "fenced-writes".parse::<Property>().unwrap_err();
+        assert!(error.starts_with("unknown property `fenced-writes` (known: election-safety, "), "{error}");
+    }
+}
