@@ -214,3 +214,40 @@ fn a_deposed_leader_redirects_its_waiters_and_drops_its_timers() {
     assert!(!cluster.server(old).is_serving_leader());
     assert_eq!(cluster.server(old).lease_deadline_local_ms(&key()), None, "only the leader keeps lease timers");
 }
+
+/// The leader stalls `stall_ms` with the answers to its Grant's confirmation
+/// round queued, then takes them while cut off from the cluster: whatever it
+/// answers now comes from that one round, since a new round cannot complete.
+fn grant_answers_after_a_stalled_confirmation(stall_ms: u64) -> Vec<ClientReply> {
+    let (mut cluster, leader) = three(Variant::Default);
+    cluster.send(leader, 1, 1, acquire(0));
+    let confirming = |cluster: &Cluster| {
+        let server = cluster.server(leader);
+        let grant_round = server.reads.values().any(|round| matches!(round.purpose, ReadPurpose::Grant { .. }));
+        grant_round && !server.has_ready()
+    };
+    cluster.settle_until(confirming);
+    assert!(confirming(&cluster), "the Grant applied and its confirmation round went out");
+    cluster.pause(leader);
+    cluster.run_ms(stall_ms);
+    cluster.isolate(leader);
+    cluster.resume(leader);
+    cluster.answers(1, 1)
+}
+
+/// Half the minimum election timeout (10 ticks of 10 ms): followers refuse
+/// other candidates that long after hearing from the leader.
+const GRANT_FRESH_MS: u64 = 50;
+
+#[test]
+fn a_grant_confirmed_within_half_the_election_timeout_is_answered() {
+    assert_eq!(
+        grant_answers_after_a_stalled_confirmation(GRANT_FRESH_MS - 2 * TICK_MS),
+        vec![ClientReply::Granted { token: Token(1), lease_ms: LEASE_MS }]
+    );
+}
+
+#[test]
+fn a_grant_confirmation_older_than_half_the_election_timeout_is_asked_again() {
+    assert_eq!(grant_answers_after_a_stalled_confirmation(GRANT_FRESH_MS + 2 * TICK_MS), vec![]);
+}

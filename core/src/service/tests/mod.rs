@@ -361,3 +361,24 @@ fn every_node_reports_the_committed_noop_of_the_new_leader() {
         assert_eq!(applied, vec![(LogIndex(1), term, true), (LogIndex(2), term, false)], "on {node}");
     }
 }
+
+#[test]
+fn a_follower_behind_the_compacted_log_takes_the_lock_state_from_the_snapshot() {
+    let mut cluster = Cluster::with_snapshot_threshold(3, ServiceConfig::standard(Variant::Default), 4);
+    let leader = cluster.elect();
+    let lagging = other_than(leader);
+    cluster.isolate(lagging);
+    // A grant, its release and a second grant: entries 2 to 4 (or later), compacted at the leader.
+    cluster.request(leader, 1, 1, acquire(0));
+    cluster.request(leader, 1, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    cluster.request(leader, 2, 1, acquire(0));
+    cluster.run_ms(100);
+    assert!(cluster.server(leader).raft().snapshot_index() > cluster.server(lagging).applied_index());
+    cluster.heal();
+    assert!(cluster
+        .run_until(2_000, |cluster| cluster.server(lagging).applied_index() == cluster.server(leader).applied_index()));
+    assert!(cluster.server(lagging).raft().snapshot_index() > LogIndex(0), "it caught up through a snapshot");
+    assert_eq!(cluster.server(lagging).state(), cluster.server(leader).state());
+    assert_eq!(cluster.token_of(lagging), Some(Token(2)));
+    assert_eq!(cluster.server(lagging).lease_deadline_local_ms(&key()), None, "a follower keeps no lease timer");
+}
