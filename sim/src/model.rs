@@ -49,6 +49,24 @@ pub struct Model {
     /// Raft appends in flight per follower (extension of CLI.md); 1 makes
     /// the leader wait for each acknowledgement before the next append.
     pub inflight_max: u32,
+    /// Jobs each worker does before it idles (extension of
+    /// CLI.md); absent, workers never stop. `shrink` sets it to cut a story short.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jobs_max: Option<u32>,
+    /// How often every fault family strikes, relative to the standard model
+    /// (extension of CLI.md): 0.25 stretches the gaps between a family's
+    /// episodes fourfold. Swarm draws it per seed, up to this value.
+    pub fault_rate: f64,
+    /// Swarm testing (extension of CLI.md): each seed draws which fault
+    /// families are on and how hard, the cluster size and the batching, with
+    /// this model's values as the limits (`faults/swarm.rs`).
+    pub swarm: bool,
+    /// Raft heartbeat interval (extension of CLI.md), a multiple of the 10 ms tick.
+    pub heartbeat_ms: u64,
+    /// Raft election timeout, drawn per election from
+    /// `[election_ms_min, election_ms_max)` (extension of CLI.md), multiples of the tick.
+    pub election_ms_min: u64,
+    pub election_ms_max: u64,
     /// The protocol variant; set from `--variant` or a scenario's `variant`, not from a model file.
     #[serde(skip)]
     pub variant: Variant,
@@ -79,6 +97,12 @@ impl Default for Model {
             leader_churn: true,
             entries_per_message_max: 64,
             inflight_max: 4,
+            jobs_max: None,
+            fault_rate: 1.0,
+            swarm: false,
+            heartbeat_ms: 20,
+            election_ms_min: 100,
+            election_ms_max: 200,
             variant: Variant::Default,
         }
     }
@@ -111,8 +135,13 @@ impl Model {
         if self.safety_ms > 86_400_000 || self.liveness_ms > 86_400_000 {
             return Err("model keys `safety_ms` and `liveness_ms` must be at most 86400000 (one day)".into());
         }
-        if self.liveness_ms < 1_000 {
-            return Err(format!("model key `liveness_ms` must be at least 1000, got {}", self.liveness_ms));
+        // 0 is a run without a liveness phase (a shrunk safety scenario ends
+        // just after its violation); a phase shorter than a second proves nothing.
+        if self.liveness_ms != 0 && self.liveness_ms < 1_000 {
+            return Err(format!("model key `liveness_ms` must be 0 or at least 1000, got {}", self.liveness_ms));
+        }
+        if self.jobs_max == Some(0) {
+            return Err("model key `jobs_max` must be at least 1 (leave it out for no limit)".into());
         }
         if self.drift_ppm_max > 100_000 {
             return Err(format!("model key `drift_ppm_max` must be at most 100000, got {}", self.drift_ppm_max));
@@ -131,8 +160,43 @@ impl Model {
         if !(1..=64).contains(&self.inflight_max) {
             return Err(format!("model key `inflight_max` must be in 1..=64, got {}", self.inflight_max));
         }
+        if !(0.01..=10.0).contains(&self.fault_rate) {
+            return Err(format!("model key `fault_rate` must be in 0.01..=10.0, got {}", self.fault_rate));
+        }
+        self.validate_raft_timing()?;
         if self.token_floor > (1 << 40) {
             return Err(format!("model key `token_floor` must be at most 2^40, got {}", self.token_floor));
+        }
+        Ok(())
+    }
+
+    /// Heartbeat and election timeouts: multiples of the tick, the heartbeat
+    /// well inside the election timeout, which stays below the liveness bound.
+    fn validate_raft_timing(&self) -> Result<(), String> {
+        let tick = fencelock::raft::TICK_MS_STANDARD;
+        for (name, ms) in [
+            ("heartbeat_ms", self.heartbeat_ms),
+            ("election_ms_min", self.election_ms_min),
+            ("election_ms_max", self.election_ms_max),
+        ] {
+            if ms == 0 || ms % tick != 0 {
+                return Err(format!("model key `{name}` must be a positive multiple of the {tick} ms tick, got {ms}"));
+            }
+        }
+        if self.heartbeat_ms > 1_000 {
+            return Err(format!("model key `heartbeat_ms` must be at most 1000, got {}", self.heartbeat_ms));
+        }
+        if self.election_ms_min < 2 * self.heartbeat_ms {
+            return Err(format!(
+                "model key `election_ms_min` must be at least twice `heartbeat_ms` ({}), got {}",
+                self.heartbeat_ms, self.election_ms_min
+            ));
+        }
+        if self.election_ms_max <= self.election_ms_min || self.election_ms_max > 2_000 {
+            return Err(format!(
+                "model key `election_ms_max` must be above `election_ms_min` ({}) and at most 2000, got {}",
+                self.election_ms_min, self.election_ms_max
+            ));
         }
         Ok(())
     }

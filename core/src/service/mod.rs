@@ -88,9 +88,9 @@ pub struct ServiceConfig {
 }
 
 impl ServiceConfig {
-    /// The settings the simulation uses unless a model says otherwise.
+    /// The settings the simulation's servers run with.
     pub fn standard(variant: Variant) -> ServiceConfig {
-        ServiceConfig { tick_ms: 10, wait_queue_max: 16, variant }
+        ServiceConfig { tick_ms: crate::raft::TICK_MS_STANDARD, wait_queue_max: 8, variant }
     }
 
     fn assert_valid(&self) {

@@ -35,8 +35,10 @@ pub use lease_checker::true_us_reaching;
 
 pub use fencelock::Property;
 
-/// How long a leader may take to appear after the heal, in the standard configuration.
-pub const LIVENESS_LEADER_BOUND_MS_DEFAULT: u64 = 5_000;
+/// How long a leader may take to appear after the heal.
+pub const LIVENESS_LEADER_BOUND_MS: u64 = 5_000;
+/// How much longer than its lease a crashed holder's lock may stay after the heal.
+pub const LIVENESS_FREE_BOUND_MS: u64 = 5_000;
 
 /// One broken property, found at one simulated instant.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -115,22 +117,25 @@ pub struct CheckConfig {
     pub lease_ms: u64,
     /// After the heal, a leader must exist within this bound.
     pub liveness_leader_bound_ms: u64,
-    /// After the heal, a crashed holder's lock must be freed within `lease_ms` plus this bound.
+    /// After the heal (or the crash, if later), a crashed holder's lock
+    /// must be freed within `lease_ms` plus this bound.
     pub liveness_free_bound_ms: u64,
     /// The true instant the run ended; beliefs still open end here.
     pub run_end_us: u64,
 }
 
 impl CheckConfig {
-    /// The standard configuration for a model: leader bound 5 s, free bound lease + 5 s.
+    /// The one configuration every run of `model` is judged with (and the
+    /// checker's own tests): a leader within 5 s of the heal, a crashed
+    /// holder's lock freed within its lease plus 5 s. A run that ended
+    /// early (a panic) sets `run_end_us` to its own end.
     pub fn for_model(model: &Model) -> CheckConfig {
-        let leader_bound_ms = LIVENESS_LEADER_BOUND_MS_DEFAULT;
         CheckConfig {
             nodes: model.nodes,
             drift_ppm_max: model.drift_ppm_max,
             lease_ms: model.lease_ms,
-            liveness_leader_bound_ms: leader_bound_ms,
-            liveness_free_bound_ms: model.lease_ms + leader_bound_ms,
+            liveness_leader_bound_ms: LIVENESS_LEADER_BOUND_MS,
+            liveness_free_bound_ms: LIVENESS_FREE_BOUND_MS,
             run_end_us: (model.safety_ms + model.liveness_ms) * 1_000,
         }
     }
@@ -297,7 +302,7 @@ mod tests {
         let config = CheckConfig::for_model(&model);
         assert_eq!(config.validate(), Ok(()));
         assert_eq!(config.run_end_us, 40_000_000);
-        assert_eq!(config.liveness_free_bound_ms, model.lease_ms + LIVENESS_LEADER_BOUND_MS_DEFAULT);
+        assert_eq!(config.liveness_free_bound_ms, LIVENESS_FREE_BOUND_MS);
         let broken = CheckConfig { nodes: 0, ..config };
         assert!(broken.validate().unwrap_err().contains("`nodes`"));
     }

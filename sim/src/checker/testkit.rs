@@ -6,6 +6,7 @@
 
 use super::{check, CheckConfig, Property, Verdict};
 use crate::history::{Actor, EventKind, History, WritePath, WriteVerdict};
+use crate::model::Model;
 use fencelock::raft::Role;
 use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};
@@ -173,14 +174,8 @@ impl H {
     }
 
     pub fn config(&self, run_end_us: u64) -> CheckConfig {
-        CheckConfig {
-            nodes: 3,
-            drift_ppm_max: 500,
-            lease_ms: LEASE_MS,
-            liveness_leader_bound_ms: 5_000,
-            liveness_free_bound_ms: LEASE_MS + 5_000,
-            run_end_us,
-        }
+        let model = Model { nodes: 3, drift_ppm_max: 500, lease_ms: LEASE_MS, ..Model::default() };
+        CheckConfig { run_end_us, ..CheckConfig::for_model(&model) }
     }
 
     /// Checks with the run ending at 12 s, or now if that is later.

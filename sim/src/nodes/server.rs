@@ -17,8 +17,8 @@ use fencelock::service::{LockServer, Output, ServiceConfig};
 use fencelock::{LockState, LogIndex, NodeId, Token};
 use std::sync::Arc;
 
-/// Local milliseconds per Raft tick.
-pub const TICK_MS: u64 = 10;
+/// One Raft tick, the same for every server: core tunes its standard config to it.
+const TICK_MS: u64 = fencelock::raft::TICK_MS_STANDARD;
 /// A bound on Ready rounds handled after one input; Raft converges in a few.
 const READY_ROUNDS_MAX: usize = 64;
 
@@ -103,7 +103,11 @@ fn start(ctx: &Ctx, id: NodeId) -> LockServer {
     config.variant = model.variant;
     config.entries_per_message_max = model.entries_per_message_max as usize;
     config.inflight_max = model.inflight_max as usize;
-    let service_config = ServiceConfig { tick_ms: TICK_MS, wait_queue_max: 8, variant: model.variant };
+    let ticks = |ms: u64| u32::try_from(ms / TICK_MS).expect("the model bounds its timeouts");
+    config.heartbeat_ticks = ticks(model.heartbeat_ms);
+    config.election_ticks_min = ticks(model.election_ms_min);
+    config.election_ticks_max = ticks(model.election_ms_max);
+    let service_config = ServiceConfig::standard(model.variant);
     let rng_seed = streams::raft(ctx.seed, id.0, incarnation);
     let raft = RaftNode::new(config, durable, rng_seed).expect("the standard raft config is valid");
     LockServer::new(service_config, raft, state)

@@ -35,11 +35,6 @@ pub struct Outcome {
     pub plan: Vec<FaultEvent>,
 }
 
-/// Liveness bounds: a leader within this long after the heal, and a crashed
-/// holder's lock freed within lease plus this much.
-pub const LIVENESS_LEADER_BOUND_MS: u64 = 5_000;
-pub const LIVENESS_FREE_BOUND_MS: u64 = 5_000;
-
 /// Runs one seed of `model` on a fresh thread and checks it. A panic inside
 /// the simulation is reported as a violation named `panic`, never swallowed.
 /// With `model.swarm`, the seed first draws its model (`faults::swarm`).
@@ -78,14 +73,7 @@ pub fn run_plan(seed: u64, model: &Model, plan: Vec<FaultEvent>) -> Outcome {
 }
 
 pub(crate) fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: RunRecord) -> Outcome {
-    let config = CheckConfig {
-        nodes: model.nodes,
-        drift_ppm_max: model.drift_ppm_max,
-        lease_ms: model.lease_ms,
-        liveness_leader_bound_ms: LIVENESS_LEADER_BOUND_MS,
-        liveness_free_bound_ms: LIVENESS_FREE_BOUND_MS,
-        run_end_us: record.sim_us,
-    };
+    let config = CheckConfig { run_end_us: record.sim_us, ..CheckConfig::for_model(model) };
     let verdict = checker::check(&record.history, config);
     let counters = verdict.counters;
     Outcome {
