@@ -5,7 +5,7 @@
 //! records), the simulated machine (clocks, timers, disks, the wire and the
 //! network), the fault plan, the nodes (servers, the resource, workers), the
 //! world that plays the plan, the checker, running seeds, scripted stories,
-//! and the command line.
+//! shrinking failures, and the command line.
 
 #[cfg(not(madsim))]
 compile_error!(
@@ -14,13 +14,14 @@ compile_error!(
      or add `--cfg madsim` to it."
 );
 
-pub mod history;
+pub mod actor;
 pub mod model;
 pub mod streams;
 
 pub mod machine;
 
 pub mod faults;
+pub mod history;
 pub mod nodes;
 pub mod world;
 
@@ -28,5 +29,6 @@ pub mod checker;
 
 pub mod run;
 pub mod script;
+pub mod shrink;
 
 pub mod cli;

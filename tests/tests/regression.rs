@@ -2,7 +2,6 @@
 //! match its `expect`. A failing seed is pinned here, never ignored.
 
 use fencesim::run::scenario::Scenario;
-use fencesim::run::seed::run_seed;
 use std::path::PathBuf;
 
 fn seeds_dir() -> PathBuf {
@@ -23,7 +22,7 @@ fn every_seed_file_matches_its_expectation() {
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path).expect("readable scenario file");
         let scenario = Scenario::parse(&text, &origin).unwrap_or_else(|e| panic!("{e}"));
-        let outcome = run_seed(scenario.file.seed, &scenario.model);
+        let outcome = scenario.run();
         if !scenario.matches(&outcome) {
             let found: Vec<String> = outcome.violations.iter().map(|v| v.to_string()).collect();
             mismatches.push(format!(

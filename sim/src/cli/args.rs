@@ -27,6 +27,8 @@ pub enum Command {
     Variants(VariantsArgs),
     /// Measure simulation speed.
     Bench(BenchArgs),
+    /// Shrink a failing seed or scenario to the smallest run that still fails.
+    Shrink(ShrinkArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -37,6 +39,10 @@ pub struct ModelArgs {
     /// Model file (TOML); missing keys take the standard model's values.
     #[arg(long)]
     pub model: Option<PathBuf>,
+    /// Swarm testing: each seed draws which fault families are on, how hard,
+    /// the cluster size and batching, within the model's limits (model key `swarm`).
+    #[arg(long)]
+    pub swarm: bool,
 }
 
 #[derive(Args, Debug)]
@@ -55,6 +61,12 @@ pub struct HuntArgs {
     /// Run every seed twice and compare trace hashes.
     #[arg(long)]
     pub check_determinism: bool,
+    /// Shrink every failure found (with --save, the shrunk scenarios are written).
+    #[arg(long)]
+    pub shrink: bool,
+    /// With --shrink: wall seconds for all shrinks together (each gets at most 50).
+    #[arg(long, default_value_t = 300)]
+    pub shrink_budget_s: u64,
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
@@ -83,6 +95,38 @@ pub struct ReplayArgs {
 }
 
 #[derive(Args, Debug)]
+pub struct ShrinkArgs {
+    /// Scenario file to shrink (instead of --seed).
+    #[arg(conflicts_with_all = ["seed", "fault_file"])]
+    pub file: Option<PathBuf>,
+    #[arg(long)]
+    pub seed: Option<u64>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Start from this fault schedule (JSON, as `replay --save-faults` writes) instead of the seed's.
+    #[arg(long)]
+    pub fault_file: Option<PathBuf>,
+    /// The property that must stay violated (default: the first violation's).
+    #[arg(long)]
+    pub property: Option<String>,
+    /// Write the shrunk scenario file here (default: print it).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Other seeds the shrunk plan is tried under (robustness).
+    #[arg(long, default_value_t = 20)]
+    pub robustness_seeds: u64,
+    /// Wall seconds for the reduction (robustness runs come after).
+    #[arg(long, default_value_t = 50)]
+    pub budget_s: u64,
+    /// Probe seeds: a minimal case failing in fewer than 3 in 4 of them gets
+    /// back time and workload until it does, within 400 trace lines (0: never).
+    #[arg(long, default_value_t = 8)]
+    pub probes: u64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
 pub struct RunArgs {
     /// Scenario file (TOML).
     pub file: PathBuf,
@@ -100,6 +144,9 @@ pub struct VariantsArgs {
     /// Most seeds tried per variant with --score.
     #[arg(long, default_value_t = 1000)]
     pub seeds: u64,
+    /// With --score: swarm testing on the standard model instead of each variant's declared model.
+    #[arg(long)]
+    pub swarm: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -133,9 +180,12 @@ pub fn load_model(args: &ModelArgs) -> Result<Model, InputError> {
                 .map_err(|e| InputError(format!("cannot read model file {origin}: {e}")))?;
             Model::from_toml(&text, &origin)?
         }
+        // Swarm draws the cluster size and batching a variant would declare.
+        None if args.swarm => Model::default(),
         None => Model::declared(variant),
     };
     model.variant = variant;
+    model.swarm |= args.swarm;
     Ok(model)
 }
 
@@ -156,6 +206,9 @@ pub fn replay_line(seed: u64, model_args: &ModelArgs) -> String {
     let mut line = format!("fencesim replay --seed {seed} --variant {}", model_args.variant);
     if let Some(path) = &model_args.model {
         line.push_str(&format!(" --model {}", path.display()));
+    }
+    if model_args.swarm {
+        line.push_str(" --swarm");
     }
     line
 }

@@ -1,4 +1,4 @@
-//! The `fencesim` command line (CLI.md): hunt, replay, run, variants, bench.
+//! The `fencesim` command line (CLI.md): hunt, replay, run, variants, bench, shrink.
 //!
 //! Every input error is one line on stderr and exit code 2; a violated
 //! property is exit code 1; anything else is 0.
@@ -8,6 +8,7 @@ pub mod bench;
 pub mod hunt;
 pub mod output;
 pub mod replay;
+pub mod shrink;
 pub mod variants;
 
 use args::{Cli, Command, InputError};
@@ -52,5 +53,6 @@ fn execute(cli: Cli) -> Result<ExitCode, InputError> {
         Command::Run(args) => replay::run_file(&args),
         Command::Variants(args) => variants::variants(&args),
         Command::Bench(args) => bench::bench(&args),
+        Command::Shrink(args) => shrink::shrink(&args),
     }
 }

@@ -4,12 +4,14 @@
 use crate::cli::args::{exit_for, load_model, InputError, ReplayArgs, RunArgs};
 use crate::faults;
 use crate::run::scenario::Scenario;
-use crate::run::seed::{run_plan, run_seed, Outcome};
+use crate::run::seed::{run_plan, Outcome};
 use crate::run::trace;
 use std::process::ExitCode;
 
 pub fn replay(args: &ReplayArgs) -> Result<ExitCode, InputError> {
-    let model = load_model(&args.model)?;
+    let limits = load_model(&args.model)?;
+    // A swarm seed runs, and checks a fault file against, the model it draws.
+    let model = faults::swarm::resolve(&limits, args.seed);
     let plan = match &args.fault_file {
         Some(path) => {
             let origin = path.display().to_string();
@@ -28,8 +30,17 @@ pub fn replay(args: &ReplayArgs) -> Result<ExitCode, InputError> {
     }
     let outcome = run_plan(args.seed, &model, plan);
     if args.json {
-        crate::outln!("{}", serde_json::to_string(&outcome).expect("an outcome always serializes"));
+        if limits.swarm {
+            let mut value = serde_json::to_value(&outcome).expect("an outcome always serializes");
+            value["swarm"] = serde_json::to_value(&model).expect("a model always serializes");
+            crate::outln!("{value}");
+        } else {
+            crate::outln!("{}", serde_json::to_string(&outcome).expect("an outcome always serializes"));
+        }
     } else {
+        if limits.swarm {
+            crate::outln!("swarm: {}", faults::swarm::describe(&model));
+        }
         if args.faults {
             crate::outln!("{}", faults::describe(&outcome.plan).trim_end());
         }
@@ -43,7 +54,7 @@ pub fn run_file(args: &RunArgs) -> Result<ExitCode, InputError> {
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| InputError(format!("cannot read scenario file {origin}: {e}")))?;
     let scenario = Scenario::parse(&text, &origin)?;
-    let outcome = run_seed(scenario.file.seed, &scenario.model);
+    let outcome = scenario.run();
     let matched = scenario.matches(&outcome);
     if args.json {
         let mut value = serde_json::to_value(&outcome).expect("an outcome always serializes");

@@ -34,6 +34,8 @@ const REQUEST_TIMEOUT_US: u64 = 250_000;
 const ATTEMPTS_MAX: u32 = 12;
 /// Attempts of one resource write before the worker gives up on it.
 const WRITE_ATTEMPTS_MAX: u32 = 3;
+/// Jobs of one worker life when the model sets no `jobs_max`.
+const JOBS_PER_LIFE_MAX: u64 = 86_400_000 / 20;
 /// A long job renews after each this many thousandths of its lease.
 const RENEW_EVERY_PERMILLE: u64 = 400;
 
@@ -56,9 +58,16 @@ pub async fn run(ctx: Arc<Ctx>, id: ClientId) {
     let commands = ctx_commands(&worker.ctx, id);
     match commands {
         Some(commands) => worker.serve(commands).await,
-        None => loop {
-            worker.job().await;
-        },
+        None => {
+            // Without `jobs_max` the bound is one job per simulated 20 ms of a
+            // day: more than any run holds (a job takes at least 20 ms).
+            let jobs_max = worker.ctx.model.jobs_max.map_or(JOBS_PER_LIFE_MAX, u64::from);
+            for _ in 0..jobs_max {
+                worker.job().await;
+            }
+            // Done for this life: the worker idles, answering nothing.
+            std::future::pending::<()>().await;
+        }
     }
 }
 
@@ -75,6 +84,7 @@ fn new_client(model: &Model, id: ClientId, incarnation: u64) -> Client {
         request_timeout_us: REQUEST_TIMEOUT_US,
         // Request ids of a new life never collide with an earlier life's.
         first_request: RequestId(incarnation << 32),
+        variant: model.variant,
     })
 }
 

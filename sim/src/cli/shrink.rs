@@ -1,0 +1,177 @@
+//! `shrink`: a failing seed (or scenario file, or edited fault plan) reduced
+//! to the smallest run that still violates the same property, written as a
+//! scenario file that carries its own fault plan and workload.
+
+use crate::cli::args::{load_model, InputError, ShrinkArgs};
+use crate::faults::{self, FaultEvent};
+use crate::model::Model;
+use crate::run::scenario::{exhibited, Scenario};
+use crate::run::sweep::quiet_panics;
+use crate::shrink::{self, text, Case, Options, Report, INTERRUPTED};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Exit code of a shrink stopped by Ctrl-C (128 + SIGINT), after the best case so far was printed.
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// What to shrink, where it came from.
+struct Start {
+    property: Option<String>,
+    case: Case,
+    name: String,
+    exhibits: Vec<String>,
+}
+
+pub fn shrink(args: &ShrinkArgs) -> Result<ExitCode, InputError> {
+    let start = load_start(args)?;
+    if args.robustness_seeds > 10_000 {
+        return Err(InputError("--robustness-seeds must be at most 10000".into()));
+    }
+    catch_ctrl_c();
+    quiet_panics();
+    let options = Options {
+        property: start.property.clone(),
+        budget: Duration::from_secs(args.budget_s),
+        robustness_seeds: args.robustness_seeds,
+        probes: args.probes,
+    };
+    let report = shrink::shrink(start.case, &options)?;
+    let kept: Vec<String> = {
+        let shown = exhibited(&report.outcome);
+        start.exhibits.into_iter().filter(|b| shown.contains(&b.as_str())).collect()
+    };
+    let scenario = text::scenario_toml(&report, &start.name, kept);
+    if let Some(path) = &args.out {
+        std::fs::write(path, &scenario).map_err(|e| InputError(format!("cannot write {}: {e}", path.display())))?;
+    }
+    if args.json {
+        crate::outln!("{}", report_json(&report, args.out.as_deref()));
+    } else {
+        print_report(&report, args.out.as_deref());
+        if args.out.is_none() {
+            crate::outln!("{}", scenario.trim_end());
+        }
+    }
+    if report.interrupted {
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Ctrl-C sets the flag the search polls; a second handler (hunt's, then
+/// shrink's in one process) is not needed, so a failure to install is ignored.
+pub fn catch_ctrl_c() {
+    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed));
+}
+
+fn load_start(args: &ShrinkArgs) -> Result<Start, InputError> {
+    if let Some(path) = &args.file {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| InputError(format!("cannot read scenario file {origin}: {e}")))?;
+        let scenario = Scenario::parse(&text, &origin)?;
+        let seed = scenario.file.seed;
+        let plan = scenario.file.faults.clone().unwrap_or_else(|| faults::plan(&scenario.model, seed));
+        // A scenario that expects a property keeps that one.
+        let expected = (scenario.file.expect != "pass").then(|| scenario.file.expect.clone());
+        return Ok(Start {
+            property: args.property.clone().or(expected),
+            case: Case { seed, model: scenario.model, plan },
+            name: scenario.file.name,
+            exhibits: scenario.file.exhibits,
+        });
+    }
+    let seed = args.seed.ok_or_else(|| InputError("shrink needs --seed S or a scenario FILE".into()))?;
+    let model = load_model(&args.model)?;
+    let plan = match &args.fault_file {
+        Some(path) => load_plan(path, &model)?,
+        None => faults::plan(&model, seed),
+    };
+    let name = format!("{}-seed-{seed}", model.variant.name());
+    Ok(Start { property: args.property.clone(), case: Case { seed, model, plan }, name, exhibits: Vec::new() })
+}
+
+/// A fault file (JSON), checked against the model: bad input is one line.
+pub fn load_plan(path: &Path, model: &Model) -> Result<Vec<FaultEvent>, InputError> {
+    let origin = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| InputError(format!("cannot read fault file {origin}: {e}")))?;
+    let plan = serde_json::from_str::<Vec<FaultEvent>>(&text)
+        .map_err(|e| InputError(format!("{origin}: {}", crate::model::one_line(&e.to_string()))))?;
+    faults::validate(&plan, model).map_err(|e| InputError(format!("{origin}: {e}")))?;
+    Ok(plan)
+}
+
+pub fn report_json(report: &Report, out: Option<&Path>) -> serde_json::Value {
+    json!({
+        "faults_before": report.before.faults,
+        "faults_after": report.after.faults,
+        "trace_lines_before": report.before.trace_lines,
+        "trace_lines_after": report.after.trace_lines,
+        "sim_ms_before": report.before.sim_ms,
+        "sim_ms_after": report.after.sim_ms,
+        "runs": report.runs,
+        "wall_ms": report.wall_ms,
+        "robust": report.robustness.as_ref().map(|r| r.robust()),
+        "out": out.map(|p| p.display().to_string()),
+        "property": report.property,
+        "seed": report.case.seed,
+        "variant": report.case.model.variant.name(),
+        "robust_failing": report.robustness.as_ref().map(|r| r.failing),
+        "robust_seeds": report.robustness.as_ref().map(|r| r.seeds),
+        "needed": report.needed,
+        "violation": report.violation,
+        "interrupted": report.interrupted,
+        "repaired": report.repaired,
+    })
+}
+
+/// Before → after, the proof for each remaining fault, and the line to replay.
+pub fn print_report(report: &Report, out: Option<&Path>) {
+    let (b, a) = (&report.before, &report.after);
+    crate::outln!(
+        "shrink seed {} variant {}, keeping {}{}",
+        report.case.seed,
+        report.case.model.variant.name(),
+        report.property,
+        if report.interrupted { " — INTERRUPTED, best so far" } else { "" }
+    );
+    crate::outln!("  fault events   {:>7} -> {}", b.faults, a.faults);
+    crate::outln!("  trace lines    {:>7} -> {}", b.trace_lines, a.trace_lines);
+    crate::outln!("  simulated ms   {:>7} -> {}", b.sim_ms, a.sim_ms);
+    crate::outln!(
+        "  runs {}, wall {:.1} s{}",
+        report.runs,
+        report.wall_ms as f64 / 1_000.0,
+        if report.repaired {
+            "; the minimal case was fragile: given back time and workload for robustness"
+        } else {
+            ""
+        }
+    );
+    match &report.robustness {
+        Some(r) => crate::outln!("  {}", r.label()),
+        None => crate::outln!("  robustness not measured (interrupted)"),
+    }
+    for needed in &report.needed {
+        crate::outln!(
+            "  needed: {:>6} ms {} — without it the run {} (trace-hash {})",
+            needed.at_ms,
+            needed.fault,
+            needed.without,
+            needed.trace_hash
+        );
+    }
+    crate::outln!("VIOLATION {}", report.violation);
+    if let Some(path) = out {
+        crate::outln!("wrote {} — replay: fencesim run {} --trace", path.display(), path.display());
+    }
+}
+
+/// `hunt --shrink`: the path a shrunk failure is saved at.
+pub fn saved_path(dir: &Path, seed: u64, property: &str) -> PathBuf {
+    dir.join(format!("{seed:04}-{property}.toml"))
+}

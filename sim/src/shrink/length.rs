@@ -1,0 +1,39 @@
+//! The run's length: a safety violation needs no liveness phase
+//! (`liveness_ms = 0`), and the safety phase can end just after it. The
+//! world is deterministic, so the run up to the new end is the old run's
+//! prefix; events at or after the end leave the plan.
+
+use super::{Case, Shrinker};
+use crate::faults::FaultEvent;
+
+/// How long after the violation the shortened run goes on, tried in order.
+const MARGINS_MS: [u64; 8] = [1, 100, 500, 1_000, 2_000, 4_000, 8_000, 16_000];
+
+pub(crate) fn cut(s: &mut Shrinker) {
+    if s.property == "liveness" {
+        // Liveness is judged in the liveness phase: it stays as it is.
+        return;
+    }
+    let violation_ms = s.kept_violation().at_us / 1_000;
+    for margin_ms in MARGINS_MS {
+        let safety_ms = violation_ms + margin_ms;
+        let model = &s.best.model;
+        if safety_ms >= model.safety_ms && model.liveness_ms == 0 {
+            return;
+        }
+        let safety_ms = safety_ms.min(model.safety_ms);
+        if s.attempt(shortened(&s.best, safety_ms), false) {
+            return;
+        }
+    }
+    let safety_ms = s.best.model.safety_ms;
+    s.attempt(shortened(&s.best, safety_ms), false);
+}
+
+/// `case` with its safety phase ending at `safety_ms` and no liveness phase.
+fn shortened(case: &Case, safety_ms: u64) -> Case {
+    let inside = |e: &&FaultEvent| e.at_ms < safety_ms || e.at_ms == 0;
+    let plan = case.plan.iter().filter(inside).cloned().collect();
+    let model = crate::model::Model { safety_ms, liveness_ms: 0, ..case.model.clone() };
+    Case { plan, model, seed: case.seed }
+}

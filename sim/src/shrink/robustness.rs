@@ -1,0 +1,136 @@
+//! Robustness: the shrunk plan and model under other seeds. The plan is
+//! data, and the seed drives everything else (the workload, the network,
+//! election timeouts), so other seeds ask whether the plan breaks the
+//! property by itself or only by the luck of one timing.
+
+use super::{Case, Shrinker};
+use crate::model::Model;
+use crate::run::seed::run_plan;
+use crate::run::sweep::default_jobs;
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A shrunk plan failing in at least this share of other seeds is robust.
+pub const ROBUST_PERCENT_MIN: u64 = 50;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Robustness {
+    /// Other seeds tried: the case's seed + 1, + 2, …
+    pub seeds: u64,
+    /// How many of them still violate the property.
+    pub failing: u64,
+}
+
+impl Robustness {
+    pub fn robust(&self) -> bool {
+        self.seeds > 0 && self.failing * 100 >= self.seeds * ROBUST_PERCENT_MIN
+    }
+
+    /// `robust: fails in 14 of 20 other seeds` or `fails only by luck of timing: …`.
+    pub fn label(&self) -> String {
+        let counted = format!("fails in {} of {} other workload seeds", self.failing, self.seeds);
+        if self.robust() {
+            format!("robust: {counted}")
+        } else {
+            format!("fails only by luck of timing: {counted}")
+        }
+    }
+}
+
+/// Where the probe seeds of the search start (`seed + PROBE_OFFSET + k`):
+/// apart from the seeds the result is measured on, so the measure is not
+/// the search's own yardstick.
+pub const PROBE_OFFSET: u64 = 1_000_000;
+
+/// Runs `case` under seeds `seed + 1 ..= seed + seeds`.
+pub fn measure(case: &Case, property: &str, seeds: u64) -> Robustness {
+    measure_from(case, property, 1, seeds)
+}
+
+/// Runs `case` under `seeds` other seeds from `seed + first` on every core;
+/// the count does not depend on which thread ran which seed.
+pub fn measure_from(case: &Case, property: &str, first: u64, seeds: u64) -> Robustness {
+    let next = AtomicU64::new(first);
+    let last = first + seeds - 1;
+    let failing = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..default_jobs().min(seeds.max(1) as usize) {
+            scope.spawn(|| loop {
+                let offset = next.fetch_add(1, Ordering::Relaxed);
+                if offset > last {
+                    break;
+                }
+                let outcome = run_plan(case.seed.wrapping_add(offset), &case.model, case.plan.clone());
+                if outcome.violations.iter().any(|v| v.property.to_string() == property) {
+                    failing.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    Robustness { seeds, failing: failing.into_inner() }
+}
+
+/// A repaired case must fail in this share of the probe seeds (more than
+/// the robustness bar: the probes are few, and the repair picks the first
+/// candidate that passes them).
+const PROBE_PERMILLE_MIN: u64 = 750;
+
+/// The repair never makes a trace longer than this.
+pub const REPAIR_TRACE_LINES_MAX: usize = 400;
+
+/// How far past the violation the repaired run may go, tried in order.
+const REPAIR_MARGINS_MS: [u64; 6] = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000];
+
+/// A minimal case that fails by luck of timing is given back time and
+/// workload — a longer safety phase, no job cap, the starting case's workers
+/// and keys — never faults, until it fails in most probe seeds too; the
+/// first candidate that does (shortest run first) is kept, if its trace stays
+/// within [`REPAIR_TRACE_LINES_MAX`]. Returns whether it was repaired.
+pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> bool {
+    if probes == 0 || s.stopped() || probes_pass(s, &s.best.clone(), probes) {
+        return false;
+    }
+    let violation_ms = s.kept_violation().at_us / 1_000;
+    let best = s.best.clone();
+    let workloads = [
+        best.model.clone(),
+        Model { jobs_max: None, ..best.model.clone() },
+        Model {
+            jobs_max: None,
+            clients: start.model.clients.max(best.model.clients),
+            keys: start.model.keys,
+            ..best.model.clone()
+        },
+    ];
+    let mut too_long = [false; 3];
+    for margin_ms in REPAIR_MARGINS_MS {
+        let safety_ms = (violation_ms + margin_ms).min(start.model.safety_ms.max(best.model.safety_ms));
+        for (w, workload) in workloads.iter().enumerate() {
+            if too_long[w] || s.stopped() {
+                continue;
+            }
+            let model = Model { safety_ms, liveness_ms: best.model.liveness_ms, ..workload.clone() };
+            let candidate = Case { model, ..best.clone() };
+            if candidate == best {
+                continue;
+            }
+            let Some(outcome) = s.run(&candidate) else { continue };
+            if outcome.history.events().len() > REPAIR_TRACE_LINES_MAX {
+                too_long[w] = true;
+                continue;
+            }
+            if s.shows(&outcome) && probes_pass(s, &candidate, probes) {
+                s.best = candidate;
+                s.best_outcome = outcome;
+                return true;
+            }
+        }
+    }
+    false
+}
+
+fn probes_pass(s: &mut Shrinker, case: &Case, probes: u64) -> bool {
+    let probed = measure_from(case, &s.property, PROBE_OFFSET, probes);
+    s.runs += probed.seeds;
+    probed.failing * 1_000 >= probed.seeds * PROBE_PERMILLE_MIN
+}
