@@ -21,6 +21,10 @@ pub enum Property {
     GrantValidity,
     LeaseExclusion,
     Liveness,
+    /// Every client-visible lock operation takes effect at one instant between
+    /// its first send and its answer (the sequential specification with
+    /// expiry in true time; `sim/src/checker/linearizable/`).
+    Linearizable,
     /// The run's code panicked (an `assert!` of an invariant).
     Panic,
     /// Two runs of one seed gave different traces.
@@ -29,7 +33,7 @@ pub enum Property {
 
 impl Property {
     /// The properties of SPEC.md, in the order of its table.
-    pub const SPEC: [Property; 10] = [
+    pub const SPEC: [Property; 11] = [
         Property::ElectionSafety,
         Property::ApplyAgreement,
         Property::CommitDurability,
@@ -40,10 +44,11 @@ impl Property {
         Property::GrantValidity,
         Property::LeaseExclusion,
         Property::Liveness,
+        Property::Linearizable,
     ];
 
     /// Every property a run can report: SPEC.md's, then the run-level ones.
-    pub const ALL: [Property; 12] = [
+    pub const ALL: [Property; 13] = [
         Property::ElectionSafety,
         Property::ApplyAgreement,
         Property::CommitDurability,
@@ -54,6 +59,7 @@ impl Property {
         Property::GrantValidity,
         Property::LeaseExclusion,
         Property::Liveness,
+        Property::Linearizable,
         Property::Panic,
         Property::Determinism,
     ];
@@ -71,6 +77,7 @@ impl Property {
             Property::GrantValidity => "grant-validity",
             Property::LeaseExclusion => "lease-exclusion",
             Property::Liveness => "liveness",
+            Property::Linearizable => "linearizable",
             Property::Panic => "panic",
             Property::Determinism => "determinism",
         }

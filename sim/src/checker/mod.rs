@@ -14,6 +14,7 @@
 //! the nodes, clients and tokens involved and a sentence a person can act on.
 
 mod lease_checker;
+mod linearizable;
 mod liveness_checker;
 mod lock_checker;
 mod raft_checker;
@@ -106,6 +107,13 @@ pub struct Counters {
     pub restores: u64,
     /// Single-node restores from a stale backup.
     pub node_restores: u64,
+    /// Keys judged by `linearizable`, and how many of them hit a search bound (neither passed nor failed).
+    pub linearizable_keys: u64,
+    pub linearizable_unknown: u64,
+    /// Client operations per key judged by `linearizable`, one entry per key.
+    pub linearizable_ops_per_key: Vec<u64>,
+    /// The most search nodes one key's linearizability search explored.
+    pub linearizable_steps_max: u64,
 }
 
 /// What the checker assumes about the run.
@@ -196,6 +204,7 @@ pub struct Checker {
     lock: lock_checker::LockChecker,
     lease: lease_checker::LeaseChecker,
     liveness: liveness_checker::LivenessChecker,
+    linearizable: linearizable::LinearizableChecker,
     seq_next: u64,
 }
 
@@ -206,6 +215,7 @@ impl Checker {
         }
         Checker {
             lease: lease_checker::LeaseChecker::new(&config),
+            linearizable: linearizable::LinearizableChecker::new(&config),
             ctx: state::Context::new(config),
             report: Report::default(),
             raft: raft_checker::RaftChecker::default(),
@@ -235,6 +245,7 @@ impl Checker {
         self.lock.observe(&self.ctx, &facts, event, &mut self.report);
         self.lease.observe(&self.ctx, event, &mut self.report);
         self.liveness.observe(&self.ctx, &facts, event, &mut self.report);
+        self.linearizable.observe(event);
         self.ctx.absorb(event, &facts);
     }
 
@@ -243,6 +254,7 @@ impl Checker {
         self.raft.finish(&self.ctx, &mut self.report);
         self.lease.finish(&self.ctx, &mut self.report);
         self.liveness.finish(&self.ctx, &mut self.report);
+        self.linearizable.finish(&mut self.report);
         let mut violations = self.report.violations;
         // End-of-run findings carry the time they happened at: a stable sort
         // by time puts them into history order with the online ones.

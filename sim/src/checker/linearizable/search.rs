@@ -1,0 +1,124 @@
+//! The search for a linearization of one key's operations: Wing & Gong's
+//! depth-first search with Lowe's memoization, the way Porcupine runs it.
+//!
+//! A node of the search is the set of operations placed so far and the
+//! specification's state after them. From a node, any operation not yet
+//! placed whose first send is no later than the earliest answer among the
+//! required operations not yet placed may go next (one that started later
+//! cannot precede that answer). A (set, state) pair seen before is never
+//! explored again: whatever it leads to was already tried. The search
+//! succeeds when every required operation is placed: every answered one and
+//! every restore. An unanswered operation is placed only with its effect;
+//! leaving it out is the "no effect" case.
+//!
+//! Both the operations per key and the nodes explored are bounded; hitting a
+//! bound is an `Unknown` outcome, counted by the caller, never a pass.
+
+use super::ops::{Call, Op};
+use super::spec::{self, State};
+use std::collections::HashSet;
+
+/// The search's limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    pub ops_per_key_max: usize,
+    pub steps_max: u64,
+}
+
+impl Limits {
+    pub const STANDARD: Limits = Limits { ops_per_key_max: 4_096, steps_max: 200_000 };
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Found {
+    Linearizable,
+    NoLinearization,
+    /// A limit was hit first; the history is neither passed nor failed.
+    Unknown,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Search {
+    pub found: Found,
+    /// Search nodes explored.
+    pub steps: u64,
+}
+
+/// Whether the search must place `op` (an answered operation or a restore).
+pub(crate) fn required(op: &Op) -> bool {
+    op.answered() || op.call == Call::Restore
+}
+
+/// Fixed-size set of operation indices.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(n: usize) -> Bits {
+        Bits(vec![0; n.div_ceil(64)])
+    }
+
+    fn has(&self, i: usize) -> bool {
+        self.0[i / 64] & (1 << (i % 64)) != 0
+    }
+
+    fn with(&self, i: usize) -> Bits {
+        let mut bits = self.clone();
+        bits.0[i / 64] |= 1 << (i % 64);
+        bits
+    }
+}
+
+/// Searches for a linearization of `ops` (sorted by first send) from `initial`.
+pub(crate) fn search(ops: &[Op], initial: State, limits: Limits) -> Search {
+    if ops.len() > limits.ops_per_key_max {
+        return Search { found: Found::Unknown, steps: 0 };
+    }
+    assert!(ops.windows(2).all(|w| w[0].inv_us <= w[1].inv_us), "operations sorted by first send");
+    let required_total = ops.iter().filter(|op| required(op)).count();
+    // Membership only, never iterated: the order of the search does not depend on it.
+    let mut seen: HashSet<(Bits, State)> = HashSet::new();
+    let mut stack = vec![(Bits::new(ops.len()), initial, 0usize)];
+    let mut steps = 0u64;
+    let mut nexts = Vec::new();
+    let mut children = Vec::new();
+    while let Some((bits, state, placed)) = stack.pop() {
+        steps += 1;
+        if placed == required_total {
+            return Search { found: Found::Linearizable, steps };
+        }
+        if steps > limits.steps_max {
+            return Search { found: Found::Unknown, steps };
+        }
+        let bound_us = ops
+            .iter()
+            .enumerate()
+            .filter(|(i, op)| !bits.has(*i) && required(op))
+            .map(|(_, op)| op.resp_us)
+            .min()
+            .expect("a required operation is left");
+        children.clear();
+        // Required operations first, then the effects of unanswered ones:
+        // a clean history then linearizes without backtracking.
+        for pass_required in [true, false] {
+            for (i, op) in ops.iter().enumerate() {
+                if op.inv_us > bound_us {
+                    break;
+                }
+                if bits.has(i) || required(op) != pass_required {
+                    continue;
+                }
+                nexts.clear();
+                spec::step(&state, op, i as u32, bound_us, &mut nexts);
+                for next in nexts.drain(..) {
+                    let next_bits = bits.with(i);
+                    if seen.insert((next_bits.clone(), next)) {
+                        children.push((next_bits, next, placed + usize::from(pass_required)));
+                    }
+                }
+            }
+        }
+        stack.extend(children.drain(..).rev());
+    }
+    Search { found: Found::NoLinearization, steps }
+}

@@ -1,0 +1,220 @@
+//! Hand-made client histories: each a short story of requests and answers.
+//! Leases are 2,000 ms with a drift bound of 500 ppm, so a lease granted to
+//! a request first sent at 0 ms cannot have ended before about 1,998 ms.
+
+use super::ops::{Call, Op};
+use super::search::{search, Found, Limits};
+use super::spec::State;
+use crate::checker::testkit::*;
+use crate::checker::{Property, Verdict, Violation};
+use crate::history::EventKind;
+use fencelock::service::{ClientReply, ClientRequest};
+use fencelock::{ClientId, Key, RequestId, Token};
+
+fn try_lock(h: H, client: u32, request: u64, k: &str) -> H {
+    h.acquire_request(client, request, k)
+}
+
+fn release_req(h: H, client: u32, request: u64, k: &str, token: u64) -> H {
+    h.request(client, request, 0, ClientRequest::Release { key: key(k), token: Token(token) })
+}
+
+fn busy(ms: u64) -> ClientReply {
+    ClientReply::Busy { remaining_ms: ms }
+}
+
+fn found(verdict: &Verdict) -> Vec<&Violation> {
+    verdict.violations.iter().filter(|v| v.property == Property::Linearizable).collect()
+}
+
+fn assert_linearizable(verdict: &Verdict) {
+    assert!(found(verdict).is_empty(), "violations: {:#?}", found(verdict));
+}
+
+/// c1 takes `k` with 41 at [0, 10] ms.
+fn c1_holds() -> H {
+    try_lock(H::new(), 1, 1, "k").at_ms(10).answered(1, 1, reply_granted(41))
+}
+
+#[test]
+fn a_busy_after_the_holder_released_is_stale() {
+    let verdict = release_req(c1_holds().at_ms(100), 1, 2, "k", 41)
+        .at_ms(110)
+        .answered(1, 2, ClientReply::Released)
+        .at_ms(200)
+        .acquire_request(2, 1, "k")
+        .at_ms(205)
+        .answered(2, 1, busy(1_500))
+        .check();
+    let violations = found(&verdict);
+    assert_eq!(violations.len(), 1, "{violations:#?}");
+    let detail = &violations[0].detail;
+    assert!(detail.contains("have no linearization"), "{detail}");
+    // The window is the release and the stale Busy: the grant before them is not needed.
+    assert!(detail.contains("release tok41") && detail.contains("Busy, 1500 ms left"), "{detail}");
+    assert!(!detail.contains("Granted tok41"), "{detail}");
+    assert_eq!(violations[0].at_us, 205_000);
+}
+
+#[test]
+fn a_busy_while_held_is_fine_but_not_one_longer_than_any_lease() {
+    let held = try_lock(c1_holds().at_ms(100), 2, 1, "k").at_ms(105);
+    assert_linearizable(&held.answered(2, 1, busy(1_900)).check());
+    let held = try_lock(c1_holds().at_ms(100), 2, 1, "k").at_ms(105);
+    assert_eq!(found(&held.answered(2, 1, busy(LEASE_MS + 1)).check()).len(), 1);
+}
+
+#[test]
+fn a_released_after_the_lease_expired_and_the_key_was_regranted_is_wrong() {
+    let verdict = try_lock(c1_holds().at_ms(2_500), 2, 1, "k")
+        .at_ms(2_510)
+        .answered(2, 1, reply_granted(42))
+        .at_ms(2_600)
+        .request(1, 2, 0, ClientRequest::Release { key: key("k"), token: Token(41) })
+        .at_ms(2_610)
+        .answered(1, 2, ClientReply::Released)
+        .check();
+    assert_eq!(found(&verdict).len(), 1, "{:#?}", verdict.violations);
+}
+
+#[test]
+fn a_grant_is_fine_only_because_an_expiry_may_fall_between_the_two_operations() {
+    // c2's try-lock is sent 2,500 ms after c1's: c1's lease may have ended.
+    let later = try_lock(c1_holds().at_ms(2_500), 2, 1, "k").at_ms(2_510).answered(2, 1, reply_granted(42));
+    assert_linearizable(&later.check());
+    // Sent at 1,500 ms and answered at 1,510 ms: c1's lease cannot have ended by then.
+    let sooner = try_lock(c1_holds().at_ms(1_500), 2, 1, "k").at_ms(1_510).answered(2, 1, reply_granted(42));
+    assert_eq!(found(&sooner.check()).len(), 1);
+    // Answered at 2,010 ms: the expiry may fall just before it takes effect.
+    let slow = try_lock(c1_holds().at_ms(1_500), 2, 1, "k").at_ms(2_010).answered(2, 1, reply_granted(42));
+    assert_linearizable(&slow.check());
+}
+
+#[test]
+fn a_renewal_pushes_the_earliest_end_out() {
+    let renewed = c1_holds()
+        .at_ms(1_000)
+        .request(1, 2, 0, ClientRequest::Renew { key: key("k"), token: Token(41) })
+        .at_ms(1_010)
+        .answered(1, 2, ClientReply::Renewed { lease_ms: LEASE_MS });
+    let verdict = try_lock(renewed.at_ms(2_500), 2, 1, "k").at_ms(2_510).answered(2, 1, reply_granted(42)).check();
+    assert_eq!(found(&verdict).len(), 1);
+}
+
+#[test]
+fn a_stepped_server_clock_lets_a_lease_end_early() {
+    let stepped = c1_holds().at_ms(500).clock(server(0), 2_500_000, 0, true).clock(server(0), 2_500_000, 0, true);
+    // The first mapping of n0 is no step; the jump from it is.
+    let verdict = try_lock(stepped.at_ms(1_500), 2, 1, "k").at_ms(1_510).answered(2, 1, reply_granted(42)).check();
+    assert_eq!(found(&verdict).len(), 1, "a first mapping is not a step");
+    let stepped = H::new()
+        .clock(server(0), 0, 0, true)
+        .acquire_request(1, 1, "k")
+        .at_ms(10)
+        .answered(1, 1, reply_granted(41))
+        .at_ms(500)
+        .clock(server(0), 2_500_000, 0, true);
+    let verdict = try_lock(stepped.at_ms(1_500), 2, 1, "k").at_ms(1_510).answered(2, 1, reply_granted(42)).check();
+    assert_linearizable(&verdict);
+}
+
+#[test]
+fn the_same_token_told_twice_is_a_violation_even_on_two_keys() {
+    let verdict = try_lock(c1_holds().at_ms(100), 2, 1, "j").at_ms(110).answered(2, 1, reply_granted(41)).check();
+    let violations = found(&verdict);
+    assert_eq!(violations.len(), 1, "{violations:#?}");
+    assert!(violations[0].detail.contains("tok41 was told to two requests"), "{}", violations[0].detail);
+}
+
+#[test]
+fn a_lower_token_after_a_higher_one_was_answered_is_a_violation_across_keys() {
+    let verdict = try_lock(c1_holds().at_ms(100), 2, 1, "j").at_ms(110).answered(2, 1, reply_granted(40)).check();
+    let violations = found(&verdict);
+    assert_eq!(violations.len(), 1, "{violations:#?}");
+    assert!(violations[0].detail.contains("tokens must increase"), "{}", violations[0].detail);
+    // Concurrent requests may be granted in either order.
+    let concurrent = try_lock(H::new(), 1, 1, "k")
+        .at_ms(1)
+        .acquire_request(2, 1, "j")
+        .at_ms(10)
+        .answered(1, 1, reply_granted(42))
+        .answered(2, 1, reply_granted(41))
+        .check();
+    assert_linearizable(&concurrent);
+}
+
+#[test]
+fn a_grant_nobody_heard_of_explains_a_busy() {
+    // c1 gives up on its acquire; c2 is told Busy: the ghost grant may hold the key.
+    let verdict = try_lock(H::new(), 1, 1, "k")
+        .at_ms(20)
+        .ev(EventKind::GaveUp { client: ClientId(1), request: RequestId(1) })
+        .at_ms(100)
+        .acquire_request(2, 1, "k")
+        .at_ms(105)
+        .answered(2, 1, busy(2_000))
+        .check();
+    assert_linearizable(&verdict);
+    // Without that acquire the Busy is stale.
+    let verdict = try_lock(H::new().at_ms(100), 2, 1, "k").at_ms(105).answered(2, 1, busy(2_000)).check();
+    assert_eq!(found(&verdict).len(), 1);
+}
+
+#[test]
+fn a_busy_zero_for_a_free_key_is_excused_by_a_waiter_in_the_queue() {
+    let waiting = ClientRequest::Acquire { key: key("k"), lease_ms: LEASE_MS, wait_ms: 1_000 };
+    let verdict = H::new()
+        .request(3, 1, 0, waiting)
+        .at_ms(50)
+        .acquire_request(2, 1, "k")
+        .at_ms(55)
+        .answered(2, 1, busy(0))
+        .at_ms(120)
+        .answered(3, 1, reply_granted(41))
+        .check();
+    assert_linearizable(&verdict);
+}
+
+#[test]
+fn after_a_cluster_restore_the_key_is_unknown() {
+    let restored = release_req(c1_holds().at_ms(100), 1, 2, "k", 41)
+        .at_ms(110)
+        .answered(1, 2, ClientReply::Released)
+        .at_ms(150)
+        .restore(1, 1 << 32);
+    let verdict = try_lock(restored.at_ms(200), 2, 1, "k").at_ms(205).answered(2, 1, busy(1_500)).check();
+    assert_linearizable(&verdict);
+}
+
+#[test]
+fn an_answer_that_does_not_fit_the_request_has_no_linearization() {
+    let verdict = try_lock(H::new(), 1, 1, "k").at_ms(10).answered(1, 1, ClientReply::Released).check();
+    assert_eq!(found(&verdict).len(), 1);
+}
+
+#[test]
+fn the_clean_run_of_every_family_is_linearizable() {
+    assert_linearizable(&happy().check());
+}
+
+#[test]
+fn a_search_that_hits_its_bound_is_unknown_not_passed() {
+    let op = |client: u32, inv_us: u64| Op {
+        client: ClientId(client),
+        request: RequestId(1),
+        key: Key::new("k"),
+        call: Call::Acquire { lease_ms: LEASE_MS, wait_ms: 0 },
+        answer: Some(ClientReply::Busy { remaining_ms: 10 }),
+        inv_us,
+        resp_us: inv_us + 10,
+        lease_end_min_us: 0,
+        queue_excuse: false,
+    };
+    let ops: Vec<Op> = (0..8).map(|c| op(c, u64::from(c) * 100)).collect();
+    let tight = Limits { ops_per_key_max: 4, steps_max: 1_000 };
+    assert_eq!(search(&ops, State::unknown(0), tight).found, Found::Unknown);
+    let steps = Limits { ops_per_key_max: 100, steps_max: 3 };
+    assert_eq!(search(&ops, State::unknown(0), steps).found, Found::Unknown);
+    assert_eq!(search(&ops, State::unknown(0), Limits::STANDARD).found, Found::Linearizable);
+    assert_eq!(search(&ops, State::free(), Limits::STANDARD).found, Found::NoLinearization);
+}
