@@ -1,5 +1,6 @@
 //! `hunt`: many seeds of one model, one replay line per failure.
 
+use crate::cli::shrink::shrink_failures;
 use crate::cli::args::{exit_for, load_model, parse_seeds, replay_line, HuntArgs, InputError};
 use crate::run::sweep::{default_jobs, quiet_panics, sweep, SeedResult};
 use fencelock::Property;
@@ -29,6 +30,9 @@ struct HuntJson {
     sim_ms: u64,
     wall_ms: u64,
     messages: u64,
+    /// With --shrink: one `shrink --json` object per failure shrunk in time.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    shrunk: Vec<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -58,11 +62,15 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
     }
     let wall_ms = started.elapsed().as_millis() as u64;
     let failures: Vec<&SeedResult> = results.iter().filter(|r| !r.violations.is_empty()).collect();
+    let shrunk = if args.shrink { shrink_failures(&failures, args.shrink_budget_s) } else { Vec::new() };
+    let shrunk_of = |seed: u64| shrunk.iter().find(|s| s.seed == seed);
     if let Some(dir) = &args.save {
         for failure in &failures {
             let property = failure.violations[0].property;
             let path = dir.join(format!("{:04}-{property}.toml", failure.seed));
-            let text = failure.scenario.as_deref().expect("a failure has a scenario");
+            let recorded = failure.scenario.as_deref().expect("a failure has a scenario");
+            // With --shrink, the shrunk scenario where the shrink finished in time.
+            let text = shrunk_of(failure.seed).map_or(recorded, |s| s.scenario.as_str());
             std::fs::write(&path, text).map_err(|e| InputError(format!("cannot write {}: {e}", path.display())))?;
         }
     }
@@ -86,6 +94,7 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
             sim_ms,
             wall_ms,
             messages,
+            shrunk: shrunk.iter().map(|s| s.json.clone()).collect(),
         };
         crate::outln!("{}", serde_json::to_string(&json).expect("hunt json serializes"));
     } else {
@@ -94,6 +103,9 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
                 crate::outln!("FAIL seed {}: {violation}", failure.seed);
             }
             crate::outln!("  replay: {}", replay_line(failure.seed, &args.model));
+            if let Some(s) = shrunk_of(failure.seed) {
+                crate::outln!("  shrunk: {}", s.line);
+            }
         }
         let wall_s = (wall_ms as f64 / 1_000.0).max(0.001);
         crate::outln!(

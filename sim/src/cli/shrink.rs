@@ -6,13 +6,13 @@ use crate::cli::args::{load_model, InputError, ShrinkArgs};
 use crate::faults::{self, FaultEvent};
 use crate::model::Model;
 use crate::run::scenario::{exhibited, Scenario};
-use crate::run::sweep::quiet_panics;
+use crate::run::sweep::{quiet_panics, SeedResult};
 use crate::shrink::{self, text, Case, Options, Report, INTERRUPTED};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Exit code of a shrink stopped by Ctrl-C (128 + SIGINT), after the best case so far was printed.
 const EXIT_INTERRUPTED: u8 = 130;
@@ -175,3 +175,64 @@ pub fn print_report(report: &Report, out: Option<&Path>) {
 pub fn saved_path(dir: &Path, seed: u64, property: &str) -> PathBuf {
     dir.join(format!("{seed:04}-{property}.toml"))
 }
+
+/// One failure of a hunt, shrunk (`hunt --shrink`).
+pub struct Shrunk {
+    pub seed: u64,
+    /// The shrunk scenario file's text.
+    pub scenario: String,
+    pub json: serde_json::Value,
+    /// `64 -> 1 faults, 2282 -> 121 trace lines, …` for the hunt's text output.
+    pub line: String,
+}
+
+/// Most wall time one failure of a hunt gets.
+const HUNT_SHRINK_BUDGET_S_MAX: u64 = 50;
+
+/// Shrinks each failure of a hunt in seed order, from the scenario the hunt
+/// recorded (so a swarm seed's drawn model), within `budget_s` for all;
+/// failures left when the budget or Ctrl-C ends it are not shrunk.
+pub fn shrink_failures(failures: &[&SeedResult], budget_s: u64) -> Vec<Shrunk> {
+    catch_ctrl_c();
+    let started = Instant::now();
+    let mut shrunk = Vec::new();
+    for failure in failures {
+        let left_s = budget_s.saturating_sub(started.elapsed().as_secs());
+        if left_s == 0 || INTERRUPTED.load(Ordering::Relaxed) {
+            break;
+        }
+        let text = failure.scenario.as_deref().expect("a failure has a scenario");
+        let Ok(scenario) = Scenario::parse(text, "hunt") else { continue };
+        let case = Case { seed: failure.seed, plan: faults::plan(&scenario.model, failure.seed), model: scenario.model };
+        let options = Options {
+            property: Some(scenario.file.expect.clone()),
+            budget: Duration::from_secs(left_s.min(HUNT_SHRINK_BUDGET_S_MAX)),
+            robustness_seeds: ROBUSTNESS_SEEDS_HUNT,
+            probes: PROBES_HUNT,
+        };
+        let Ok(report) = shrink::shrink(case, &options) else { continue };
+        let (b, a) = (&report.before, &report.after);
+        let line = format!(
+            "{} -> {} faults, {} -> {} trace lines, {} -> {} ms in {} runs; {}",
+            b.faults,
+            a.faults,
+            b.trace_lines,
+            a.trace_lines,
+            b.sim_ms,
+            a.sim_ms,
+            report.runs,
+            report.robustness.as_ref().map_or("robustness not measured".to_string(), |r| r.label())
+        );
+        shrunk.push(Shrunk {
+            seed: failure.seed,
+            scenario: text::scenario_toml(&report, &scenario.file.name, Vec::new()),
+            json: report_json(&report, None),
+            line,
+        });
+    }
+    shrunk
+}
+
+/// `hunt --shrink` measures robustness like `shrink`'s defaults.
+const ROBUSTNESS_SEEDS_HUNT: u64 = 20;
+const PROBES_HUNT: u64 = 8;

@@ -92,17 +92,16 @@ pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> bool {
     }
     let violation_ms = s.kept_violation().at_us / 1_000;
     let best = s.best.clone();
+    // One key makes every worker contend for it: more chances per second.
+    let clients = start.model.clients.max(best.model.clients);
     let workloads = [
         best.model.clone(),
         Model { jobs_max: None, ..best.model.clone() },
-        Model {
-            jobs_max: None,
-            clients: start.model.clients.max(best.model.clients),
-            keys: start.model.keys,
-            ..best.model.clone()
-        },
+        Model { jobs_max: None, keys: 1, ..best.model.clone() },
+        Model { jobs_max: None, clients, keys: 1, ..best.model.clone() },
+        Model { jobs_max: None, clients, keys: start.model.keys, ..best.model.clone() },
     ];
-    let mut too_long = [false; 3];
+    let mut too_long = [false; 5];
     for margin_ms in REPAIR_MARGINS_MS {
         let safety_ms = (violation_ms + margin_ms).min(start.model.safety_ms.max(best.model.safety_ms));
         for (w, workload) in workloads.iter().enumerate() {

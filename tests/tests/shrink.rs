@@ -1,0 +1,73 @@
+//! `fencesim shrink` end to end: a shrunk scenario carries its own fault
+//! plan and workload, and replays byte for byte to the same verdict; the
+//! shrunk seeds in `seeds/` stay short enough to read.
+
+use fencelock::Variant;
+use fencesim::faults;
+use fencesim::model::Model;
+use fencesim::run::scenario::Scenario;
+use fencesim::shrink::text::scenario_toml;
+use fencesim::shrink::{shrink, Case, Options};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A shrunk seed's trace must fit on a few screens (the README's bound).
+const SHRUNK_TRACE_LINES_MAX: usize = 400;
+
+#[test]
+fn a_shrunk_scenario_replays_byte_for_byte_to_the_same_verdict() {
+    let model = Model::declared(Variant::ClientClockToken);
+    let case = Case { seed: 0, plan: faults::plan(&model, 0), model };
+    let options = Options { property: None, budget: Duration::from_secs(120), robustness_seeds: 2, probes: 0 };
+    let report = shrink(case, &options).expect("seed 0 of client-clock-token fails");
+    assert!(report.after.faults <= report.before.faults);
+    assert!(report.after.trace_lines < report.before.trace_lines, "{:?} -> {:?}", report.before, report.after);
+    let text = scenario_toml(&report, "client-clock-token-shrunk", Vec::new());
+    let scenario = Scenario::parse(&text, "shrunk").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(scenario.file.faults.as_deref(), Some(report.case.plan.as_slice()), "the plan is in the file");
+    let outcome = scenario.run();
+    assert!(scenario.matches(&outcome), "{:?}", outcome.violations);
+    assert_eq!(outcome.trace_hash, report.outcome.trace_hash, "run FILE replays the shrunk run itself");
+}
+
+#[test]
+fn a_seed_that_passes_or_a_property_never_violated_is_bad_input() {
+    let model = Model::declared(Variant::ClientClockToken);
+    let case = Case { seed: 0, plan: faults::plan(&model, 0), model };
+    let never = Options {
+        property: Some("election-safety".into()),
+        budget: Duration::from_secs(5),
+        robustness_seeds: 0,
+        probes: 0,
+    };
+    let error = shrink(case, &never).expect_err("client-clock-token breaks tokens, not elections");
+    assert!(error.contains("never violates `election-safety`"), "{error}");
+    let quiet = Model { safety_ms: 1_000, liveness_ms: 1_000, clients: 0, ..Model::default() };
+    let passing = Case { seed: 1, plan: Vec::new(), model: quiet };
+    let error = shrink(passing, &Options { property: None, ..never }).expect_err("an idle cluster passes");
+    assert!(error.contains("passes"), "{error}");
+}
+
+#[test]
+fn every_shrunk_seed_file_replays_its_own_plan_twice_alike_and_short() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("seeds");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("seeds/ exists")
+        .map(|entry| entry.expect("readable seeds/ entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "toml"))
+        .collect();
+    paths.sort();
+    for path in paths {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(&path).expect("readable scenario file");
+        let scenario = Scenario::parse(&text, &origin).unwrap_or_else(|e| panic!("{e}"));
+        if scenario.file.faults.is_none() {
+            continue;
+        }
+        let (first, second) = (scenario.run(), scenario.run());
+        assert_eq!(first.trace_hash, second.trace_hash, "{origin}: a shrunk scenario replays byte for byte");
+        assert!(scenario.matches(&first), "{origin}: {:?}", first.violations);
+        let lines = first.history.events().len();
+        assert!(lines <= SHRUNK_TRACE_LINES_MAX, "{origin}: {lines} trace lines; replay: fencesim run {origin} --trace");
+    }
+}
