@@ -55,7 +55,8 @@ fn a_waiter_times_out_at_its_deadline() {
     cluster.request(NodeId(0), 2, 1, acquire(200));
     cluster.run_ms(190);
     assert_eq!(cluster.answers(2, 1), vec![]);
-    cluster.run_ms(20);
+    // The deadline is the first instant the wait is over.
+    cluster.run_ms(10);
     assert_eq!(cluster.answers(2, 1), vec![ClientReply::TimedOut]);
     assert_eq!(cluster.token_of(NodeId(0)), Some(Token(1)));
 }
@@ -250,4 +251,32 @@ fn a_grant_confirmed_within_half_the_election_timeout_is_answered() {
 #[test]
 fn a_grant_confirmation_older_than_half_the_election_timeout_is_asked_again() {
     assert_eq!(grant_answers_after_a_stalled_confirmation(GRANT_FRESH_MS + 2 * TICK_MS), vec![]);
+}
+
+#[test]
+fn another_request_of_the_same_client_is_not_a_retry_of_its_grant_in_flight() {
+    let (mut cluster, leader) = three(Variant::Default);
+    cluster.send(leader, 1, 1, acquire(0));
+    // Request 2 of the same client arrives before request 1's Grant applied.
+    cluster.send(leader, 1, 2, acquire(0));
+    cluster.settle();
+    assert_eq!(cluster.answers(1, 1), vec![ClientReply::Granted { token: Token(1), lease_ms: LEASE_MS }]);
+    let [ClientReply::Busy { .. }] = cluster.answers(1, 2)[..] else {
+        panic!("expected Busy for request 2, got {:?}", cluster.answers(1, 2));
+    };
+    let grants = cluster.applied(leader).into_iter().filter(|(command, _)| matches!(command, Command::Grant { .. }));
+    assert_eq!(grants.count(), 1, "no second Grant was proposed");
+}
+
+#[test]
+fn grants_confirmed_by_concurrent_rounds_are_all_answered() {
+    // Each confirmation round has its own context, so rounds out at the same
+    // time cannot be mistaken for one another.
+    let (mut cluster, leader) = three(Variant::Default);
+    let other = ClientRequest::Acquire { key: Key::new("invoice/B-1043"), lease_ms: LEASE_MS, wait_ms: 0 };
+    cluster.send(leader, 1, 1, acquire(0));
+    cluster.send(leader, 2, 1, other);
+    cluster.settle();
+    assert_eq!(cluster.answers(1, 1), vec![ClientReply::Granted { token: Token(1), lease_ms: LEASE_MS }]);
+    assert_eq!(cluster.answers(2, 1), vec![ClientReply::Granted { token: Token(2), lease_ms: LEASE_MS }]);
 }

@@ -169,3 +169,30 @@ fn an_expiry_is_proposed_only_if_the_deadline_has_still_passed_when_confirmed() 
     cluster.run_ms(deadline_ms + 100 - cluster.now_ms(leader));
     assert_eq!(cluster.expire_proposals(leader), 1, "expired once the deadline passed again");
 }
+
+#[test]
+fn a_lease_expires_at_the_tick_its_deadline_is_reached() {
+    // The deadline is the first instant the lease is over: due, confirmed and
+    // proposed within that tick, not one tick later.
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    let deadline_ms = cluster.server(NodeId(0)).lease_deadline_local_ms(&key()).expect("timer");
+    cluster.run_ms(LEASE_MS);
+    assert_eq!(cluster.now_ms(NodeId(0)), deadline_ms);
+    assert_eq!(cluster.expire_proposals(NodeId(0)), 1);
+    assert_eq!(cluster.token_of(NodeId(0)), None);
+}
+
+#[test]
+fn a_cut_off_leader_asks_for_expiry_confirmation_once_per_retry_interval() {
+    let (mut cluster, leader) = three(Variant::Default);
+    cluster.request(leader, 1, 1, acquire(0));
+    cluster.run_ms(LEASE_MS - 40);
+    cluster.isolate(leader);
+    let rounds_out = |cluster: &Cluster| cluster.server(leader).reads.len();
+    cluster.run_ms(30);
+    assert_eq!(rounds_out(&cluster), 0, "nothing is due, nothing is asked");
+    cluster.run_ms(30);
+    assert_eq!(cluster.role(leader), Role::Leader, "check-quorum has not fired yet");
+    assert_eq!(rounds_out(&cluster), 1, "one round for the due lease, not one per tick");
+}

@@ -382,3 +382,27 @@ fn a_follower_behind_the_compacted_log_takes_the_lock_state_from_the_snapshot() 
     assert_eq!(cluster.token_of(lagging), Some(Token(2)));
     assert_eq!(cluster.server(lagging).lease_deadline_local_ms(&key()), None, "a follower keeps no lease timer");
 }
+
+fn server_with(config: ServiceConfig) -> LockServer {
+    let raft = RaftNode::new(Config::standard(NodeId(0), vec![NodeId(0)]), DurableState::default(), 1).expect("valid");
+    LockServer::new(config, raft, LockState::new(Token(0)))
+}
+
+#[test]
+#[should_panic(expected = "service config `tick_ms` must be positive")]
+fn a_zero_tick_is_refused_at_construction() {
+    server_with(ServiceConfig { tick_ms: 0, ..ServiceConfig::standard(Variant::Default) });
+}
+
+#[test]
+#[should_panic(expected = "service config `wait_queue_max` must be positive")]
+fn an_empty_wait_queue_is_refused_at_construction() {
+    server_with(ServiceConfig { wait_queue_max: 0, ..ServiceConfig::standard(Variant::Default) });
+}
+
+#[test]
+#[should_panic(expected = "service config `wait_queue_max` too large")]
+fn a_wait_queue_above_its_ceiling_is_refused_at_construction() {
+    let wait_queue_max = super::WAITERS_PER_KEY_MAX + 1;
+    server_with(ServiceConfig { wait_queue_max, ..ServiceConfig::standard(Variant::Default) });
+}
