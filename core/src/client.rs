@@ -14,6 +14,7 @@
 
 use crate::service::{ClientReply, ClientRequest};
 use crate::types::{ClientId, Key, NodeId, RequestId, Token};
+use crate::variant::Variant;
 use std::collections::BTreeMap;
 
 /// Redirects and `Unavailable` retries followed per attempt before waiting for
@@ -35,6 +36,8 @@ pub struct ClientConfig {
     /// base so a new life never reuses an old life's ids (the lock sessions
     /// and the resource's dedup table assume ids only go up per client).
     pub first_request: RequestId,
+    /// The protocol variant; only `BeliefFromArrival` changes the client.
+    pub variant: Variant,
 }
 
 /// A request to send.
@@ -238,7 +241,7 @@ impl Client {
             reply => {
                 self.leader_guess = from;
                 let pending = self.pending.take().expect("checked above");
-                vec![self.conclude(pending, reply)]
+                vec![self.conclude(pending, reply, now_local_us)]
             }
         }
     }
@@ -252,11 +255,16 @@ impl Client {
         vec![ClientEvent::Sent(self.resend(to, now_local_us, true))]
     }
 
-    /// The final answer to `pending`.
-    fn conclude(&mut self, pending: PendingRequest, reply: ClientReply) -> ClientEvent {
+    /// The final answer to `pending`, arriving at `now_local_us`.
+    fn conclude(&mut self, pending: PendingRequest, reply: ClientReply, now_local_us: u64) -> ClientEvent {
+        // The one place Variant::BeliefFromArrival is consulted: the server's
+        // lease may have started at any time after the first send, so the
+        // belief counts from there; the arrival of the answer is too late.
+        let belief_start_local_us =
+            if self.config.variant == Variant::BeliefFromArrival { now_local_us } else { pending.first_sent_local_us };
         match (pending.body, reply) {
             (ClientRequest::Acquire { key, .. }, ClientReply::Granted { token, lease_ms }) => {
-                let until_local_us = self.believe(&key, token, lease_ms, pending.first_sent_local_us);
+                let until_local_us = self.believe(&key, token, lease_ms, belief_start_local_us);
                 ClientEvent::Granted { key, token, until_local_us }
             }
             (ClientRequest::Renew { key, token }, ClientReply::Renewed { lease_ms }) => {
@@ -264,7 +272,7 @@ impl Client {
                     // Released or replaced meanwhile: a renewal does not bring it back.
                     return ClientEvent::Nothing;
                 }
-                let until_local_us = self.believe(&key, token, lease_ms, pending.first_sent_local_us);
+                let until_local_us = self.believe(&key, token, lease_ms, belief_start_local_us);
                 ClientEvent::Renewed { key, token, until_local_us }
             }
             (ClientRequest::Release { key, .. } | ClientRequest::Revoke { key, .. }, ClientReply::Released) => {
@@ -287,9 +295,10 @@ impl Client {
         }
     }
 
-    /// Records the belief for `token` on `key`, counted from the first send.
-    fn believe(&mut self, key: &Key, token: Token, lease_ms: u64, first_sent_local_us: u64) -> u64 {
-        let until_local_us = first_sent_local_us.saturating_add(believed_lease_us(lease_ms, self.config.drift_ppm_max));
+    /// Records the belief for `token` on `key`, counted from `start_local_us`
+    /// (the first send).
+    fn believe(&mut self, key: &Key, token: Token, lease_ms: u64, start_local_us: u64) -> u64 {
+        let until_local_us = start_local_us.saturating_add(believed_lease_us(lease_ms, self.config.drift_ppm_max));
         let belief = self.beliefs.entry(key.clone()).or_insert(Belief { token, until_local_us });
         if belief.token == token {
             // A renewal acknowledged late can only extend the belief, never cut it short:
@@ -351,6 +360,7 @@ mod tests {
             drift_ppm_max: 500,
             request_timeout_us: 100_000,
             first_request: RequestId(0),
+            variant: Variant::Default,
         })
     }
 
@@ -450,6 +460,20 @@ mod tests {
         // The belief ends at T: not at T, not after.
         assert_eq!(c.belief(&key(), until_local_us), None);
         assert_eq!(c.token_of(&key()), Some(Token(41)));
+    }
+
+    #[test]
+    fn belief_from_arrival_counts_from_the_late_answer_and_outlives_the_lease() {
+        let mut c = Client::new(ClientConfig { variant: Variant::BeliefFromArrival, ..client().config });
+        let first = c.acquire(key(), LEASE_MS, 0, 10_000);
+        c.on_timeout(200_000).expect("retry");
+        let granted = ClientReply::Granted { token: Token(41), lease_ms: LEASE_MS };
+        let events = c.on_reply(NodeId(1), first.request, granted, 250_000);
+        // The server's lease may have started just after the first send: this
+        // belief ends 240 ms after a full lease from there.
+        let until_local_us = 250_000 + 1_998_000;
+        assert_eq!(events, vec![ClientEvent::Granted { key: key(), token: Token(41), until_local_us }]);
+        assert!(until_local_us > 10_000 + LEASE_MS * 1_000);
     }
 
     #[test]

@@ -163,7 +163,11 @@ impl ResourceState {
             }
             Err(rejected) => rejected,
         };
-        self.remember(client, write.request, verdict);
+        // The one place Variant::ResourceNoDedup is consulted: without the
+        // table of answers a retry is judged, and takes effect, afresh.
+        if variant != Variant::ResourceNoDedup {
+            self.remember(client, write.request, verdict);
+        }
         verdict
     }
 
@@ -497,6 +501,16 @@ mod tests {
             assert_eq!(db.write(&line, variant), WriteVerdict::Duplicate { accepted: true });
             assert_eq!(db.ledger(&invoice()).len(), 1, "{variant:?}");
         }
+    }
+
+    #[test]
+    fn resource_no_dedup_applies_a_retried_write_twice() {
+        let variant = Variant::ResourceNoDedup;
+        let mut db = ResourceState::new();
+        let line = write(worker_a(), 41, 10, WritePath::Ledger, "line");
+        assert_eq!(db.write(&line, variant), WriteVerdict::Accepted);
+        assert_eq!(db.write(&line, variant), WriteVerdict::Accepted, "the retry is judged afresh");
+        assert_eq!(db.ledger(&invoice()).len(), 2, "and appends a second line");
     }
 
     #[test]

@@ -40,6 +40,28 @@ pub enum Variant {
     AckBeforeDurable,
     /// A node restored from a stale backup votes at once.
     AmnesiaRejoin,
+    /// The client counts its lease belief from the answer's arrival, not the first send.
+    BeliefFromArrival,
+    /// The resource answers a write before syncing it; it syncs at most once a second.
+    ResourceSyncLazy,
+    /// The resource does not remember its answers; a retried write takes effect again.
+    ResourceNoDedup,
+    /// A vote is granted without comparing how up to date the logs are.
+    VoteIgnoresLog,
+    /// A follower commits up to the leader's commit index, not capped at what the append covered.
+    FollowerCommitUncapped,
+    /// A follower drops whatever follows an append, even entries the append agreed with.
+    TruncateAfterAppend,
+    /// Check-quorum off, and a leader confirms read-index rounds by itself.
+    ServeWithoutQuorum,
+    /// A node votes for every candidate of a term, not only the first.
+    VoteTwice,
+    /// Renew extends the key's live lease whatever token it names.
+    RenewIgnoresToken,
+    /// A follower answers a try-lock `Busy` from its own, possibly stale, copy of the locks.
+    FollowerAnswersTryLock,
+    /// A Release is answered `Released` as soon as it is proposed, before it commits.
+    ReleasedBeforeCommit,
 }
 
 /// One row of `fencesim variants`.
@@ -172,6 +194,83 @@ pub const VARIANTS: &[VariantInfo] = &[
         about: "a node restored from a stale backup votes at once: it helps elect leaders that lack committed entries",
         // On three nodes the restored node's vote is half of every majority.
         model: "nodes = 3",
+    },
+    VariantInfo {
+        variant: Variant::BeliefFromArrival,
+        name: "belief-from-arrival",
+        breaks: Some(Property::LeaseExclusion),
+        about: "the client counts its lease from the answer's arrival: a retried acquire answered late believes past the server's deadline",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::ResourceSyncLazy,
+        name: "resource-sync-lazy",
+        breaks: Some(Property::FencedWrite),
+        about: "the resource answers before its write is durable and syncs at most once a second; a crash forgets a raised fence",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::ResourceNoDedup,
+        name: "resource-no-dedup",
+        breaks: Some(Property::EqualToken),
+        about: "the resource keeps no table of answered writes; a retried or duplicated write takes effect twice",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::VoteIgnoresLog,
+        name: "vote-ignores-log",
+        breaks: Some(Property::ApplyAgreement),
+        about: "votes are granted without Raft's election restriction; a leader lacking committed entries overwrites them",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::FollowerCommitUncapped,
+        name: "follower-commit-uncapped",
+        breaks: Some(Property::ApplyAgreement),
+        about: "a follower commits to the leader's commit index without capping it at the append's last entry, applying a stale tail",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::TruncateAfterAppend,
+        name: "truncate-after-append",
+        breaks: Some(Property::ApplyAgreement),
+        about: "a follower truncates its log after every append, so a reordered older append erases entries it acknowledged",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::ServeWithoutQuorum,
+        name: "serve-without-quorum",
+        breaks: Some(Property::LeaseExclusion),
+        about: "check-quorum off and reads confirmed by the leader alone: a leader cut off from its majority keeps renewing leases",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::VoteTwice,
+        name: "vote-twice",
+        breaks: Some(Property::ElectionSafety),
+        about: "a node votes for every candidate of a term (the voted-for check is missing): two leaders in one term",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::RenewIgnoresToken,
+        name: "renew-ignores-token",
+        breaks: Some(Property::LeaseExclusion),
+        about: "Renew extends the key's live lease whatever token it names; a holder whose lease expired renews its successor's",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::FollowerAnswersTryLock,
+        name: "follower-answers-try-lock",
+        breaks: Some(Property::Linearizable),
+        about: "a follower answers a try-lock Busy from its own copy of the locks, which may lag: a Busy for a key already released",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::ReleasedBeforeCommit,
+        name: "released-before-commit",
+        breaks: Some(Property::Linearizable),
+        about: "a Release is answered Released when proposed, before it commits: a release that finds another token or is lost still says Released",
+        model: "",
     },
 ];
 

@@ -38,7 +38,9 @@ impl RaftNode {
         self.heartbeat_elapsed += 1;
         if self.election_elapsed >= self.config.election_ticks_min {
             self.election_elapsed = 0;
-            if self.config.check_quorum {
+            // Variant::ServeWithoutQuorum turns check-quorum off here (and
+            // confirms reads alone, `release_reads`): an isolated leader keeps serving.
+            if self.config.check_quorum && self.config.variant != Variant::ServeWithoutQuorum {
                 let active = 1 + self.progress.values().filter(|progress| progress.recent_active).count();
                 if active < self.quorum() {
                     // Isolated from a majority: stop acting as leader (and
@@ -258,9 +260,15 @@ impl RaftNode {
     }
 
     fn handle_vote_request(&mut self, from: NodeId, term: Term, last_index: LogIndex, last_term: Term, pre: bool) {
-        let can_vote =
-            self.vote == Some(from) || (self.vote.is_none() && self.leader.is_none()) || (pre && term > self.term);
-        let granted = can_vote && self.recovery.is_none() && self.log.is_up_to_date(last_index, last_term);
+        // The one place Variant::VoteTwice is consulted: a follower forgets
+        // whom it already voted for in the term.
+        let vote_free =
+            self.vote.is_none() || (self.config.variant == Variant::VoteTwice && self.role == Role::Follower);
+        let can_vote = self.vote == Some(from) || (vote_free && self.leader.is_none()) || (pre && term > self.term);
+        // The one place Variant::VoteIgnoresLog is consulted: it drops Raft's
+        // election restriction, so a candidate lacking committed entries can win.
+        let log_ok = self.config.variant == Variant::VoteIgnoresLog || self.log.is_up_to_date(last_index, last_term);
+        let granted = can_vote && self.recovery.is_none() && log_ok;
         if pre {
             // A pre-vote promises nothing, so its answer needs no persistence.
             let answer_term = if granted { term } else { self.term };
@@ -269,7 +277,7 @@ impl RaftNode {
         }
         assert_eq!(term, self.term);
         if granted {
-            assert!(self.vote.is_none() || self.vote == Some(from), "at most one vote per term");
+            assert!(vote_free || self.vote == Some(from), "at most one vote per term");
             self.vote = Some(from);
             self.election_elapsed = 0;
         }

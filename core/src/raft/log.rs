@@ -126,6 +126,19 @@ impl RaftLog {
         }
     }
 
+    /// Drops every entry after `index`. Only `Variant::TruncateAfterAppend`
+    /// does this to entries that agree with the leader; nothing committed goes.
+    pub(super) fn truncate_after(&mut self, index: LogIndex) {
+        assert!(index >= self.committed, "a committed entry ({}) is never dropped", self.committed);
+        if index >= self.last_index() {
+            return;
+        }
+        let keep = (index.0 - self.snapshot_index.0) as usize;
+        self.entries.truncate(keep);
+        self.persisted = self.persisted.min(index);
+        self.unstable_from = self.unstable_from.min(LogIndex(index.0 + 1));
+    }
+
     /// Fast conflict backoff: the last index at or below `index` whose term is
     /// at most `term`, with that term. Below the snapshot the term is unknown:
     /// the answer is then that index with term 0.

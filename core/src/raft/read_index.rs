@@ -5,6 +5,7 @@
 
 use super::{ProposeError, RaftNode, ReadState, Role};
 use crate::types::NodeId;
+use crate::variant::Variant;
 use std::collections::{BTreeSet, VecDeque};
 
 /// At most this many rounds wait for confirmation; more are refused as `Busy`.
@@ -73,7 +74,9 @@ impl RaftNode {
         if self.role != Role::Leader || self.log.term(self.log.committed) != Some(self.term) {
             return;
         }
-        let quorum = self.quorum();
+        // Variant::ServeWithoutQuorum takes the leader's own belief that it
+        // leads as the confirmation (with check-quorum off, `tick_leader`).
+        let quorum = if self.config.variant == Variant::ServeWithoutQuorum { 1 } else { self.quorum() };
         while self.reads.pending.front().is_some_and(|round| round.acks.len() >= quorum) {
             let round = self.reads.pending.pop_front().expect("front exists");
             self.read_states.push(ReadState { ctx: round.ctx, commit: self.log.committed });

@@ -4,6 +4,7 @@
 use super::{RaftNode, Ready, Role, Snapshot};
 use crate::lock::LockState;
 use crate::types::LogIndex;
+use crate::variant::Variant;
 
 impl RaftNode {
     pub(super) fn has_ready_inner(&self) -> bool {
@@ -24,7 +25,8 @@ impl RaftNode {
             assert!(
                 hard_state.term > self.hard_state_handed.term
                     || self.hard_state_handed.vote.is_none()
-                    || hard_state.vote == self.hard_state_handed.vote,
+                    || hard_state.vote == self.hard_state_handed.vote
+                    || self.config.variant == Variant::VoteTwice,
                 "at most one vote per term"
             );
             ready.hard_state = Some(hard_state);

@@ -181,8 +181,11 @@ impl LockServer {
     }
 
     /// The lock on `key` is live with `token` and no Expire for it is in flight.
+    /// The one place Variant::RenewIgnoresToken is consulted: any live lock on
+    /// the key will do, so a holder whose lease ended renews its successor's.
     fn renewable(&self, key: &Key, token: Token) -> bool {
-        let live = self.state.lock(key).is_some_and(|lock| lock.token == token);
+        let ignore_token = self.config.variant == Variant::RenewIgnoresToken;
+        let live = self.state.lock(key).is_some_and(|lock| ignore_token || lock.token == token);
         let expiring =
             self.leases.get(key).is_some_and(|lease| lease.token == token && lease.expiry == Expiry::Proposed);
         live && !expiring
