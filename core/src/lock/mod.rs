@@ -90,6 +90,12 @@ impl LockState {
         self.locks.iter()
     }
 
+    /// The result `holder`'s Grant got when it was applied, if its session still holds it.
+    pub fn session_result(&self, holder: Holder) -> Option<ApplyResult> {
+        let session = self.sessions.get(&holder.client)?;
+        (session.request == holder.request).then_some(session.result)
+    }
+
     /// Who holds `key`, if anyone.
     pub fn holder_of(&self, key: &Key) -> Option<Holder> {
         self.locks.get(key).map(|lock| lock.holder)

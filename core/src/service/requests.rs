@@ -16,9 +16,10 @@ use super::{
     ClientReply, ClientRequest, LockServer, Output, Pending, PendingKind, Waiter, PENDING_MAX, WAITING_KEYS_MAX,
     WAIT_MS_MAX,
 };
-use crate::command::Command;
+use crate::command::{ApplyResult, Command};
 use crate::raft::ProposeError;
 use crate::types::{ClientId, Holder, Key, LogIndex, RequestId, Token};
+use crate::variant::Variant;
 
 /// Whether a key can be granted now, as the leader sees it.
 enum KeyStatus {
@@ -38,6 +39,9 @@ impl LockServer {
             return;
         }
         if self.office.is_none() {
+            if self.config.variant == Variant::FollowerAnswersTryLock && self.busy_from_own_state(client, request, &body) {
+                return;
+            }
             let reply = self.not_leader_reply();
             self.reply(client, request, reply);
             return;
@@ -76,6 +80,18 @@ impl LockServer {
         }
         if self.waiters.get(&key).is_some_and(|queue| queue.iter().any(|waiter| waiter.holder == holder)) {
             return;
+        }
+        if let Some(ApplyResult::Granted { token }) = self.state.session_result(holder) {
+            // A retry of a Grant already applied whose lock has ended since is
+            // answered `NotHeld` at once, whoever holds the key now: answering
+            // it `Busy` or queueing it would tell the client it never got a
+            // lock it held for a lease (found by the `linearizable` checker: a
+            // lost `Granted`, then a retry after the lease expired answered
+            // `TimedOut`). Removals are committed, so this is final.
+            if self.live_grant(&key, token).is_none() {
+                self.reply(holder.client, holder.request, ClientReply::NotHeld);
+                return;
+            }
         }
         match self.key_status(&key, holder, now_local_ms) {
             // A retry of a request that already applied is proposed again: the state
@@ -207,6 +223,23 @@ impl LockServer {
         };
         let command = Command::Release { key: key.clone(), token, holder };
         self.propose_for_client(client, request, command, PendingKind::Release { key });
+        if self.config.variant == Variant::ReleasedBeforeCommit {
+            self.reply(client, request, ClientReply::Released);
+        }
+    }
+
+    /// `FollowerAnswersTryLock`: a follower that sees the key held in its own
+    /// copy of the state answers a try-lock `Busy` itself. Returns whether it did.
+    fn busy_from_own_state(&mut self, client: ClientId, request: RequestId, body: &ClientRequest) -> bool {
+        let ClientRequest::Acquire { key, wait_ms: 0, .. } = body else {
+            return false;
+        };
+        let Some(lock) = self.state.lock(key) else {
+            return false;
+        };
+        let remaining_ms = lock.lease_ms;
+        self.reply(client, request, ClientReply::Busy { remaining_ms });
+        true
     }
 
     /// A revoke is an Expire proposed at once, answered like a release.

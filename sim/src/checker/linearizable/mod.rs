@@ -123,16 +123,20 @@ impl LinearizableChecker {
         let lease_us = u128::from(lease_ms) * 1_000 * PPM_ONE / (PPM_ONE + u128::from(self.drift_ppm_max));
         let lease_us = u64::try_from(lease_us).unwrap_or(u64::MAX).saturating_sub(LEASE_ROUNDING_US);
         let nominal_us = from_us.saturating_add(lease_us);
+        let early = self.bad_clock_between(from_us, nominal_us).map(|start_us| start_us.max(from_us));
+        early.unwrap_or(nominal_us)
+    }
+
+    /// The start of the first stretch of bad server clocks that overlaps `from_us..=to_us`.
+    fn bad_clock_between(&self, from_us: u64, to_us: u64) -> Option<u64> {
         let still_beyond = self.beyond_since.values().map(|since_us| (*since_us, u64::MAX));
-        let early = self
-            .bad_clock
+        self.bad_clock
             .iter()
             .copied()
             .chain(still_beyond)
-            .filter(|(start_us, end_us)| *start_us <= nominal_us && *end_us >= from_us)
-            .map(|(start_us, _)| start_us.max(from_us))
-            .min();
-        early.unwrap_or(nominal_us)
+            .filter(|(start_us, end_us)| *start_us <= to_us && *end_us >= from_us)
+            .map(|(start_us, _)| start_us)
+            .min()
     }
 
     /// Judges every key and the tokens across keys.
@@ -161,7 +165,10 @@ impl LinearizableChecker {
             (_, Some(ClientReply::Renewed { lease_ms })) => lease_ms,
             _ => self.lease_ms,
         };
-        Op { lease_end_min_us: self.lease_end_min_us(op.inv_us, lease_ms), ..op.clone() }
+        // A leader's deadline was set at most about a lease before its answer.
+        let since_us = op.inv_us.saturating_sub(2 * self.lease_ms * 1_000);
+        let clock_excuse = self.bad_clock_between(since_us, op.resp_us).is_some();
+        Op { lease_end_min_us: self.lease_end_min_us(op.inv_us, lease_ms), clock_excuse, ..op.clone() }
     }
 }
 

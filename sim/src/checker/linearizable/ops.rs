@@ -51,6 +51,10 @@ pub(crate) struct Op {
     /// key: another acquire waited in the key's queue meanwhile, and a
     /// newcomer does not overtake the queue.
     pub queue_excuse: bool,
+    /// A server clock was stepped or beyond the drift bound shortly before or
+    /// during this operation: a leader's `Busy { remaining_ms }` may then
+    /// exceed a lease (its deadline was set on the clock before a step back).
+    pub clock_excuse: bool,
 }
 
 impl Op {
@@ -94,6 +98,7 @@ impl OpLog {
                     resp_us: u64::MAX,
                     lease_end_min_us: 0,
                     queue_excuse: false,
+                    clock_excuse: false,
                 };
                 self.open.insert((*client, *request), self.ops.len());
                 self.ops.push(op);
@@ -154,6 +159,7 @@ pub(crate) fn per_key(ops: &[Op], restores_at_us: &[u64]) -> BTreeMap<Key, Vec<O
                 resp_us: *at_us,
                 lease_end_min_us: 0,
                 queue_excuse: false,
+                clock_excuse: false,
             });
         }
         // Stable: ops invoked at one instant keep history order.

@@ -133,7 +133,7 @@ pub(crate) fn step(state: &State, op: &Op, index: u32, bound_us: u64, out: &mut 
         }
         (Call::Acquire { .. }, Some(ClientReply::Busy { remaining_ms })) => {
             if let Some(lease_ms) = state.held_by_other(index) {
-                if lease_ms.is_none_or(|lease_ms| remaining_ms <= lease_ms) {
+                if op.clock_excuse || lease_ms.is_none_or(|lease_ms| remaining_ms <= lease_ms) {
                     emit(0, state.slot, state.token_last);
                 }
             } else if remaining_ms == 0 && op.queue_excuse {
@@ -178,6 +178,13 @@ pub(crate) fn step(state: &State, op: &Op, index: u32, bound_us: u64, out: &mut 
             let surely_ours = matches!(state.slot, Slot::Held(Lock { token: Some(held), .. }) if held == *token);
             if !surely_ours {
                 emit(0, state.slot, state.token_last);
+            }
+            // A release or revoke retried after its first attempt removed the
+            // lock is answered `NotHeld`: the state machine keeps no session
+            // for removals, so the retry finds nothing to remove.
+            let removes = matches!(op.call, Call::Release { .. } | Call::Revoke { .. });
+            if removes && state.may_hold(*token) {
+                emit(0, Slot::Free, state.token_last);
             }
             if state.slot != Slot::Free {
                 emit(freed_at_us, Slot::Free, state.token_last);

@@ -209,6 +209,7 @@ fn a_search_that_hits_its_bound_is_unknown_not_passed() {
         resp_us: inv_us + 10,
         lease_end_min_us: 0,
         queue_excuse: false,
+        clock_excuse: false,
     };
     let ops: Vec<Op> = (0..8).map(|c| op(c, u64::from(c) * 100)).collect();
     let tight = Limits { ops_per_key_max: 4, steps_max: 1_000 };
