@@ -17,6 +17,7 @@ use crate::types::{ClientId, Holder, Key, RequestId, Token};
 use crate::variant::Variant;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fmt;
 
 /// How many answered writes the resource remembers per client for retries.
 ///
@@ -56,6 +57,31 @@ pub enum WriteVerdict {
     /// A retry older than the client's remembered writes: no effect, and the
     /// original answer is no longer known.
     DuplicateForgotten,
+}
+
+impl fmt::Display for WritePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WritePath::Status => "status",
+            WritePath::Ledger => "ledger",
+        })
+    }
+}
+
+/// `accepted`, `rejected stale (highest tok42)`, …
+impl fmt::Display for WriteVerdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WriteVerdict::Accepted => f.write_str("accepted"),
+            WriteVerdict::Duplicate { accepted: true } => f.write_str("duplicate of an accepted write"),
+            WriteVerdict::Duplicate { accepted: false } => f.write_str("duplicate of a rejected write"),
+            WriteVerdict::RejectedStale { highest } => write!(f, "rejected stale (highest {highest})"),
+            WriteVerdict::RejectedEqualToken { highest } => {
+                write!(f, "rejected equal token (highest {highest} from another holder)")
+            }
+            WriteVerdict::DuplicateForgotten => f.write_str("duplicate, original answer forgotten"),
+        }
+    }
 }
 
 impl WriteVerdict {

@@ -11,23 +11,21 @@ use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};
 use serde::{Deserialize, Serialize};
 
-/// Whose clock or process an event is about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum Actor {
-    Server(NodeId),
-    Client(ClientId),
-    Resource,
-}
+pub use crate::actor::Actor;
+use crate::faults::{ChurnEvent, Fault};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum EventKind {
     // ---- the run ----
     /// The safety phase ends: every fault is healed from here on.
     Healed,
-    /// A fault from the schedule took effect (`what` is its one-line description).
+    /// A fault from the schedule took effect.
     Fault {
-        what: String,
+        fault: Fault,
     },
+    /// Leader churn struck a leader or brought a victim back (chosen at run
+    /// time, so not in the schedule).
+    Churn(ChurnEvent),
 
     // ---- processes and storage ----
     Crashed {

@@ -243,11 +243,7 @@ pub fn story(history: &History) -> String {
                     (Command::Grant { key, holder, .. }, ApplyResult::Granted { token }) => {
                         format!("grant {key} to {} -> {token}", holder.client)
                     }
-                    (Command::Expire { key, token }, result) => format!("expire {key} {token} -> {result:?}"),
-                    (Command::Release { key, token, holder }, result) => {
-                        format!("release {key} {token} by {} -> {result:?}", holder.client)
-                    }
-                    (command, result) => format!("{command:?} -> {result:?}"),
+                    (command, result) => format!("{command} -> {result}"),
                 }
             }
             EventKind::ClusterRestored { epoch, token_floor, .. } => {
@@ -255,13 +251,14 @@ pub fn story(history: &History) -> String {
                 format!("cluster restored (epoch {epoch}), token floor {token_floor}")
             }
             EventKind::WriteDone { client, key, token, path, verdict, .. } => {
-                format!("db {verdict:?}: {client} {key} {token} via {path:?}")
+                format!("db {verdict}: {client} {key} {token} via {path}")
             }
-            EventKind::Fault { what } => format!("fault: {what}"),
-            EventKind::Crashed { actor } => format!("{actor:?} crashed"),
-            EventKind::Restarted { actor } => format!("{actor:?} restarted"),
-            EventKind::Paused { actor } => format!("{actor:?} paused"),
-            EventKind::Resumed { actor } => format!("{actor:?} resumed"),
+            EventKind::Fault { fault } => format!("fault: {fault}"),
+            EventKind::Churn(event) => format!("fault: {event}"),
+            EventKind::Crashed { actor } => format!("{actor} crashed"),
+            EventKind::Restarted { actor } => format!("{actor} restarted"),
+            EventKind::Paused { actor } => format!("{actor} paused"),
+            EventKind::Resumed { actor } => format!("{actor} resumed"),
             EventKind::NodeRestored { node, .. } => format!("{node} restored from a stale backup"),
             EventKind::GhostReleaseProposed { key, token, .. } => format!("ghost release proposed {key} {token}"),
             _ => continue,

@@ -2,6 +2,7 @@
 //! process and deliver its queue on resume; a run depends on its seed alone;
 //! a model without faults stays clean.
 
+use fencesim::faults::{ChurnEvent, Fault};
 use fencesim::history::{Actor, EventKind};
 use fencesim::model::Model;
 use fencesim::nodes::commands::WorkerResult;
@@ -61,12 +62,12 @@ fn a_calm_model_grants_and_writes_without_violations() {
 #[test]
 fn the_standard_model_injects_faults_and_heals() {
     let outcome = run_seed(7, &Model::default());
-    let faults: Vec<&str> = outcome
+    let faults: Vec<&Fault> = outcome
         .history
         .events()
         .iter()
         .filter_map(|e| match &e.kind {
-            EventKind::Fault { what } => Some(what.as_str()),
+            EventKind::Fault { fault } => Some(fault),
             _ => None,
         })
         .collect();
@@ -107,27 +108,25 @@ fn leader_churn_strikes_fresh_leaders_and_the_cluster_recovers() {
             EventKind::Restarted { actor: Actor::Server(node) } => {
                 down.remove(node);
             }
-            EventKind::Fault { what } if what.starts_with("leader churn") => episode_start = true,
+            EventKind::Fault { fault: Fault::LeaderChurn { .. } } => episode_start = true,
             // A heal of the network plugs every pulled cable back in.
-            EventKind::Fault { what } if what == "heal the network" => unplugged.clear(),
+            EventKind::Fault { fault: Fault::Heal } => unplugged.clear(),
             EventKind::Healed => unplugged.clear(),
-            EventKind::Fault { what } if what.starts_with("churn: plug") => {
-                let node = churn_victim(what);
-                assert!(unplugged.remove(&node), "`{what}`: {node} was not unplugged");
+            EventKind::Churn(ChurnEvent::PluggedBack { node }) => {
+                assert!(unplugged.remove(node), "{node} was plugged back in but not unplugged");
             }
-            EventKind::Fault { what } if what.starts_with("churn: ") => {
-                let victim = churn_victim(what);
+            EventKind::Churn(strike @ ChurnEvent::Struck { node: victim, crashed, at_first_apply, .. }) => {
                 // The episode's first victim is whoever led when it began; every
                 // later one took office at most the first-apply wait (50 ms) plus one watch step ago.
-                let since_us = *leaders.get(&victim).unwrap_or_else(|| panic!("`{what}`: the victim is not leading"));
+                let since_us = *leaders.get(victim).unwrap_or_else(|| panic!("`{strike}`: the victim is not leading"));
                 let in_office_us = event.at_us - since_us;
-                assert!(std::mem::take(&mut episode_start) || in_office_us <= 52_000, "`{what}` {in_office_us} us");
-                at_apply += usize::from(what.ends_with("as it applied its first entries"));
-                if what.starts_with("churn: crash") {
+                assert!(std::mem::take(&mut episode_start) || in_office_us <= 52_000, "`{strike}` {in_office_us} us");
+                at_apply += usize::from(*at_first_apply);
+                if *crashed {
                     crashes += 1;
                 } else {
                     unplugs += 1;
-                    unplugged.insert(victim);
+                    unplugged.insert(*victim);
                 }
                 assert!(down.len() + unplugged.len() < 5, "churn left no server up: {down:?} {unplugged:?}");
             }
@@ -139,13 +138,6 @@ fn leader_churn_strikes_fresh_leaders_and_the_cluster_recovers() {
         crashes >= 1 && unplugs >= 3 && at_apply >= 1,
         "{crashes} crashes, {unplugs} unplugs, {at_apply} at first apply"
     );
-}
-
-/// The server a churn line names (`churn: unplug n3, ...`, `churn: plug n3 back in`).
-fn churn_victim(what: &str) -> fencelock::NodeId {
-    let name = what.split_whitespace().nth(2).expect("a churn line names its server");
-    let digits = name.trim_start_matches('n').trim_end_matches(',');
-    fencelock::NodeId(digits.parse().unwrap_or_else(|_| panic!("`{what}`: no server name")))
 }
 
 /// Planned faults take churn victims over: with every server restarted (and
@@ -169,6 +161,11 @@ fn planned_restarts_and_heals_take_churn_victims_over() {
         sim
     });
     assert!(outcome.ok, "{:?}", outcome.violations);
-    let strikes = outcome.history.events().iter().filter(|e| matches!(&e.kind, EventKind::Fault { what } if what.starts_with("churn: crash") || what.starts_with("churn: unplug"))).count();
+    let strikes = outcome
+        .history
+        .events()
+        .iter()
+        .filter(|e| matches!(&e.kind, EventKind::Churn(ChurnEvent::Struck { .. })))
+        .count();
     assert!(strikes >= 5, "{strikes} churn strikes");
 }

@@ -7,10 +7,10 @@
 //! Loss, duplication and corruption are per-packet rates the world sets on the
 //! net; they are not events here.
 
-use crate::history::Actor;
+use crate::actor::Actor;
 use crate::machine::net::Addr;
 use crate::model::Model;
-use fencelock::{ClientId, NodeId};
+use fencelock::{ClientId, NodeId, Term};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -24,8 +24,6 @@ mod tests;
 mod validate;
 
 pub use validate::validate;
-
-/// Separates the fault schedule's key from the other streams drawn from the run's seed.
 
 /// Events a plan may hold; a day-long safety phase stays far below it.
 pub const EVENTS_MAX: usize = 1_000_000;
@@ -126,11 +124,27 @@ pub enum Fault {
 }
 
 /// `n0`, `c1`, `resource`: the same names as [`Addr`]'s.
-pub fn actor_name(actor: Actor) -> String {
-    match actor {
-        Actor::Server(node) => node.to_string(),
-        Actor::Client(client) => client.to_string(),
-        Actor::Resource => "resource".to_string(),
+/// What leader churn did at run time: its victims are whoever leads when it
+/// strikes, so they are recorded as they happen, not planned.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ChurnEvent {
+    /// A leader crashed (or its cable pulled) `seen_ms` after it was seen
+    /// leading, or as it applied its first entries in office.
+    Struck { node: NodeId, term: Term, crashed: bool, seen_ms: u64, at_first_apply: bool },
+    /// A pulled cable plugged back in.
+    PluggedBack { node: NodeId },
+}
+
+impl fmt::Display for ChurnEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChurnEvent::Struck { node, term, crashed, seen_ms, at_first_apply } => {
+                let verb = if *crashed { "crash" } else { "unplug" };
+                let when = if *at_first_apply { ", as it applied its first entries" } else { "" };
+                write!(f, "churn: {verb} {node}, leader of {term}, {seen_ms} ms after it was seen leading{when}")
+            }
+            ChurnEvent::PluggedBack { node } => write!(f, "churn: plug {node} back in"),
+        }
     }
 }
 
@@ -159,9 +173,9 @@ impl fmt::Display for Fault {
             Fault::Crash { node, torn: false } => write!(f, "crash {node}"),
             Fault::Crash { node, torn: true } => write!(f, "crash {node} (torn write)"),
             Fault::Restart { node } => write!(f, "restart {node}"),
-            Fault::Pause { actor, ms } => write!(f, "pause {} for {ms} ms", actor_name(*actor)),
-            Fault::ClockRate { actor, ppm } => write!(f, "clock rate {} {ppm:+} ppm", actor_name(*actor)),
-            Fault::ClockStep { actor, delta_ms } => write!(f, "clock step {} {delta_ms:+} ms", actor_name(*actor)),
+            Fault::Pause { actor, ms } => write!(f, "pause {} for {ms} ms", actor),
+            Fault::ClockRate { actor, ppm } => write!(f, "clock rate {} {ppm:+} ppm", actor),
+            Fault::ClockStep { actor, delta_ms } => write!(f, "clock step {} {delta_ms:+} ms", actor),
             Fault::BackupNode { node } => write!(f, "back up {node}"),
             Fault::RestoreNode { node } => write!(f, "restore {node} from its backup"),
             Fault::BackupCluster => f.write_str("back up the cluster"),

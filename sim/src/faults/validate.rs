@@ -2,7 +2,7 @@
 //! input is one clear error line, never a panic inside the simulation.
 
 use super::{Fault, FaultEvent, EVENTS_MAX};
-use crate::history::Actor;
+use crate::actor::Actor;
 use crate::machine::net::Addr;
 use crate::model::Model;
 use fencelock::{ClientId, NodeId};

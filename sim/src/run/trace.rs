@@ -38,18 +38,15 @@ pub fn line(event: &Event) -> String {
 }
 
 fn actor(actor: Actor) -> String {
-    match actor {
-        Actor::Server(n) => n.to_string(),
-        Actor::Client(c) => c.to_string(),
-        Actor::Resource => "db".to_string(),
-    }
+    actor.to_string()
 }
 
 fn describe(kind: &EventKind) -> (String, String) {
     use EventKind as K;
     match kind {
         K::Healed => ("sim".into(), "healed: faults off, liveness phase begins".into()),
-        K::Fault { what } => ("sim".into(), format!("fault: {what}")),
+        K::Fault { fault } => ("sim".into(), format!("fault: {fault}")),
+        K::Churn(event) => ("sim".into(), format!("fault: {event}")),
         K::Crashed { actor: a } => (actor(*a), "crashed".into()),
         K::Restarted { actor: a } => (actor(*a), "restarted".into()),
         K::Paused { actor: a } => (actor(*a), "paused".into()),

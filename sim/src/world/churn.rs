@@ -21,7 +21,7 @@
 //! cannot be planned ahead; they are drawn from the churn's own stream and so
 //! still depend on the seed and model alone.
 
-use crate::faults::Fault;
+use crate::faults::{ChurnEvent, Fault};
 use fencelock::{NodeId, Term};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -42,8 +42,8 @@ pub(super) trait Cluster {
     fn restart(&mut self, node: NodeId);
     fn unplug(&mut self, node: NodeId);
     fn plug(&mut self, node: NodeId);
-    /// Records what the churn did, as a fault event.
-    fn note(&self, what: String);
+    /// Records what the churn did.
+    fn note(&self, event: ChurnEvent);
 }
 
 /// How often a churning supervisor looks at roles and applies (madsim's finest sleep).
@@ -137,7 +137,7 @@ impl Churn {
                 Away::Crashed => cluster.restart(node),
                 Away::Unplugged => {
                     cluster.plug(node);
-                    cluster.note(format!("churn: plug {node} back in"));
+                    cluster.note(ChurnEvent::PluggedBack { node });
                 }
             }
         }
@@ -174,10 +174,9 @@ impl Churn {
         let (node, term) = (doomed.node, doomed.term);
         let crash = self.rng.gen_bool(CRASH_SHARE);
         let torn = self.rng.gen_bool(TORN_SHARE);
-        let (verb, away) = if crash { ("crash", Away::Crashed) } else { ("unplug", Away::Unplugged) };
-        let when = if applied { ", as it applied its first entries" } else { "" };
+        let away = if crash { Away::Crashed } else { Away::Unplugged };
         let seen_ms = (now - doomed.seen_us) / 1_000;
-        cluster.note(format!("churn: {verb} {node}, leader of {term}, {seen_ms} ms after it was seen leading{when}"));
+        cluster.note(ChurnEvent::Struck { node, term, crashed: crash, seen_ms, at_first_apply: applied });
         if crash {
             cluster.crash(node, torn);
         } else {

@@ -5,7 +5,7 @@
 use super::churn::{Churn, Cluster};
 use super::restores::{Backups, ClusterRestore};
 use super::{salvage, RunRecord};
-use crate::faults::{Fault, FaultEvent};
+use crate::faults::{ChurnEvent, Fault, FaultEvent};
 use crate::history::{Actor, EventKind};
 use crate::machine::clock::{init_true_time, now_us};
 use crate::machine::net::{Addr, Net, NetConfig};
@@ -150,7 +150,7 @@ impl Supervisor {
 
     pub(crate) async fn apply(&mut self, fault: &Fault) {
         let ctx = self.ctx.clone();
-        ctx.record(EventKind::Fault { what: fault.to_string() });
+        ctx.record(EventKind::Fault { fault: fault.clone() });
         self.churn_mut().yield_to(fault);
         match fault {
             Fault::Partition { sides } => ctx.net.partition(sides),
@@ -417,8 +417,8 @@ impl Cluster for Supervisor {
         self.ctx.net.plug(Addr::Server(node));
     }
 
-    fn note(&self, what: String) {
-        self.ctx.record(EventKind::Fault { what });
+    fn note(&self, event: ChurnEvent) {
+        self.ctx.record(EventKind::Churn(event));
     }
 }
 

@@ -29,7 +29,6 @@ use std::task::{Poll, Waker};
 #[cfg(test)]
 mod tests;
 
-/// Separates the net's random stream from the other streams drawn from the run's seed.
 
 /// Packets in flight at once; beyond this a send is dropped (counted as `overflow`).
 pub const INFLIGHT_MAX: usize = 1_000_000;
