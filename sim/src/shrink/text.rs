@@ -56,7 +56,7 @@ pub fn postmortem(report: &Report) -> String {
     let (before, after, model) = (&report.before, &report.after, &report.case.model);
     let mut out = format!(
         "Shrunk by `fencesim shrink` from {} faults, {} trace lines and {} simulated ms to {} faults, {} lines and {} ms \
-         ({} servers, {} workers, {} keys{}).\n",
+         ({} servers, {} workers, {} key{}{}).\n",
         before.faults,
         before.trace_lines,
         before.sim_ms,
@@ -66,6 +66,7 @@ pub fn postmortem(report: &Report) -> String {
         model.nodes,
         model.clients,
         model.keys,
+        if model.keys == 1 { "" } else { "s" },
         model.jobs_max.map(|j| format!(", {j} jobs each")).unwrap_or_default()
     );
     out.push_str(&format!("The flaw ({}): {}\n", model.variant.name(), model.variant.info().about));
