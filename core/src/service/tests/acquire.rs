@@ -280,3 +280,25 @@ fn grants_confirmed_by_concurrent_rounds_are_all_answered() {
     assert_eq!(cluster.answers(1, 1), vec![ClientReply::Granted { token: Token(1), lease_ms: LEASE_MS }]);
     assert_eq!(cluster.answers(2, 1), vec![ClientReply::Granted { token: Token(2), lease_ms: LEASE_MS }]);
 }
+
+#[test]
+fn the_keys_with_waiters_are_bounded() {
+    let keys_max = crate::service::WAITING_KEYS_MAX;
+    let mut cluster = single(Variant::Default);
+    let acquire_key = |n: usize, wait_ms: u64| ClientRequest::Acquire {
+        key: Key::new(format!("invoice/{n}")),
+        lease_ms: LEASE_MS,
+        wait_ms,
+    };
+    for n in 0..=keys_max {
+        cluster.request(NodeId(0), 1, n as u64 + 1, acquire_key(n, 0));
+    }
+    for n in 0..keys_max {
+        cluster.request(NodeId(0), 2, n as u64 + 1, acquire_key(n, 5_000));
+    }
+    assert_eq!(cluster.answers(2, keys_max as u64), vec![], "the last key that may have waiters");
+    cluster.request(NodeId(0), 3, 1, acquire_key(keys_max, 5_000));
+    assert_eq!(cluster.answers(3, 1), vec![ClientReply::Unavailable], "one key too many");
+    cluster.request(NodeId(0), 4, 1, acquire_key(0, 5_000));
+    assert_eq!(cluster.answers(4, 1), vec![], "a key that already has waiters still queues");
+}
