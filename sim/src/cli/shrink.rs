@@ -85,7 +85,8 @@ fn load_start(args: &ShrinkArgs) -> Result<Start, InputError> {
         });
     }
     let seed = args.seed.ok_or_else(|| InputError("shrink needs --seed S or a scenario FILE".into()))?;
-    let model = load_model(&args.model)?;
+    // A swarm seed shrinks the model it draws (and the scenario records that one).
+    let model = faults::swarm::resolve(&load_model(&args.model)?, seed);
     let plan = match &args.fault_file {
         Some(path) => load_plan(path, &model)?,
         None => faults::plan(&model, seed),
@@ -203,7 +204,8 @@ pub fn shrink_failures(failures: &[&SeedResult], budget_s: u64) -> Vec<Shrunk> {
         }
         let text = failure.scenario.as_deref().expect("a failure has a scenario");
         let Ok(scenario) = Scenario::parse(text, "hunt") else { continue };
-        let case = Case { seed: failure.seed, plan: faults::plan(&scenario.model, failure.seed), model: scenario.model };
+        let case =
+            Case { seed: failure.seed, plan: faults::plan(&scenario.model, failure.seed), model: scenario.model };
         let options = Options {
             property: Some(scenario.file.expect.clone()),
             budget: Duration::from_secs(left_s.min(HUNT_SHRINK_BUDGET_S_MAX)),
