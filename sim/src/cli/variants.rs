@@ -4,7 +4,7 @@
 use crate::cli::args::{exit_for, InputError, VariantsArgs};
 use crate::model::Model;
 use crate::run::sweep::{default_jobs, quiet_panics, sweep, SeedResult};
-use fencelock::{Variant, VARIANTS};
+use fencelock::{Property, Variant, VARIANTS};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -12,18 +12,18 @@ use std::process::ExitCode;
 struct VariantJson {
     name: &'static str,
     safe: bool,
-    breaks: Option<&'static str>,
+    breaks: Option<Property>,
     about: &'static str,
 }
 
 #[derive(Serialize)]
 struct ScoreJson {
     name: &'static str,
-    breaks: Option<&'static str>,
+    breaks: Option<Property>,
     detected: bool,
     seeds_to_detection: Option<u64>,
     seed: Option<u64>,
-    property: Option<&'static str>,
+    property: Option<Property>,
 }
 
 pub fn variants(args: &VariantsArgs) -> Result<ExitCode, InputError> {
@@ -36,7 +36,7 @@ pub fn variants(args: &VariantsArgs) -> Result<ExitCode, InputError> {
             crate::outln!("{}", serde_json::to_string(&list).expect("variants serialize"));
         } else {
             for v in VARIANTS {
-                crate::outln!("{:<32} {:<18} {}", v.name, v.breaks.unwrap_or("(safe)"), v.about);
+                crate::outln!("{:<32} {:<18} {}", v.name, v.breaks.map_or("(safe)", Property::id), v.about);
             }
         }
         return Ok(ExitCode::SUCCESS);
@@ -48,20 +48,20 @@ pub fn variants(args: &VariantsArgs) -> Result<ExitCode, InputError> {
     let jobs = default_jobs();
     let mut rows = Vec::new();
     for info in VARIANTS.iter().filter(|v| !v.variant.is_safe()) {
-        let row = score_one(info.variant, args.seeds, jobs);
+        let row = score_one(score_model(info.variant, args.swarm), args.seeds, jobs);
         if !args.json {
             match (row.seed, row.property) {
                 (Some(seed), Some(property)) => crate::outln!(
                     "{:<32} breaks {:<18} found {:<18} after {:>4} seeds (seed {seed})",
                     info.name,
-                    info.breaks.unwrap_or("-"),
+                    info.breaks.map_or("-", Property::id),
                     property,
                     row.seeds_to_detection.unwrap_or(0)
                 ),
                 _ => crate::outln!(
                     "{:<32} breaks {:<18} NOT DETECTED in {} seeds",
                     info.name,
-                    info.breaks.unwrap_or("-"),
+                    info.breaks.map_or("-", Property::id),
                     args.seeds
                 ),
             }
@@ -104,12 +104,22 @@ fn score_summary(rows: &[ScoreJson], seeds_max: u64) -> String {
     )
 }
 
-/// Seeds of `variant` on its declared model until one violates the property
+/// The model a variant is scored on: its declared model, or with swarm the
+/// standard model as the limits of every seed's draw (swarm draws the
+/// cluster size and batching a variant would declare).
+fn score_model(variant: Variant, swarm: bool) -> Model {
+    if swarm {
+        Model { swarm: true, variant, ..Model::default() }
+    } else {
+        Model::declared(variant)
+    }
+}
+
+/// Seeds of a variant on its model until one violates the property
 /// the variant is expected to break (`breaks`); other violations on the way
 /// (symptoms of the same flaw) do not count as detection.
-fn score_one(variant: Variant, seeds_max: u64, jobs: usize) -> ScoreJson {
-    let info = variant.info();
-    let model = Model::declared(variant);
+fn score_one(model: Model, seeds_max: u64, jobs: usize) -> ScoreJson {
+    let info = model.variant.info();
     let mut start = 0;
     while start < seeds_max {
         let end = (start + jobs as u64 * 2).min(seeds_max);
@@ -143,9 +153,9 @@ mod tests {
 
     fn row(seeds_to_detection: Option<u64>) -> ScoreJson {
         let detected = seeds_to_detection.is_some();
-        let property = detected.then_some("fenced-write");
+        let property = detected.then_some(Property::FencedWrite);
         let seed = seeds_to_detection.map(|n| n - 1);
-        ScoreJson { name: "x", breaks: Some("fenced-write"), detected, seeds_to_detection, seed, property }
+        ScoreJson { name: "x", breaks: Some(Property::FencedWrite), detected, seeds_to_detection, seed, property }
     }
 
     #[test]

@@ -19,6 +19,7 @@ use std::fmt;
 
 mod churn;
 mod disks;
+pub mod swarm;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -295,13 +296,16 @@ impl Planner<'_> {
         gap_ms: (u64, u64),
         mut episode: impl FnMut(&mut ChaCha8Rng, u64) -> Option<u64>,
     ) {
-        let mut t = WARMUP_MS + rng.gen_range(0..=gap_ms.1);
+        // `fault_rate` below 1 stretches the gaps (fewer episodes); at 1 the draws are the standard model's.
+        let stretch =
+            |gap: u64| if self.model.fault_rate == 1.0 { gap } else { (gap as f64 / self.model.fault_rate) as u64 };
+        let mut t = WARMUP_MS + stretch(rng.gen_range(0..=gap_ms.1));
         for _ in 0..EVENTS_MAX {
             if t >= self.model.safety_ms {
                 return;
             }
             let lasted = episode(rng, t).unwrap_or(0);
-            t += lasted + rng.gen_range(gap_ms.0..=gap_ms.1);
+            t += lasted + stretch(rng.gen_range(gap_ms.0..=gap_ms.1));
         }
     }
 

@@ -1,0 +1,266 @@
+//! Swarm testing (Groce et al., ISSTA 2012; TigerBeetle's VOPR draws its
+//! options per seed): each seed draws which fault families are on, how hard
+//! they strike, the cluster's size and Raft's batching, within the model's
+//! limits.
+//!
+//! Why: the standard model turns every family on in every seed, and most
+//! bugs need a few faults that the others mask: a crash ends the stale
+//! leader a renewal needed, a restore wipes the log a lost acknowledgement
+//! diverged. Seeds that each draw a few families meet those few more often.
+//!
+//! The draw is a pure function of the model and the seed, from the seed's
+//! own stream (`streams::swarm`), and its result is a plain [`Model`] with
+//! `swarm = false`: the fault plan, the world, the checker and a saved
+//! scenario file all see an ordinary model. The model's values are upper
+//! limits: a family off in the model stays off, a rate, pause or drift bound
+//! is drawn at most as high, the cluster is an odd size from 3 up to
+//! `nodes`, and batching is either the model's or one entry, one append in
+//! flight. Every coin and fraction is drawn whether or not the model lets it
+//! matter, so switching one family off in the model does not reshuffle the
+//! others' draws.
+
+use crate::model::Model;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// The chance that a family the model enables is on in one seed.
+const FAMILY_ON: f64 = 0.5;
+
+/// Fractions of a limit are drawn in steps of 1/`FRACTION_STEPS`.
+const FRACTION_STEPS: u32 = 1_000;
+
+/// Rates are kept to five decimals, so a drawn model reads well in a file.
+const RATE_STEPS: f64 = 100_000.0;
+
+/// The model this seed runs: `model` itself, or with `swarm`, what the seed draws.
+pub fn resolve(model: &Model, seed: u64) -> Model {
+    if model.swarm {
+        draw(model, seed)
+    } else {
+        model.clone()
+    }
+}
+
+/// The configuration seed `seed` draws within `model`'s limits (`swarm` is
+/// off in the result, and every key swarm leaves alone is `model`'s).
+pub fn draw(model: &Model, seed: u64) -> Model {
+    let mut rng = crate::streams::swarm(seed);
+    let mut drawn = model.clone();
+    drawn.swarm = false;
+    drawn.nodes = cluster_size(&mut rng, model.nodes);
+    drawn.entries_per_message_max = if rng.gen_bool(0.5) { 1 } else { model.entries_per_message_max };
+    drawn.inflight_max = if rng.gen_bool(0.5) { 1 } else { model.inflight_max };
+    drawn.partitions = family(&mut rng, model.partitions);
+    drawn.crashes = family(&mut rng, model.crashes);
+    // Churn strikes by crashing: without crashes it is off, and says so.
+    drawn.leader_churn = family(&mut rng, model.leader_churn) && drawn.crashes;
+    drawn.restores = family(&mut rng, model.restores);
+    drawn.pauses = family(&mut rng, model.pauses);
+    drawn.clock_steps = family(&mut rng, model.clock_steps);
+    drawn.resource_crashes = family(&mut rng, model.resource_crashes);
+    drawn.corruption = family(&mut rng, model.corruption);
+    drawn.drift_beyond_bound = family(&mut rng, model.drift_beyond_bound);
+    drawn.loss_rate = if family(&mut rng, true) { rate(&mut rng, model.loss_rate) } else { skip(&mut rng, 0.0) };
+    drawn.dup_rate = if family(&mut rng, true) { rate(&mut rng, model.dup_rate) } else { skip(&mut rng, 0.0) };
+    // A pause too short to matter is no pause: at least 50 ms (or the limit).
+    let pause = scaled(&mut rng, model.pause_ms_max);
+    drawn.pause_ms_max = pause.max(model.pause_ms_max.min(50));
+    drawn.drift_ppm_max = scaled(&mut rng, model.drift_ppm_max);
+    debug_assert!(drawn.validate().is_ok(), "a swarm draw of a valid model is valid");
+    drawn
+}
+
+/// The keys swarm draws, one `key=value` each, as `replay` prints them first.
+pub fn describe(drawn: &Model) -> String {
+    format!(
+        "nodes={} entries_per_message_max={} inflight_max={} partitions={} crashes={} leader_churn={} restores={} \
+         pauses={} clock_steps={} resource_crashes={} corruption={} drift_beyond_bound={} loss_rate={} dup_rate={} \
+         pause_ms_max={} drift_ppm_max={}",
+        drawn.nodes,
+        drawn.entries_per_message_max,
+        drawn.inflight_max,
+        drawn.partitions,
+        drawn.crashes,
+        drawn.leader_churn,
+        drawn.restores,
+        drawn.pauses,
+        drawn.clock_steps,
+        drawn.resource_crashes,
+        drawn.corruption,
+        drawn.drift_beyond_bound,
+        drawn.loss_rate,
+        drawn.dup_rate,
+        drawn.pause_ms_max,
+        drawn.drift_ppm_max,
+    )
+}
+
+/// An odd cluster size from 3 up to `nodes` (a model of 1 stays 1).
+fn cluster_size(rng: &mut ChaCha8Rng, nodes: u8) -> u8 {
+    let sizes: Vec<u8> = (3..=nodes).step_by(2).collect();
+    let pick = rng.gen_range(0..FRACTION_STEPS) as usize;
+    if sizes.is_empty() {
+        nodes
+    } else {
+        sizes[pick % sizes.len()]
+    }
+}
+
+/// Whether a family is on: the model's switch and the seed's coin (always tossed).
+fn family(rng: &mut ChaCha8Rng, enabled: bool) -> bool {
+    let coin = rng.gen_bool(FAMILY_ON);
+    enabled && coin
+}
+
+/// A fraction of `limit` in steps of 1/1000, rounded down.
+fn scaled(rng: &mut ChaCha8Rng, limit: u64) -> u64 {
+    let steps = rng.gen_range(0..=FRACTION_STEPS);
+    let value = u128::from(limit) * u128::from(steps) / u128::from(FRACTION_STEPS);
+    u64::try_from(value).expect("a fraction of a u64 fits")
+}
+
+/// A fraction of a per-packet rate, rounded down to five decimals and never above it.
+fn rate(rng: &mut ChaCha8Rng, limit: f64) -> f64 {
+    let steps = rng.gen_range(0..=FRACTION_STEPS);
+    let value = (limit * f64::from(steps) / f64::from(FRACTION_STEPS) * RATE_STEPS).floor() / RATE_STEPS;
+    value.clamp(0.0, limit)
+}
+
+/// Draws what [`rate`] would have, so an off family leaves the later draws in place.
+fn skip(rng: &mut ChaCha8Rng, value: f64) -> f64 {
+    let _ = rng.gen_range(0..=FRACTION_STEPS);
+    value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn swarm_model() -> Model {
+        Model { swarm: true, ..Model::default() }
+    }
+
+    #[test]
+    fn a_seed_draws_the_same_configuration_every_time() {
+        for seed in 0..200 {
+            assert_eq!(draw(&swarm_model(), seed), draw(&swarm_model(), seed));
+        }
+        let distinct: std::collections::BTreeSet<String> =
+            (0..200).map(|s| describe(&draw(&swarm_model(), s))).collect();
+        assert!(distinct.len() > 190, "seeds draw different configurations: {} of 200", distinct.len());
+    }
+
+    #[test]
+    fn a_draw_stays_within_the_models_limits() {
+        let limits = Model {
+            swarm: true,
+            nodes: 7,
+            loss_rate: 0.1234567,
+            dup_rate: 0.05,
+            pause_ms_max: 3_333,
+            drift_ppm_max: 777,
+            entries_per_message_max: 16,
+            inflight_max: 8,
+            ..Model::default()
+        };
+        let mut sizes = std::collections::BTreeSet::new();
+        for seed in 0..2_000 {
+            let drawn = draw(&limits, seed);
+            assert!(!drawn.swarm, "a drawn model is plain");
+            assert!(drawn.validate().is_ok(), "seed {seed}: {:?}", drawn.validate());
+            assert!([3, 5, 7].contains(&drawn.nodes), "seed {seed}: {} nodes", drawn.nodes);
+            sizes.insert(drawn.nodes);
+            assert!((0.0..=limits.loss_rate).contains(&drawn.loss_rate), "seed {seed}: loss {}", drawn.loss_rate);
+            assert!((0.0..=limits.dup_rate).contains(&drawn.dup_rate), "seed {seed}: dup {}", drawn.dup_rate);
+            assert!((50..=limits.pause_ms_max).contains(&drawn.pause_ms_max), "seed {seed}");
+            assert!(drawn.drift_ppm_max <= limits.drift_ppm_max, "seed {seed}");
+            assert!([1, 16].contains(&drawn.entries_per_message_max), "seed {seed}");
+            assert!([1, 8].contains(&drawn.inflight_max), "seed {seed}");
+            assert_eq!((drawn.clients, drawn.keys, drawn.lease_ms), (4, 2, 2_000), "the workload is the model's");
+            assert_eq!((drawn.safety_ms, drawn.liveness_ms, drawn.token_floor), (30_000, 10_000, 40));
+        }
+        assert_eq!(sizes.len(), 3, "every odd size from 3 to the model's is drawn");
+    }
+
+    #[test]
+    fn a_family_off_in_the_model_stays_off() {
+        let quiet = Model {
+            swarm: true,
+            partitions: false,
+            crashes: false,
+            restores: false,
+            clock_steps: false,
+            corruption: false,
+            pauses: false,
+            resource_crashes: false,
+            leader_churn: false,
+            drift_beyond_bound: false,
+            loss_rate: 0.0,
+            dup_rate: 0.0,
+            nodes: 3,
+            ..Model::default()
+        };
+        for seed in 0..500 {
+            let drawn = draw(&quiet, seed);
+            assert_eq!(drawn, Model { swarm: false, ..draw(&quiet, seed) });
+            let families = [
+                drawn.partitions,
+                drawn.crashes,
+                drawn.restores,
+                drawn.clock_steps,
+                drawn.corruption,
+                drawn.pauses,
+                drawn.resource_crashes,
+                drawn.leader_churn,
+                drawn.drift_beyond_bound,
+            ];
+            assert!(families.iter().all(|on| !on), "seed {seed}: {}", describe(&drawn));
+            assert_eq!((drawn.loss_rate, drawn.dup_rate, drawn.nodes), (0.0, 0.0, 3));
+        }
+        let one_node = Model { nodes: 1, ..quiet };
+        assert!((0..50).all(|seed| draw(&one_node, seed).nodes == 1));
+    }
+
+    #[test]
+    fn every_family_is_on_in_some_seeds_and_off_in_others() {
+        let limits = Model { drift_beyond_bound: true, ..swarm_model() };
+        let draws: Vec<Model> = (0..400).map(|seed| draw(&limits, seed)).collect();
+        let switches: [(&str, fn(&Model) -> bool); 10] = [
+            ("partitions", |m| m.partitions),
+            ("crashes", |m| m.crashes),
+            ("restores", |m| m.restores),
+            ("pauses", |m| m.pauses),
+            ("clock_steps", |m| m.clock_steps),
+            ("resource_crashes", |m| m.resource_crashes),
+            ("corruption", |m| m.corruption),
+            ("drift_beyond_bound", |m| m.drift_beyond_bound),
+            ("loss", |m| m.loss_rate > 0.0),
+            ("one entry per append", |m| m.entries_per_message_max == 1),
+        ];
+        for (name, on) in switches {
+            let count = draws.iter().filter(|m| on(m)).count();
+            assert!((120..=280).contains(&count), "{name} on in {count} of 400 seeds");
+        }
+        let churn = draws.iter().filter(|m| m.leader_churn).count();
+        assert!((50..=150).contains(&churn), "leader churn (its coin and crashes) on in {churn} of 400 seeds");
+        assert!(draws.iter().all(|m| m.crashes || !m.leader_churn), "no churn without crashes");
+    }
+
+    #[test]
+    fn switching_a_family_off_leaves_the_other_draws_alone() {
+        let no_restores = Model { restores: false, ..swarm_model() };
+        for seed in 0..100 {
+            let all = draw(&swarm_model(), seed);
+            let fewer = draw(&no_restores, seed);
+            assert_eq!(Model { restores: all.restores, ..fewer }, all);
+        }
+    }
+
+    #[test]
+    fn resolve_draws_only_with_swarm_on() {
+        assert_eq!(resolve(&Model::default(), 3), Model::default());
+        assert_eq!(resolve(&swarm_model(), 3), draw(&swarm_model(), 3));
+        let drawn = resolve(&swarm_model(), 3);
+        assert_eq!(resolve(&drawn, 3), drawn, "a drawn model is not drawn again");
+    }
+}
