@@ -1,7 +1,7 @@
 //! `hunt`: many seeds of one model, one replay line per failure.
 
-use crate::cli::shrink::shrink_failures;
 use crate::cli::args::{exit_for, load_model, parse_seeds, replay_line, HuntArgs, InputError};
+use crate::cli::shrink::shrink_failures;
 use crate::run::sweep::{default_jobs, quiet_panics, sweep, SeedResult};
 use fencelock::Property;
 use indicatif::{ProgressBar, ProgressStyle};
