@@ -10,11 +10,11 @@
 //! already applied by then: a removal of that lock in this epoch, or no
 //! issue of that token at all, means the client was told something false.
 
-use super::state::{is_removal, Context, Facts, LockSlot};
+use super::state::{is_removal, Answer, Context, Facts, LockSlot, Seen};
 use super::{Property, Report, Violation};
 use crate::history::{Event, EventKind};
 use fencelock::service::ClientReply;
-use fencelock::{ClientId, LogIndex, NodeId, RequestId, Token};
+use fencelock::{ClientId, LogIndex, RequestId, Token};
 use std::collections::BTreeSet;
 
 #[derive(Debug, Default)]
@@ -39,23 +39,16 @@ impl LockChecker {
                 }
             }
             EventKind::Replied { node, client, request, reply: ClientReply::Granted { token, .. } } => {
-                self.on_granted(ctx, event.at_us, *node, *client, *request, *token, report);
+                let answer =
+                    Answer { seen: Seen { at_us: event.at_us, node: *node }, client: *client, request: *request };
+                self.on_granted(ctx, answer, *token, report);
             }
             _ => {}
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn on_granted(
-        &mut self,
-        ctx: &Context,
-        at_us: u64,
-        node: NodeId,
-        client: ClientId,
-        request: RequestId,
-        token: Token,
-        report: &mut Report,
-    ) {
+    fn on_granted(&mut self, ctx: &Context, answer: Answer, token: Token, report: &mut Report) {
+        let Answer { seen: Seen { at_us, node }, client, request } = answer;
         let detail = if !ctx.token_applied(token) {
             format!(
                 "{node} told {client} Granted with {token} for {request}, a token no node ever issued: \

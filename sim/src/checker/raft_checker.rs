@@ -10,12 +10,12 @@
 //! applying no-ops of different terms at one index (the figure-8 bug) is a
 //! divergence the commands alone never show.
 
-use super::state::{describe_payload, Context, Facts};
+use super::state::{describe_payload, Answer, Context, EntrySeen, Facts, Seen};
 use super::{Property, Report, Violation};
 use crate::history::{Event, EventKind};
 use fencelock::raft::Role;
 use fencelock::service::ClientReply;
-use fencelock::{ApplyResult, ClientId, Command, Holder, LogIndex, NodeId, RequestId, Term, Token};
+use fencelock::{ApplyResult, ClientId, Command, Holder, LogIndex, NodeId, Term, Token};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A command a server told its client was committed.
@@ -53,17 +53,21 @@ impl RaftChecker {
                 self.on_leader(event.at_us, *node, *term, report);
             }
             EventKind::Applied { node, index, term, command, result } => {
-                self.on_entry(ctx, event.at_us, *node, *index, *term, Some(command), report);
-                self.on_applied(ctx, facts, event.at_us, *node, *index, command, result, report);
+                let entry = EntrySeen { seen: Seen { at_us: event.at_us, node: *node }, index: *index, term: *term };
+                self.on_entry(ctx, entry, Some(command), report);
+                self.on_applied(ctx, facts, entry, command, result, report);
             }
             EventKind::AppliedNoop { node, index, term } => {
-                self.on_entry(ctx, event.at_us, *node, *index, *term, None, report);
+                let entry = EntrySeen { seen: Seen { at_us: event.at_us, node: *node }, index: *index, term: *term };
+                self.on_entry(ctx, entry, None, report);
             }
             EventKind::SnapshotInstalled { node, index, token_last, .. } => {
                 self.on_snapshot(ctx, event.at_us, *node, *index, *token_last, report);
             }
             EventKind::Replied { node, client, request, reply } => {
-                self.on_replied(ctx, event.at_us, *node, *client, *request, reply, report);
+                let answer =
+                    Answer { seen: Seen { at_us: event.at_us, node: *node }, client: *client, request: *request };
+                self.on_replied(ctx, answer, reply, report);
             }
             EventKind::ClusterRestored { .. } => {
                 // The old epoch ends here: judge its acknowledgements, then
@@ -102,17 +106,8 @@ impl RaftChecker {
     /// the same term, and a command where this is a command (which command,
     /// and its result, [`RaftChecker::on_applied`] compares) — and durability
     /// of an acknowledged command at that index.
-    #[allow(clippy::too_many_arguments)]
-    fn on_entry(
-        &mut self,
-        ctx: &Context,
-        at_us: u64,
-        node: NodeId,
-        index: LogIndex,
-        term: Term,
-        command: Option<&Command>,
-        report: &mut Report,
-    ) {
+    fn on_entry(&mut self, ctx: &Context, entry: EntrySeen, command: Option<&Command>, report: &mut Report) {
+        let EntrySeen { seen: Seen { at_us, node }, index, term } = entry;
         if let Some(first) = ctx.entry_at(index) {
             let differs = first.term != term || first.command.is_some() != command.is_some();
             if differs && self.disagreements.insert((ctx.epoch, index)) {
@@ -144,18 +139,16 @@ impl RaftChecker {
         self.progress.entry(node).or_default().applied_at_us.entry(index).or_insert(at_us);
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn on_applied(
         &mut self,
         ctx: &Context,
         facts: &Facts,
-        at_us: u64,
-        node: NodeId,
-        index: LogIndex,
+        entry: EntrySeen,
         command: &Command,
         result: &ApplyResult,
         report: &mut Report,
     ) {
+        let EntrySeen { seen: Seen { at_us, node }, index, .. } = entry;
         if let Some(first) = ctx.applied_at(index).filter(|_| !facts.first_apply) {
             let differs = first.command != *command || first.result != *result;
             if differs && self.disagreements.insert((ctx.epoch, index)) {
@@ -203,17 +196,8 @@ impl RaftChecker {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn on_replied(
-        &mut self,
-        ctx: &Context,
-        at_us: u64,
-        node: NodeId,
-        client: ClientId,
-        request: RequestId,
-        reply: &ClientReply,
-        report: &mut Report,
-    ) {
+    fn on_replied(&mut self, ctx: &Context, answer: Answer, reply: &ClientReply, report: &mut Report) {
+        let Answer { seen: Seen { at_us, node }, client, request } = answer;
         let (is_grant, token) = match reply {
             ClientReply::Granted { token, .. } => (true, Some(*token)),
             ClientReply::Released => (false, None),

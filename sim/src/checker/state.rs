@@ -9,7 +9,7 @@
 
 use super::CheckConfig;
 use crate::history::{Actor, Event, EventKind};
-use fencelock::{ApplyResult, Command, Holder, Key, LogIndex, NodeId, Term, Token};
+use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the first node to apply an index applied there.
@@ -287,4 +287,27 @@ impl Context {
         }
         self.removed.extend(facts.removed.iter().cloned());
     }
+}
+
+/// Where and when a node did something the checker judges.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Seen {
+    pub at_us: u64,
+    pub node: NodeId,
+}
+
+/// A node's answer to one client request.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Answer {
+    pub seen: Seen,
+    pub client: ClientId,
+    pub request: RequestId,
+}
+
+/// A log entry a node applied (a command or a no-op), where and when.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct EntrySeen {
+    pub seen: Seen,
+    pub index: LogIndex,
+    pub term: Term,
 }
