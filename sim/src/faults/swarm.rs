@@ -225,7 +225,8 @@ mod tests {
     fn every_family_is_on_in_some_seeds_and_off_in_others() {
         let limits = Model { drift_beyond_bound: true, ..swarm_model() };
         let draws: Vec<Model> = (0..400).map(|seed| draw(&limits, seed)).collect();
-        let switches: [(&str, fn(&Model) -> bool); 10] = [
+        type Switch = (&'static str, fn(&Model) -> bool);
+        let switches: [Switch; 10] = [
             ("partitions", |m| m.partitions),
             ("crashes", |m| m.crashes),
             ("restores", |m| m.restores),
