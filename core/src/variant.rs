@@ -272,20 +272,6 @@ pub const VARIANTS: &[VariantInfo] = &[
         about: "a Release is answered Released when proposed, before it commits: a release that finds another token or is lost still says Released",
         model: "",
     },
-    VariantInfo {
-        variant: Variant::FollowerAnswersTryLock,
-        name: "follower-answers-try-lock",
-        breaks: Some(Property::Linearizable),
-        about: "a follower answers a try-lock Busy from its own copy of the locks, which may lag: a Busy for a key already released",
-        model: "",
-    },
-    VariantInfo {
-        variant: Variant::ReleasedBeforeCommit,
-        name: "released-before-commit",
-        breaks: Some(Property::Linearizable),
-        about: "a Release is answered Released when proposed, before it commits: a release that finds another token or is lost still says Released",
-        model: "",
-    },
 ];
 
 impl Variant {

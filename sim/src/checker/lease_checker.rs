@@ -21,8 +21,8 @@
 //! shorten a lease measured after it, so it excuses nothing; a step or a
 //! clock beyond the bound inside it excuses the overlap.
 
-use super::state::Context;
-use super::{CheckConfig, Property, Report, Violation};
+use super::state::{Context, Facts};
+use super::{CheckConfig, Family, Property, Report, Violation};
 use crate::history::{Actor, Event, EventKind};
 use fencelock::{ClientId, Key, Token};
 use std::collections::{BTreeMap, BTreeSet};
@@ -138,7 +138,41 @@ impl LeaseChecker {
         }
     }
 
-    pub fn observe(&mut self, _ctx: &Context, event: &Event, _report: &mut Report) {
+    fn close(&mut self, client: ClientId, key: &Key, at_us: u64) {
+        if let Some(i) = self.open.remove(&(client, key.clone())) {
+            self.pieces[i].closed_us = Some(at_us);
+        }
+    }
+
+    fn judge_overlap(&self, ctx: &Context, key: &Key, a: &Interval, b: &Interval, report: &mut Report) {
+        let (start_us, end_us) = (b.start_us, a.end_us.min(b.end_us));
+        let window_start_us = a.sent_us.min(b.sent_us);
+        let clocks_good = !self.bad_clock.iter().any(|&(from_us, to_us)| from_us < end_us && to_us >= window_start_us);
+        // A restore inside the window: a lease the old cluster granted or
+        // renewed lost its guarantee, even if its answer arrived after it.
+        let same_epoch = ctx.restores_until(window_start_us) == ctx.restores_until(end_us);
+        if !(clocks_good && same_epoch) {
+            report.counters.lease_exposures += 1;
+            return;
+        }
+        let detail = format!(
+            "{} ({}) and {} ({}) both believed they held {key} from {}ms to {}ms while every clock stayed \
+             within {}ppm: the lock was granted again before the earlier lease could have run out",
+            a.client,
+            a.token,
+            b.client,
+            b.token,
+            start_us / 1_000,
+            end_us / 1_000,
+            self.drift_ppm_max
+        );
+        let v = Violation::new(Property::LeaseExclusion, start_us, detail);
+        report.push(v.clients(&[a.client, b.client]).tokens(&[a.token, b.token]));
+    }
+}
+
+impl Family for LeaseChecker {
+    fn observe(&mut self, _ctx: &Context, _facts: &Facts, event: &Event, _report: &mut Report) {
         let at_us = event.at_us;
         match &event.kind {
             EventKind::Clock { actor, local_us, rate_ppm, within_bound } => {
@@ -200,13 +234,7 @@ impl LeaseChecker {
         }
     }
 
-    fn close(&mut self, client: ClientId, key: &Key, at_us: u64) {
-        if let Some(i) = self.open.remove(&(client, key.clone())) {
-            self.pieces[i].closed_us = Some(at_us);
-        }
-    }
-
-    pub fn finish(&mut self, ctx: &Context, report: &mut Report) {
+    fn finish(&mut self, ctx: &Context, report: &mut Report) {
         let run_end_us = ctx.config.run_end_us;
         let still_beyond = std::mem::take(&mut self.beyond_since);
         self.bad_clock.extend(still_beyond.into_values().map(|since_us| (since_us, u64::MAX)));
@@ -245,32 +273,6 @@ impl LeaseChecker {
                 }
             }
         }
-    }
-
-    fn judge_overlap(&self, ctx: &Context, key: &Key, a: &Interval, b: &Interval, report: &mut Report) {
-        let (start_us, end_us) = (b.start_us, a.end_us.min(b.end_us));
-        let window_start_us = a.sent_us.min(b.sent_us);
-        let clocks_good = !self.bad_clock.iter().any(|&(from_us, to_us)| from_us < end_us && to_us >= window_start_us);
-        // A restore inside the window: a lease the old cluster granted or
-        // renewed lost its guarantee, even if its answer arrived after it.
-        let same_epoch = ctx.restores_until(window_start_us) == ctx.restores_until(end_us);
-        if !(clocks_good && same_epoch) {
-            report.counters.lease_exposures += 1;
-            return;
-        }
-        let detail = format!(
-            "{} ({}) and {} ({}) both believed they held {key} from {}ms to {}ms while every clock stayed \
-             within {}ppm: the lock was granted again before the earlier lease could have run out",
-            a.client,
-            a.token,
-            b.client,
-            b.token,
-            start_us / 1_000,
-            end_us / 1_000,
-            self.drift_ppm_max
-        );
-        let v = Violation::new(Property::LeaseExclusion, start_us, detail);
-        report.push(v.clients(&[a.client, b.client]).tokens(&[a.token, b.token]));
     }
 }
 

@@ -9,7 +9,7 @@
 //! `lease_ms + liveness_free_bound_ms` of the later of crash and heal.
 
 use super::state::{Context, Facts};
-use super::{Property, Report, Violation};
+use super::{Family, Property, Report, Violation};
 use crate::history::{Actor, Event, EventKind};
 use fencelock::service::ClientRequest;
 use fencelock::{ClientId, Key, NodeId, RequestId, Token};
@@ -50,19 +50,6 @@ pub(crate) struct LivenessChecker {
 }
 
 impl LivenessChecker {
-    pub fn observe(&mut self, ctx: &Context, facts: &Facts, event: &Event, report: &mut Report) {
-        let at_us = event.at_us;
-        let healed_us = ctx.healed_at_us.or(matches!(event.kind, EventKind::Healed).then_some(at_us));
-        let leader_deadline_us = healed_us.map(|h| h + ctx.config.liveness_leader_bound_ms * 1_000);
-        if let Some(deadline_us) = leader_deadline_us.filter(|d| at_us > *d) {
-            self.judge_leader(deadline_us, report);
-        }
-        self.track(ctx, facts, event, healed_us, report);
-        if leader_deadline_us.is_some_and(|d| at_us <= d) && self.leader_exists() {
-            self.leader_found = true;
-        }
-    }
-
     fn track(&mut self, ctx: &Context, facts: &Facts, event: &Event, healed_us: Option<u64>, report: &mut Report) {
         let at_us = event.at_us;
         match &event.kind {
@@ -171,8 +158,23 @@ impl LivenessChecker {
         );
         report.push(Violation::new(Property::Liveness, deadline_us, detail).clients(&[o.client]).tokens(&[o.token]));
     }
+}
 
-    pub fn finish(&mut self, ctx: &Context, report: &mut Report) {
+impl Family for LivenessChecker {
+    fn observe(&mut self, ctx: &Context, facts: &Facts, event: &Event, report: &mut Report) {
+        let at_us = event.at_us;
+        let healed_us = ctx.healed_at_us.or(matches!(event.kind, EventKind::Healed).then_some(at_us));
+        let leader_deadline_us = healed_us.map(|h| h + ctx.config.liveness_leader_bound_ms * 1_000);
+        if let Some(deadline_us) = leader_deadline_us.filter(|d| at_us > *d) {
+            self.judge_leader(deadline_us, report);
+        }
+        self.track(ctx, facts, event, healed_us, report);
+        if leader_deadline_us.is_some_and(|d| at_us <= d) && self.leader_exists() {
+            self.leader_found = true;
+        }
+    }
+
+    fn finish(&mut self, ctx: &Context, report: &mut Report) {
         let Some(healed_us) = ctx.healed_at_us else { return };
         let run_end_us = ctx.config.run_end_us;
         let leader_bound_us = ctx.config.liveness_leader_bound_ms * 1_000;

@@ -11,7 +11,7 @@
 //! issue of that token at all, means the client was told something false.
 
 use super::state::{is_removal, Answer, Context, Facts, LockSlot, Seen};
-use super::{Property, Report, Violation};
+use super::{Family, Property, Report, Violation};
 use crate::history::{Event, EventKind};
 use fencelock::service::ClientReply;
 use fencelock::{ClientId, LogIndex, RequestId, Token};
@@ -24,29 +24,6 @@ pub(crate) struct LockChecker {
 }
 
 impl LockChecker {
-    pub fn observe(&mut self, ctx: &Context, facts: &Facts, event: &Event, report: &mut Report) {
-        match &event.kind {
-            EventKind::Applied { node, index, command, result, .. } => {
-                let Some((key, token)) = is_removal(command, result) else { return };
-                let Some(LockSlot::Held(held)) = facts.slot_before else { return };
-                if held != token && self.unsafe_removals.insert((ctx.epoch, *index)) {
-                    let detail = format!(
-                        "{node} applied {command:?} at {index} and removed the lock on {key} held with {held}: \
-                         an Expire or Release must remove only the lock with its own token"
-                    );
-                    let v = Violation::new(Property::ExpireSafety, event.at_us, detail);
-                    report.push(v.nodes(&[*node]).tokens(&[token, held]));
-                }
-            }
-            EventKind::Replied { node, client, request, reply: ClientReply::Granted { token, .. } } => {
-                let answer =
-                    Answer { seen: Seen { at_us: event.at_us, node: *node }, client: *client, request: *request };
-                self.on_granted(ctx, answer, *token, report);
-            }
-            _ => {}
-        }
-    }
-
     fn on_granted(&mut self, ctx: &Context, answer: Answer, token: Token, report: &mut Report) {
         let Answer { seen: Seen { at_us, node }, client, request } = answer;
         let detail = if !ctx.token_applied(token) {
@@ -72,6 +49,31 @@ impl LockChecker {
                     .clients(&[client])
                     .tokens(&[token]),
             );
+        }
+    }
+}
+
+impl Family for LockChecker {
+    fn observe(&mut self, ctx: &Context, facts: &Facts, event: &Event, report: &mut Report) {
+        match &event.kind {
+            EventKind::Applied { node, index, command, result, .. } => {
+                let Some((key, token)) = is_removal(command, result) else { return };
+                let Some(LockSlot::Held(held)) = facts.slot_before else { return };
+                if held != token && self.unsafe_removals.insert((ctx.epoch, *index)) {
+                    let detail = format!(
+                        "{node} applied {command:?} at {index} and removed the lock on {key} held with {held}: \
+                         an Expire or Release must remove only the lock with its own token"
+                    );
+                    let v = Violation::new(Property::ExpireSafety, event.at_us, detail);
+                    report.push(v.nodes(&[*node]).tokens(&[token, held]));
+                }
+            }
+            EventKind::Replied { node, client, request, reply: ClientReply::Granted { token, .. } } => {
+                let answer =
+                    Answer { seen: Seen { at_us: event.at_us, node: *node }, client: *client, request: *request };
+                self.on_granted(ctx, answer, *token, report);
+            }
+            _ => {}
         }
     }
 }

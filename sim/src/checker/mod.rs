@@ -194,17 +194,23 @@ impl Report {
     }
 }
 
+/// One family of properties, fed every event of the history in order.
+trait Family {
+    /// Judges `event` against the applied state as it was just before it
+    /// (`facts`), online.
+    fn observe(&mut self, ctx: &state::Context, facts: &state::Facts, event: &Event, report: &mut Report);
+
+    /// The checks that need the whole run.
+    fn finish(&mut self, _ctx: &state::Context, _report: &mut Report) {}
+}
+
 /// Judges one run's history event by event.
 pub struct Checker {
     ctx: state::Context,
     report: Report,
-    raft: raft_checker::RaftChecker,
-    token: token_checker::TokenChecker,
-    resource: resource_checker::ResourceChecker,
-    lock: lock_checker::LockChecker,
-    lease: lease_checker::LeaseChecker,
-    liveness: liveness_checker::LivenessChecker,
-    linearizable: linearizable::LinearizableChecker,
+    /// Raft, tokens, the resource, the lock table, leases, liveness and the
+    /// clients' view, in this order (which orders violations found at one instant).
+    families: Vec<Box<dyn Family>>,
     seq_next: u64,
 }
 
@@ -213,18 +219,16 @@ impl Checker {
         if let Err(e) = config.validate() {
             panic!("{e}");
         }
-        Checker {
-            lease: lease_checker::LeaseChecker::new(&config),
-            linearizable: linearizable::LinearizableChecker::new(&config),
-            ctx: state::Context::new(config),
-            report: Report::default(),
-            raft: raft_checker::RaftChecker::default(),
-            token: token_checker::TokenChecker::default(),
-            resource: resource_checker::ResourceChecker::default(),
-            lock: lock_checker::LockChecker::default(),
-            liveness: liveness_checker::LivenessChecker::default(),
-            seq_next: 0,
-        }
+        let families: Vec<Box<dyn Family>> = vec![
+            Box::new(raft_checker::RaftChecker::default()),
+            Box::new(token_checker::TokenChecker::default()),
+            Box::new(resource_checker::ResourceChecker::default()),
+            Box::new(lock_checker::LockChecker::default()),
+            Box::new(lease_checker::LeaseChecker::new(&config)),
+            Box::new(liveness_checker::LivenessChecker::default()),
+            Box::new(linearizable::LinearizableChecker::new(&config)),
+        ];
+        Checker { ctx: state::Context::new(config), report: Report::default(), families, seq_next: 0 }
     }
 
     /// Feeds one event; events must come in history order.
@@ -239,22 +243,17 @@ impl Checker {
             EventKind::NodeRestored { .. } => self.report.counters.node_restores += 1,
             _ => {}
         }
-        self.raft.observe(&self.ctx, &facts, event, &mut self.report);
-        self.token.observe(&self.ctx, &facts, event, &mut self.report);
-        self.resource.observe(event, &mut self.report);
-        self.lock.observe(&self.ctx, &facts, event, &mut self.report);
-        self.lease.observe(&self.ctx, event, &mut self.report);
-        self.liveness.observe(&self.ctx, &facts, event, &mut self.report);
-        self.linearizable.observe(event);
+        for family in &mut self.families {
+            family.observe(&self.ctx, &facts, event, &mut self.report);
+        }
         self.ctx.absorb(event, &facts);
     }
 
     /// Runs the end-of-run checks and returns the verdict.
     pub fn finish(mut self) -> Verdict {
-        self.raft.finish(&self.ctx, &mut self.report);
-        self.lease.finish(&self.ctx, &mut self.report);
-        self.liveness.finish(&self.ctx, &mut self.report);
-        self.linearizable.finish(&mut self.report);
+        for family in &mut self.families {
+            family.finish(&self.ctx, &mut self.report);
+        }
         let mut violations = self.report.violations;
         // End-of-run findings carry the time they happened at: a stable sort
         // by time puts them into history order with the online ones.

@@ -11,7 +11,7 @@
 //! divergence the commands alone never show.
 
 use super::state::{describe_payload, Answer, Context, EntrySeen, Facts, Seen};
-use super::{Property, Report, Violation};
+use super::{Family, Property, Report, Violation};
 use crate::history::{Event, EventKind};
 use fencelock::raft::Role;
 use fencelock::service::ClientReply;
@@ -47,44 +47,6 @@ pub(crate) struct RaftChecker {
 }
 
 impl RaftChecker {
-    pub fn observe(&mut self, ctx: &Context, facts: &Facts, event: &Event, report: &mut Report) {
-        match &event.kind {
-            EventKind::Role { node, role: Role::Leader, term, .. } => {
-                self.on_leader(event.at_us, *node, *term, report);
-            }
-            EventKind::Applied { node, index, term, command, result } => {
-                let entry = EntrySeen { seen: Seen { at_us: event.at_us, node: *node }, index: *index, term: *term };
-                self.on_entry(ctx, entry, Some(command), report);
-                self.on_applied(ctx, facts, entry, command, result, report);
-            }
-            EventKind::AppliedNoop { node, index, term } => {
-                let entry = EntrySeen { seen: Seen { at_us: event.at_us, node: *node }, index: *index, term: *term };
-                self.on_entry(ctx, entry, None, report);
-            }
-            EventKind::SnapshotInstalled { node, index, token_last, .. } => {
-                self.on_snapshot(ctx, event.at_us, *node, *index, *token_last, report);
-            }
-            EventKind::Replied { node, client, request, reply } => {
-                let answer =
-                    Answer { seen: Seen { at_us: event.at_us, node: *node }, client: *client, request: *request };
-                self.on_replied(ctx, answer, reply, report);
-            }
-            EventKind::ClusterRestored { .. } => {
-                // The old epoch ends here: judge its acknowledgements, then
-                // forget its indices, which the new epoch reuses.
-                self.judge_lost(ctx, report);
-                self.last_apply.clear();
-                self.acked.clear();
-                self.progress.clear();
-            }
-            _ => {}
-        }
-    }
-
-    pub fn finish(&mut self, ctx: &Context, report: &mut Report) {
-        self.judge_lost(ctx, report);
-    }
-
     fn on_leader(&mut self, at_us: u64, node: NodeId, term: Term, report: &mut Report) {
         let first = *self.leaders.entry(term).or_insert(node);
         if first == node {
@@ -270,6 +232,46 @@ impl RaftChecker {
             let v = Violation::new(Property::CommitDurability, first_past_us, detail);
             report.push(v.nodes(&skipped_by).clients(&[acked.client]).tokens(&tokens));
         }
+    }
+}
+
+impl Family for RaftChecker {
+    fn observe(&mut self, ctx: &Context, facts: &Facts, event: &Event, report: &mut Report) {
+        match &event.kind {
+            EventKind::Role { node, role: Role::Leader, term, .. } => {
+                self.on_leader(event.at_us, *node, *term, report);
+            }
+            EventKind::Applied { node, index, term, command, result } => {
+                let entry = EntrySeen { seen: Seen { at_us: event.at_us, node: *node }, index: *index, term: *term };
+                self.on_entry(ctx, entry, Some(command), report);
+                self.on_applied(ctx, facts, entry, command, result, report);
+            }
+            EventKind::AppliedNoop { node, index, term } => {
+                let entry = EntrySeen { seen: Seen { at_us: event.at_us, node: *node }, index: *index, term: *term };
+                self.on_entry(ctx, entry, None, report);
+            }
+            EventKind::SnapshotInstalled { node, index, token_last, .. } => {
+                self.on_snapshot(ctx, event.at_us, *node, *index, *token_last, report);
+            }
+            EventKind::Replied { node, client, request, reply } => {
+                let answer =
+                    Answer { seen: Seen { at_us: event.at_us, node: *node }, client: *client, request: *request };
+                self.on_replied(ctx, answer, reply, report);
+            }
+            EventKind::ClusterRestored { .. } => {
+                // The old epoch ends here: judge its acknowledgements, then
+                // forget its indices, which the new epoch reuses.
+                self.judge_lost(ctx, report);
+                self.last_apply.clear();
+                self.acked.clear();
+                self.progress.clear();
+            }
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, ctx: &Context, report: &mut Report) {
+        self.judge_lost(ctx, report);
     }
 }
 

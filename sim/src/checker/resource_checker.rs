@@ -4,7 +4,8 @@
 //! neither a resource restart nor a whole-cluster restore excuses a stale
 //! write, because that is exactly what fencing is for (SPEC.md).
 
-use super::{Property, Report, Violation};
+use super::state::{Context, Facts};
+use super::{Family, Property, Report, Violation};
 use crate::history::{Event, EventKind, WritePath, WriteVerdict};
 use fencelock::{ClientId, Key, RequestId, Token};
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,34 +29,6 @@ pub(crate) struct ResourceChecker {
 }
 
 impl ResourceChecker {
-    pub fn observe(&mut self, event: &Event, report: &mut Report) {
-        let EventKind::WriteDone { client, request, key, token, path, verdict } = &event.kind else { return };
-        let write = Write { at_us: event.at_us, client: *client, request: *request, key, token: *token, path: *path };
-        match verdict {
-            WriteVerdict::Accepted => {
-                report.counters.writes_accepted += 1;
-                self.on_accepted(&write, report);
-            }
-            WriteVerdict::Duplicate { accepted } => {
-                report.counters.duplicate_writes += 1;
-                self.on_duplicate(&write, *accepted, report);
-            }
-            // A retry older than the resource's memory: no effect, nothing to compare with.
-            WriteVerdict::DuplicateForgotten => report.counters.duplicate_writes += 1,
-            WriteVerdict::RejectedStale { .. } => {
-                match path {
-                    WritePath::Status => report.counters.stale_writes_rejected_status += 1,
-                    WritePath::Ledger => report.counters.stale_writes_rejected_ledger += 1,
-                }
-                self.remember(&write, false);
-            }
-            WriteVerdict::RejectedEqualToken { .. } => {
-                report.counters.equal_token_writes_rejected += 1;
-                self.remember(&write, false);
-            }
-        }
-    }
-
     fn remember(&mut self, write: &Write, accepted: bool) {
         let original = Original { key: write.key.clone(), token: write.token, accepted };
         self.originals.entry((write.client, write.request)).or_insert(original);
@@ -124,6 +97,36 @@ struct Write<'a> {
     key: &'a Key,
     token: Token,
     path: WritePath,
+}
+
+impl Family for ResourceChecker {
+    fn observe(&mut self, _ctx: &Context, _facts: &Facts, event: &Event, report: &mut Report) {
+        let EventKind::WriteDone { client, request, key, token, path, verdict } = &event.kind else { return };
+        let write = Write { at_us: event.at_us, client: *client, request: *request, key, token: *token, path: *path };
+        match verdict {
+            WriteVerdict::Accepted => {
+                report.counters.writes_accepted += 1;
+                self.on_accepted(&write, report);
+            }
+            WriteVerdict::Duplicate { accepted } => {
+                report.counters.duplicate_writes += 1;
+                self.on_duplicate(&write, *accepted, report);
+            }
+            // A retry older than the resource's memory: no effect, nothing to compare with.
+            WriteVerdict::DuplicateForgotten => report.counters.duplicate_writes += 1,
+            WriteVerdict::RejectedStale { .. } => {
+                match path {
+                    WritePath::Status => report.counters.stale_writes_rejected_status += 1,
+                    WritePath::Ledger => report.counters.stale_writes_rejected_ledger += 1,
+                }
+                self.remember(&write, false);
+            }
+            WriteVerdict::RejectedEqualToken { .. } => {
+                report.counters.equal_token_writes_rejected += 1;
+                self.remember(&write, false);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

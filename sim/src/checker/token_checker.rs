@@ -9,7 +9,7 @@
 //! produced (a client's clock reading, say) is no fencing token at all.
 
 use super::state::{Context, Facts};
-use super::{Property, Report, Violation};
+use super::{Family, Property, Report, Violation};
 use crate::history::{Event, EventKind};
 use fencelock::{ApplyResult, ClientId, Command, Token};
 use std::collections::BTreeSet;
@@ -20,8 +20,18 @@ pub(crate) struct TokenChecker {
     foreign_writes: BTreeSet<(ClientId, Token)>,
 }
 
-impl TokenChecker {
-    pub fn observe(&mut self, ctx: &Context, facts: &Facts, event: &Event, report: &mut Report) {
+impl TokenChecker {}
+
+fn restore_hint(after_restore: bool) -> &'static str {
+    if after_restore {
+        " (a restore must raise the token floor above every token issued before it)"
+    } else {
+        ""
+    }
+}
+
+impl Family for TokenChecker {
+    fn observe(&mut self, ctx: &Context, facts: &Facts, event: &Event, report: &mut Report) {
         match &event.kind {
             EventKind::Applied {
                 node,
@@ -81,14 +91,6 @@ impl TokenChecker {
     }
 }
 
-fn restore_hint(after_restore: bool) -> &'static str {
-    if after_restore {
-        " (a restore must raise the token floor above every token issued before it)"
-    } else {
-        ""
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::testkit::*;
@@ -131,7 +133,13 @@ mod tests {
         // The naive restore takes the counter from a backup at i4: 43 again, to c2.
         let verdict =
             happy().at_ms(4_000).restore(1, 42).leader(0, 1 << 32).at_ms(4_100).acquire(5, "k", 2, 9, 43).check();
-        assert_only(&verdict, Property::TokenMonotonic);
+        // The clients see it too: the same token told to two acquires (`linearizable`).
+        assert_eq!(
+            verdict.properties(),
+            [Property::TokenMonotonic, Property::Linearizable],
+            "{:#?}",
+            verdict.violations
+        );
         assert!(verdict.violations[0].detail.contains("restore"), "{}", verdict.violations[0]);
         // c1 (43 before the restore) and c2 (43 after) overlap: excused by the restore, counted.
         assert_eq!(verdict.counters.lease_exposures, 1);

@@ -379,53 +379,47 @@ impl Worker {
     /// Scripted mode: executes the script's commands one at a time.
     async fn serve(&mut self, mut commands: CommandQueue) {
         while let Some(command) = commands.next().await {
-            match command {
+            let (result, done) = match command {
                 WorkerCommand::Acquire { key, wait_ms, vanish, done } => {
-                    let result = self.scripted_acquire(key, wait_ms, vanish).await;
-                    let _ = done.send(result);
+                    (self.scripted_acquire(key, wait_ms, vanish).await, done)
                 }
-                WorkerCommand::Write { key, token, path, done } => {
-                    let result = self.scripted_write(&key, token, path).await;
-                    let _ = done.send(result);
-                }
-                WorkerCommand::Renew { key, done } => {
-                    let result = match self.client.renew(&key, self.now()) {
-                        Some(out) => {
-                            let request = out.request;
-                            self.send_request(&out);
-                            {
-                                let answer = self.await_answer(request).await;
-                                self.settle(answer)
-                            }
-                        }
-                        None => WorkerResult::Refused("holds no lock on that key".into()),
-                    };
-                    let _ = done.send(result);
-                }
-                WorkerCommand::Revoke { key, token, done } => {
-                    let out = self.client.revoke_token(&key, token, self.now());
-                    let request = out.request;
-                    self.send_request(&out);
-                    let answer = self.await_answer(request).await;
-                    let _ = done.send(self.settle(answer));
-                }
-                WorkerCommand::Release { key, done } => {
-                    let token = self.client.token_of(&key);
-                    let result = match (self.client.release(&key, self.now()), self.held.remove(&key), token) {
-                        (Some(out), Some(_), Some(token)) => {
-                            self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
-                            let request = out.request;
-                            self.send_request(&out);
-                            {
-                                let answer = self.await_answer(request).await;
-                                self.settle(answer)
-                            }
-                        }
-                        _ => WorkerResult::Refused("holds no lock on that key".into()),
-                    };
-                    let _ = done.send(result);
-                }
+                WorkerCommand::Write { key, token, path, done } => (self.scripted_write(&key, token, path).await, done),
+                WorkerCommand::Renew { key, done } => (self.scripted_renew(&key).await, done),
+                WorkerCommand::Revoke { key, token, done } => (self.scripted_revoke(&key, token).await, done),
+                WorkerCommand::Release { key, done } => (self.scripted_release(&key).await, done),
+            };
+            // The story may have stopped listening; the command is done either way.
+            let _ = done.send(result);
+        }
+    }
+
+    /// Sends one request and waits for its answer, retrying as the client library says.
+    async fn request(&mut self, out: &Outgoing) -> WorkerResult {
+        self.send_request(out);
+        let answer = self.await_answer(out.request).await;
+        self.settle(answer)
+    }
+
+    async fn scripted_renew(&mut self, key: &Key) -> WorkerResult {
+        match self.client.renew(key, self.now()) {
+            Some(out) => self.request(&out).await,
+            None => WorkerResult::Refused("holds no lock on that key".into()),
+        }
+    }
+
+    async fn scripted_revoke(&mut self, key: &Key, token: Token) -> WorkerResult {
+        let out = self.client.revoke_token(key, token, self.now());
+        self.request(&out).await
+    }
+
+    async fn scripted_release(&mut self, key: &Key) -> WorkerResult {
+        let token = self.client.token_of(key);
+        match (self.client.release(key, self.now()), self.held.remove(key), token) {
+            (Some(out), Some(_), Some(token)) => {
+                self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
+                self.request(&out).await
             }
+            _ => WorkerResult::Refused("holds no lock on that key".into()),
         }
     }
 

@@ -25,7 +25,7 @@ pub(crate) fn reduce(s: &mut Shrinker) {
         named.iter().copied().chain((0..nodes).map(NodeId).filter(|n| !named.contains(n))).collect();
     let renamed = with_nodes(&s.best.plan, &|n| {
         let rank = order.iter().position(|o| *o == n).expect("every server has a rank");
-        (rank < usize::from(NODES_SMALL)).then(|| NodeId(rank as u8))
+        (rank < usize::from(NODES_SMALL)).then_some(NodeId(rank as u8))
     });
     s.attempt(Case { model, plan: renamed, seed: s.best.seed }, true);
 }

@@ -26,7 +26,8 @@ mod window;
 #[cfg(test)]
 mod tests;
 
-use super::{CheckConfig, Property, Report, Violation};
+use super::state::{Context, Facts};
+use super::{CheckConfig, Family, Property, Report, Violation};
 use crate::history::{Actor, Event, EventKind};
 use fencelock::service::ClientReply;
 use fencelock::NodeId;
@@ -85,13 +86,6 @@ impl LinearizableChecker {
         }
     }
 
-    pub fn observe(&mut self, event: &Event) {
-        self.log.observe(event.at_us, &event.kind);
-        if let EventKind::Clock { actor: Actor::Server(node), local_us, rate_ppm, within_bound } = &event.kind {
-            self.on_clock(event.at_us, *node, *local_us, *rate_ppm, *within_bound);
-        }
-    }
-
     fn on_clock(&mut self, at_us: u64, node: NodeId, local_us: u64, rate_ppm: i64, within_bound: bool) {
         let map = ClockMap { at_us, local_us, rate_ppm };
         let stepped = self
@@ -139,26 +133,6 @@ impl LinearizableChecker {
             .min()
     }
 
-    /// Judges every key and the tokens across keys.
-    pub fn finish(&self, report: &mut Report) {
-        let ops: Vec<Op> = self.log.ops().iter().map(|op| self.with_lease_end(op)).collect();
-        tokens::check(&ops, report);
-        let keys = ops::per_key(&ops, self.log.restores_at_us());
-        for (key, list) in &keys {
-            let client_ops = list.iter().filter(|op| op.call != Call::Restore).count() as u64;
-            let counters = &mut report.counters;
-            counters.linearizable_keys += 1;
-            counters.linearizable_ops_per_key.push(client_ops);
-            let found = search(list, State::free(), self.limits);
-            counters.linearizable_steps_max = counters.linearizable_steps_max.max(found.steps);
-            match found.found {
-                Found::Linearizable => {}
-                Found::Unknown => report.counters.linearizable_unknown += 1,
-                Found::NoLinearization => report.push(violation(key, list, self.limits)),
-            }
-        }
-    }
-
     fn with_lease_end(&self, op: &Op) -> Op {
         let lease_ms = match (&op.call, op.answer) {
             (Call::Acquire { lease_ms, .. }, _) => *lease_ms,
@@ -185,4 +159,33 @@ fn violation(key: &fencelock::Key, list: &[Op], limits: Limits) -> Violation {
         window::table(list, i, j)
     );
     Violation::new(Property::Linearizable, at_us, detail).clients(&clients)
+}
+
+impl Family for LinearizableChecker {
+    fn observe(&mut self, _ctx: &Context, _facts: &Facts, event: &Event, _report: &mut Report) {
+        self.log.observe(event.at_us, &event.kind);
+        if let EventKind::Clock { actor: Actor::Server(node), local_us, rate_ppm, within_bound } = &event.kind {
+            self.on_clock(event.at_us, *node, *local_us, *rate_ppm, *within_bound);
+        }
+    }
+
+    /// Judges every key and the tokens across keys.
+    fn finish(&mut self, _ctx: &Context, report: &mut Report) {
+        let ops: Vec<Op> = self.log.ops().iter().map(|op| self.with_lease_end(op)).collect();
+        tokens::check(&ops, report);
+        let keys = ops::per_key(&ops, self.log.restores_at_us());
+        for (key, list) in &keys {
+            let client_ops = list.iter().filter(|op| op.call != Call::Restore).count() as u64;
+            let counters = &mut report.counters;
+            counters.linearizable_keys += 1;
+            counters.linearizable_ops_per_key.push(client_ops);
+            let found = search(list, State::free(), self.limits);
+            counters.linearizable_steps_max = counters.linearizable_steps_max.max(found.steps);
+            match found.found {
+                Found::Linearizable => {}
+                Found::Unknown => report.counters.linearizable_unknown += 1,
+                Found::NoLinearization => report.push(violation(key, list, self.limits)),
+            }
+        }
+    }
 }

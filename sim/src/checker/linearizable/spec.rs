@@ -107,6 +107,9 @@ pub(crate) fn is_ambiguous(op: &Op) -> bool {
 
 /// Every state `op` (the `index`-th of its key) can lead to from `state`,
 /// taking effect no later than `bound_us`. Empty: the answer is impossible here.
+// An arm whose condition fails has no successor state; it must not fall
+// through to a later arm, so the conditions stay inside the arms.
+#[allow(clippy::collapsible_match)]
 pub(crate) fn step(state: &State, op: &Op, index: u32, bound_us: u64, out: &mut Vec<State>) {
     let mut emit = |effect_us: u64, slot: Slot, token_last: Option<Token>| {
         let now_us = state.now_us.max(op.inv_us).max(effect_us);

@@ -29,7 +29,6 @@ use std::task::{Poll, Waker};
 #[cfg(test)]
 mod tests;
 
-
 /// Packets in flight at once; beyond this a send is dropped (counted as `overflow`).
 pub const INFLIGHT_MAX: usize = 1_000_000;
 
