@@ -50,6 +50,7 @@ impl LockServer {
             self.reply(client, request, ClientReply::Unavailable);
             return;
         }
+        self.drop_superseded_waiters(client, request);
         match body {
             ClientRequest::Acquire { key, lease_ms, wait_ms } => {
                 self.acquire(Holder { client, request }, key, lease_ms, wait_ms, now_local_ms)
@@ -268,6 +269,18 @@ impl LockServer {
             Err(ProposeError::NotLeader { leader }) => self.reply(client, request, ClientReply::NotLeader { leader }),
             Err(ProposeError::Busy) => self.reply(client, request, ClientReply::Unavailable),
         }
+    }
+
+    /// A client asks one thing at a time: a newer request means it has given
+    /// up on any older one still queued here, whose answer would go nowhere.
+    /// Granting that one later would lock the key for a holder nobody knows
+    /// about (found by the `linearizable` checker: a client's own next
+    /// try-lock told `Busy` by the lock its abandoned wait was granted).
+    fn drop_superseded_waiters(&mut self, client: ClientId, request: RequestId) {
+        for queue in self.waiters.values_mut() {
+            queue.retain(|waiter| waiter.holder.client != client || waiter.holder.request >= request);
+        }
+        self.waiters.retain(|_, queue| !queue.is_empty());
     }
 
     /// The client cancelled request `holder.request`: drop it from the wait

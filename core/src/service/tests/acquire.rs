@@ -79,6 +79,26 @@ fn the_wait_queue_is_bounded() {
 }
 
 #[test]
+fn a_newer_request_of_the_same_client_drops_its_abandoned_wait() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    cluster.request(NodeId(0), 2, 1, acquire(5_000));
+    // c2 gave up waiting and asks again with its next request, a try-lock.
+    cluster.request(NodeId(0), 2, 2, acquire(0));
+    assert!(matches!(cluster.answers(2, 2)[..], [ClientReply::Busy { .. }]));
+    cluster.request(NodeId(0), 1, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    cluster.run_ms(100);
+    assert_eq!(cluster.answers(2, 1), vec![], "the abandoned wait is not granted");
+    assert_eq!(cluster.server(NodeId(0)).state().lock(&key()), None, "the key is free for whoever asks next");
+    // A retry of the queued request itself keeps its place.
+    cluster.request(NodeId(0), 3, 1, acquire(0));
+    cluster.request(NodeId(0), 2, 3, acquire(5_000));
+    cluster.request(NodeId(0), 2, 3, acquire(5_000));
+    cluster.request(NodeId(0), 3, 2, ClientRequest::Release { key: key(), token: Token(2) });
+    assert_eq!(cluster.answers(2, 3), vec![ClientReply::Granted { token: Token(3), lease_ms: LEASE_MS }]);
+}
+
+#[test]
 fn a_retry_with_the_same_request_id_gets_the_original_token() {
     let mut cluster = single(Variant::Default);
     cluster.request(NodeId(0), 1, 1, acquire(0));
@@ -293,10 +313,12 @@ fn the_keys_with_waiters_are_bounded() {
     for n in 0..=keys_max {
         cluster.request(NodeId(0), 1, n as u64 + 1, acquire_key(n, 0));
     }
+    // One waiting client per key: a client's newer request would drop its older wait.
+    let waiter = |n: usize| 100 + n as u32;
     for n in 0..keys_max {
-        cluster.request(NodeId(0), 2, n as u64 + 1, acquire_key(n, 5_000));
+        cluster.request(NodeId(0), waiter(n), 1, acquire_key(n, 5_000));
     }
-    assert_eq!(cluster.answers(2, keys_max as u64), vec![], "the last key that may have waiters");
+    assert_eq!(cluster.answers(waiter(keys_max - 1), 1), vec![], "the last key that may have waiters");
     cluster.request(NodeId(0), 3, 1, acquire_key(keys_max, 5_000));
     assert_eq!(cluster.answers(3, 1), vec![ClientReply::Unavailable], "one key too many");
     cluster.request(NodeId(0), 4, 1, acquire_key(0, 5_000));
