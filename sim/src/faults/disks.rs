@@ -32,69 +32,104 @@ impl Planner<'_> {
     /// power loss (a majority or all servers at once, some with stalled
     /// storage, back within [`MAJORITY_DOWN_MS_MAX`], one by one).
     pub(super) fn disk_faults(&mut self, rng: &mut ChaCha8Rng, outages: &mut Vec<Outage>) {
-        let (nodes, safety_ms) = (self.model.nodes, self.model.safety_ms);
         let servers = self.servers();
-        let minority = usize::from(nodes.saturating_sub(1) / 2);
+        let cluster = Cluster { nodes: self.model.nodes, safety_ms: self.model.safety_ms, servers: &servers };
         let mut stalls: Vec<Stall> = Vec::new();
-        self.episodes(rng, (3_000, 9_000), |rng, t| {
-            let overlaps = |o: &Outage, from: u64, to: u64| o.crash_at < to && from < o.up_at;
-            let roll = rng.gen_range(0..100);
-            if roll < 30 {
-                let node = *servers.choose(rng)?;
-                let fsync_ms = rng.gen_range(20..=300);
-                let lasted = rng.gen_range(1_000..=4_000);
-                if t + lasted >= safety_ms {
-                    return None;
-                }
-                stalls.push(Stall { at_ms: t, node, fsync_ms });
-                stalls.push(Stall { at_ms: t + lasted, node, fsync_ms: 0 });
-                return Some(lasted);
-            }
-            if roll < 60 {
-                let node = *servers.choose(rng)?;
-                let fsync_ms = rng.gen_range(STALL_FSYNC_MS.0..=STALL_FSYNC_MS.1);
-                let crash_at = t + rng.gen_range(300..=2_000);
-                let up_at = crash_at + rng.gen_range(200..=2_000);
-                let torn = rng.gen_bool(0.3);
-                if up_at >= safety_ms
-                    || outages.iter().any(|o| o.node == node && overlaps(o, t, up_at))
-                    || outages.iter().filter(|o| overlaps(o, crash_at, up_at)).count() + 1 > minority
-                {
-                    return None;
-                }
-                stalls.push(Stall { at_ms: t, node, fsync_ms });
-                // The failed disk is replaced: the node comes back on a healthy one.
-                stalls.push(Stall { at_ms: up_at, node, fsync_ms: 0 });
-                outages.push(Outage { node, torn, backup_at: None, crash_at, up_at });
-                return Some(up_at - t);
-            }
-            let count = rng.gen_range(usize::from(nodes / 2 + 1)..=usize::from(nodes));
-            let mut lost: Vec<NodeId> = servers.choose_multiple(rng, count).copied().collect();
-            lost.sort_unstable();
-            let crash_at = t + rng.gen_range(200..=1_500);
-            let plans: Vec<(NodeId, Option<u64>, u64, bool)> = lost
-                .iter()
-                .map(|&node| {
-                    let stalled = rng.gen_bool(0.7).then(|| rng.gen_range(STALL_FSYNC_MS.0..=STALL_FSYNC_MS.1));
-                    (node, stalled, crash_at + rng.gen_range(200..=MAJORITY_DOWN_MS_MAX), rng.gen_bool(0.3))
-                })
-                .collect();
-            let last_up = plans.iter().map(|p| p.2).max()?;
-            // Only on a cluster otherwise whole, so a majority is down no longer than the loss.
-            if last_up >= safety_ms || outages.iter().any(|o| overlaps(o, t, last_up)) {
-                return None;
-            }
-            for (node, stalled, up_at, torn) in plans {
-                if let Some(fsync_ms) = stalled {
-                    stalls.push(Stall { at_ms: t, node, fsync_ms });
-                    stalls.push(Stall { at_ms: up_at, node, fsync_ms: 0 });
-                }
-                outages.push(Outage { node, torn, backup_at: None, crash_at, up_at });
-            }
-            Some(last_up - t)
+        self.episodes(rng, (3_000, 9_000), |rng, t| match rng.gen_range(0..100) {
+            0..30 => slow_disk(rng, t, &cluster, &mut stalls),
+            30..60 => dying_disk(rng, t, &cluster, &mut stalls, outages),
+            _ => rack_power_loss(rng, t, &cluster, &mut stalls, outages),
         });
         for stall in stalls {
             self.push(stall.at_ms, Fault::DiskStall { node: stall.node, fsync_ms: stall.fsync_ms });
         }
     }
+}
+
+/// What every disk episode needs to know of the cluster.
+struct Cluster<'a> {
+    nodes: u8,
+    safety_ms: u64,
+    servers: &'a [NodeId],
+}
+
+fn overlaps(outage: &Outage, from: u64, to: u64) -> bool {
+    outage.crash_at < to && from < outage.up_at
+}
+
+/// A disk slows down (fsync 20-300 ms) for 1-4 s and recovers.
+fn slow_disk(rng: &mut ChaCha8Rng, t: u64, cluster: &Cluster, stalls: &mut Vec<Stall>) -> Option<u64> {
+    let node = *cluster.servers.choose(rng)?;
+    let fsync_ms = rng.gen_range(20..=300);
+    let lasted = rng.gen_range(1_000..=4_000);
+    if t + lasted >= cluster.safety_ms {
+        return None;
+    }
+    stalls.push(Stall { at_ms: t, node, fsync_ms });
+    stalls.push(Stall { at_ms: t + lasted, node, fsync_ms: 0 });
+    Some(lasted)
+}
+
+/// A disk stalls, then its node crashes mid-write; it comes back on a new
+/// disk. Never a node already down, never more than a minority at once.
+fn dying_disk(
+    rng: &mut ChaCha8Rng,
+    t: u64,
+    cluster: &Cluster,
+    stalls: &mut Vec<Stall>,
+    outages: &mut Vec<Outage>,
+) -> Option<u64> {
+    let minority = usize::from(cluster.nodes.saturating_sub(1) / 2);
+    let node = *cluster.servers.choose(rng)?;
+    let fsync_ms = rng.gen_range(STALL_FSYNC_MS.0..=STALL_FSYNC_MS.1);
+    let crash_at = t + rng.gen_range(300..=2_000);
+    let up_at = crash_at + rng.gen_range(200..=2_000);
+    let torn = rng.gen_bool(0.3);
+    if up_at >= cluster.safety_ms
+        || outages.iter().any(|o| o.node == node && overlaps(o, t, up_at))
+        || outages.iter().filter(|o| overlaps(o, crash_at, up_at)).count() + 1 > minority
+    {
+        return None;
+    }
+    stalls.push(Stall { at_ms: t, node, fsync_ms });
+    // The failed disk is replaced: the node comes back on a healthy one.
+    stalls.push(Stall { at_ms: up_at, node, fsync_ms: 0 });
+    outages.push(Outage { node, torn, backup_at: None, crash_at, up_at });
+    Some(up_at - t)
+}
+
+/// A rack loses power: a majority or all servers crash at one instant, some
+/// with stalled storage, and come back one by one. Only on a cluster
+/// otherwise whole, so a majority is down no longer than the loss.
+fn rack_power_loss(
+    rng: &mut ChaCha8Rng,
+    t: u64,
+    cluster: &Cluster,
+    stalls: &mut Vec<Stall>,
+    outages: &mut Vec<Outage>,
+) -> Option<u64> {
+    let nodes = cluster.nodes;
+    let count = rng.gen_range(usize::from(nodes / 2 + 1)..=usize::from(nodes));
+    let mut lost: Vec<NodeId> = cluster.servers.choose_multiple(rng, count).copied().collect();
+    lost.sort_unstable();
+    let crash_at = t + rng.gen_range(200..=1_500);
+    let plans: Vec<(NodeId, Option<u64>, u64, bool)> = lost
+        .iter()
+        .map(|&node| {
+            let stalled = rng.gen_bool(0.7).then(|| rng.gen_range(STALL_FSYNC_MS.0..=STALL_FSYNC_MS.1));
+            (node, stalled, crash_at + rng.gen_range(200..=MAJORITY_DOWN_MS_MAX), rng.gen_bool(0.3))
+        })
+        .collect();
+    let last_up = plans.iter().map(|p| p.2).max()?;
+    if last_up >= cluster.safety_ms || outages.iter().any(|o| overlaps(o, t, last_up)) {
+        return None;
+    }
+    for (node, stalled, up_at, torn) in plans {
+        if let Some(fsync_ms) = stalled {
+            stalls.push(Stall { at_ms: t, node, fsync_ms });
+            stalls.push(Stall { at_ms: up_at, node, fsync_ms: 0 });
+        }
+        outages.push(Outage { node, torn, backup_at: None, crash_at, up_at });
+    }
+    Some(last_up - t)
 }
