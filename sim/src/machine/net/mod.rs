@@ -207,6 +207,8 @@ struct Inner {
     router_deadline_us: Option<u64>,
     router_woken: bool,
     router_waker: Option<Waker>,
+    /// The run is over (`Net::close`): the router ends.
+    closed: bool,
 }
 
 impl Drop for Inner {
@@ -242,6 +244,7 @@ impl Net {
             router_deadline_us: None,
             router_woken: false,
             router_waker: None,
+            closed: false,
         };
         Net { inner: Arc::new(Mutex::new(inner)) }
     }
@@ -260,6 +263,18 @@ impl Net {
             inner.router_spawned = true;
         }
         madsim::task::spawn(route(Arc::downgrade(&self.inner)));
+    }
+
+    /// Ends the router when the run is over. A router left asleep would keep
+    /// madsim's timer alive through its own waker, and the whole runtime with
+    /// it (`Supervisor::tear_down`). Packets still in flight are dropped.
+    pub fn close(&self) {
+        let mut inner = self.lock();
+        inner.closed = true;
+        inner.router_woken = true;
+        if let Some(waker) = inner.router_waker.take() {
+            waker.wake();
+        }
     }
 
     /// Binds `addr`, replacing an earlier binding (a restarted node binds again).
@@ -517,6 +532,9 @@ async fn route(net: Weak<Mutex<Inner>>) {
         let next = {
             let Some(inner) = net.upgrade() else { return };
             let mut inner = inner.lock().expect("net lock");
+            if inner.closed {
+                return;
+            }
             let next = inner.deliver_due(now);
             inner.router_deadline_us = next;
             inner.router_woken = false;
