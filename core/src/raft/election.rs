@@ -3,6 +3,7 @@
 //! every incoming message after its term was checked.
 
 use super::progress::Progress;
+use super::replication::AppendAnswer;
 use super::{Message, MessageBody, Payload, RaftNode, Role};
 use crate::types::{LogIndex, NodeId, Term};
 use crate::variant::Variant;
@@ -211,16 +212,9 @@ impl RaftNode {
                 incarnation,
             } => {
                 if self.role == Role::Leader {
-                    self.handle_append_response(
-                        from,
-                        success,
-                        match_index,
-                        hint_index,
-                        hint_term,
-                        read_ctx,
-                        recovering,
-                        incarnation,
-                    );
+                    let answer =
+                        AppendAnswer { success, match_index, hint_index, hint_term, read_ctx, recovering, incarnation };
+                    self.handle_append_response(from, answer);
                 }
             }
             MessageBody::InstallSnapshot { snapshot } => {

@@ -7,6 +7,18 @@ use super::{Entry, MessageBody, Payload, ProposeError, RaftNode, Role, Snapshot}
 use crate::types::{LogIndex, NodeId, Term};
 use crate::variant::Variant;
 
+/// A follower's answer to an append, as the leader handles it (the fields
+/// of [`MessageBody::AppendResponse`]).
+pub(super) struct AppendAnswer {
+    pub success: bool,
+    pub match_index: LogIndex,
+    pub hint_index: LogIndex,
+    pub hint_term: Term,
+    pub read_ctx: u64,
+    pub recovering: bool,
+    pub incarnation: u64,
+}
+
 impl RaftNode {
     pub(super) fn propose_payload(&mut self, payload: Payload) -> Result<(LogIndex, Term), ProposeError> {
         if self.role != Role::Leader {
@@ -267,18 +279,8 @@ impl RaftNode {
         self.send_append(from, true);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn handle_append_response(
-        &mut self,
-        from: NodeId,
-        success: bool,
-        match_index: LogIndex,
-        hint_index: LogIndex,
-        hint_term: Term,
-        read_ctx: u64,
-        recovering: bool,
-        incarnation: u64,
-    ) {
+    pub(super) fn handle_append_response(&mut self, from: NodeId, answer: AppendAnswer) {
+        let AppendAnswer { success, match_index, hint_index, hint_term, read_ctx, recovering, incarnation } = answer;
         let match_index = match_index.min(self.log.last_index());
         let probe_from =
             if hint_term > Term(0) { self.log.find_conflict_by_term(hint_index, hint_term).0 } else { hint_index };
