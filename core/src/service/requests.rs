@@ -39,7 +39,9 @@ impl LockServer {
             return;
         }
         if self.office.is_none() {
-            if self.config.variant == Variant::FollowerAnswersTryLock && self.busy_from_own_state(client, request, &body) {
+            if self.config.variant == Variant::FollowerAnswersTryLock
+                && self.busy_from_own_state(client, request, &body)
+            {
                 return;
             }
             let reply = self.not_leader_reply();
