@@ -29,6 +29,8 @@ pub enum Command {
     Bench(BenchArgs),
     /// Shrink a failing seed or scenario to the smallest run that still fails.
     Shrink(ShrinkArgs),
+    /// Fold the seed records of many hunts (shards) into one summary.
+    Merge(MergeArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -68,6 +70,25 @@ pub struct HuntArgs {
     #[arg(long, default_value_t = 300)]
     pub shrink_budget_s: u64,
     /// Print one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Run only this shard's seeds: `I/N` (seed s when s mod N = I), or
+    /// `auto/N` with I from JOB_COMPLETION_INDEX or SLURM_ARRAY_TASK_ID.
+    #[arg(long)]
+    pub shard: Option<String>,
+    /// Append one JSON line per seed to this file; seeds already in it are skipped (resume).
+    #[arg(long)]
+    pub records: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct MergeArgs {
+    /// Record files or directories of them (`*.jsonl`); `-` reads stdin.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Merge records of different models, versions or formats.
+    #[arg(long)]
+    pub allow_mixed: bool,
     #[arg(long)]
     pub json: bool,
 }

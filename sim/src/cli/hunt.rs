@@ -1,14 +1,32 @@
 //! `hunt`: many seeds of one model, one replay line per failure.
+//!
+//! A hunt can run all night: each seed's result is folded into the summary
+//! (and its record written) as it finishes and then dropped, so memory stays
+//! flat whatever the seed count; a failure is printed as soon as every seed
+//! before it is done (seed order). Ctrl-C ends it after the seeds in flight
+//! with the summary so far (exit 130); a closed stdout ends it at the next
+//! line it prints, with the exit code of what it found. `--shard` and
+//! `--records` split a campaign across machines and resume a killed shard.
 
 use crate::cli::args::{exit_for, load_model, parse_seeds, replay_line, HuntArgs, InputError};
-use crate::cli::shrink::shrink_failures;
-use crate::run::sweep::{default_jobs, quiet_panics, sweep, SeedResult};
+use crate::cli::output::try_write_line;
+use crate::cli::records::{Origin, Place, Record, RecordFile};
+use crate::cli::shard::{parse_shard, Shard};
+use crate::cli::shrink::{catch_ctrl_c, shrink_failures};
+use crate::cli::summary::{SeedFacts, Summary};
+use crate::run::sweep::{default_jobs, quiet_panics, sweep_each, Flow, SeedResult, Sweep};
+use crate::shrink::INTERRUPTED;
 use fencelock::Property;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+use std::collections::BTreeSet;
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
+
+/// The exit code of a hunt ended by Ctrl-C (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
 
 fn progress_bar(len: u64) -> Option<ProgressBar> {
     if !std::io::stderr().is_terminal() {
@@ -24,15 +42,21 @@ fn progress_bar(len: u64) -> Option<ProgressBar> {
 
 #[derive(Serialize)]
 struct HuntJson {
-    seeds_run: u64,
     variant: String,
     violations: Vec<HuntViolationJson>,
-    sim_ms: u64,
+    /// `seeds_run`, `sim_ms` and `messages` (as always), and the counts per
+    /// property and of lease exposures.
+    #[serde(flatten)]
+    summary: Summary,
     wall_ms: u64,
-    messages: u64,
     /// With --shrink: one `shrink --json` object per failure shrunk in time.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     shrunk: Vec<serde_json::Value>,
+    interrupted: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shard: Option<String>,
+    /// Seeds found in the records file and not run again (counted in the summary).
+    seeds_resumed: u64,
 }
 
 #[derive(Serialize)]
@@ -43,6 +67,128 @@ struct HuntViolationJson {
     replay: String,
 }
 
+/// What a hunt keeps while seeds stream by: counts, and only what its
+/// output still needs (the JSON violations, the failures to shrink).
+struct Hunt<'a> {
+    args: &'a HuntArgs,
+    origin: Origin,
+    variant: String,
+    summary: Summary,
+    records: Option<RecordFile>,
+    bar: Option<ProgressBar>,
+    violations_json: Vec<HuntViolationJson>,
+    /// With --shrink: failures wait for the shrinks (and print after them).
+    to_shrink: Vec<SeedResult>,
+    seeds_resumed: u64,
+    /// Stdout was closed: nothing more is printed.
+    stdout_closed: bool,
+    /// A write that failed (records file, --save): the hunt stops and reports it.
+    error: Option<String>,
+}
+
+impl Hunt<'_> {
+    fn say(&mut self, line: std::fmt::Arguments<'_>) {
+        if self.stdout_closed {
+            return;
+        }
+        let written = match &self.bar {
+            Some(bar) => bar.suspend(|| try_write_line(line)),
+            None => try_write_line(line),
+        };
+        self.stdout_closed = !written;
+    }
+
+    /// A seed already in the records file: counted, and its failure told.
+    fn resumed(&mut self, place: &Place, record: &Record) {
+        self.seeds_resumed += 1;
+        self.summary.add(record.facts());
+        if record.properties.is_empty() {
+            return;
+        }
+        let replay = record.replay.clone().unwrap_or_else(|| replay_line(record.seed, &self.args.model));
+        if self.args.json {
+            let json = record.properties.iter().map(|&property| HuntViolationJson {
+                seed: record.seed,
+                property,
+                detail: format!("recorded at {place}"),
+                replay: replay.clone(),
+            });
+            self.violations_json.extend(json);
+            return;
+        }
+        let properties: Vec<&str> = record.properties.iter().map(|p| p.id()).collect();
+        self.say(format_args!("FAIL seed {}: {} (recorded at {place})", record.seed, properties.join(", ")));
+        self.say(format_args!("  replay: {replay}"));
+    }
+
+    fn finished(&mut self, result: SeedResult) -> Flow {
+        let replay = replay_line(result.seed, &self.args.model);
+        if let Some(records) = &mut self.records {
+            if let Err(error) = records.append(&Record::of(&result, &self.origin, &self.variant, replay.clone())) {
+                self.error = Some(error);
+                return Flow::Stop;
+            }
+        }
+        let properties: Vec<Property> = result.violations.iter().map(|v| v.property).collect();
+        let facts = SeedFacts {
+            properties: &properties,
+            sim_ms: result.sim_ms,
+            messages: result.messages,
+            lease_exposures: result.lease_exposures,
+        };
+        self.summary.add(facts);
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("{} failures", self.summary.failing_seeds));
+            bar.inc(1);
+        }
+        if result.violations.is_empty() {
+            return Flow::Continue;
+        }
+        if let Err(error) = self.save(&result, None) {
+            self.error = Some(error);
+            return Flow::Stop;
+        }
+        if self.args.json {
+            let json = result.violations.iter().map(|v| HuntViolationJson {
+                seed: result.seed,
+                property: v.property,
+                detail: v.detail.clone(),
+                replay: replay.clone(),
+            });
+            self.violations_json.extend(json);
+        }
+        if self.args.shrink {
+            self.to_shrink.push(result);
+        } else if !self.args.json {
+            self.tell(&result, None);
+        }
+        if self.stdout_closed {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
+    }
+
+    /// With --save: the seed's scenario file (the shrunk one once shrunk).
+    fn save(&self, failure: &SeedResult, shrunk: Option<&str>) -> Result<(), String> {
+        let Some(dir) = &self.args.save else { return Ok(()) };
+        let property = failure.violations[0].property;
+        let path = dir.join(format!("{:04}-{property}.toml", failure.seed));
+        let recorded = failure.scenario.as_deref().expect("a failure has a scenario");
+        std::fs::write(&path, shrunk.unwrap_or(recorded)).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+
+    fn tell(&mut self, failure: &SeedResult, shrunk_line: Option<&str>) {
+        for violation in &failure.violations {
+            self.say(format_args!("FAIL seed {}: {violation}", failure.seed));
+        }
+        self.say(format_args!("  replay: {}", replay_line(failure.seed, &self.args.model)));
+        if let Some(line) = shrunk_line {
+            self.say(format_args!("  shrunk: {line}"));
+        }
+    }
+}
+
 pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
     let model = load_model(&args.model)?;
     let seeds = parse_seeds(&args.seeds)?;
@@ -50,75 +196,117 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
     if jobs == 0 {
         return Err(InputError("--jobs must be at least 1".into()));
     }
+    let shard = match &args.shard {
+        Some(text) => parse_shard(text, |name| std::env::var(name).ok())?,
+        None => Shard::WHOLE,
+    };
     if let Some(dir) = &args.save {
         std::fs::create_dir_all(dir).map_err(|e| InputError(format!("cannot create {}: {e}", dir.display())))?;
     }
     quiet_panics();
     let started = Instant::now();
-    let bar = if args.json { None } else { progress_bar(seeds.end - seeds.start) };
-    let results = sweep(seeds.clone(), &model, jobs, args.check_determinism, bar.as_ref());
-    if let Some(bar) = bar {
+    let mut hunt = Hunt {
+        args,
+        origin: Origin::here(&model),
+        variant: model.variant.name().to_string(),
+        summary: Summary::default(),
+        records: None,
+        bar: None,
+        violations_json: Vec::new(),
+        to_shrink: Vec::new(),
+        seeds_resumed: 0,
+        stdout_closed: false,
+        error: None,
+    };
+    let mut done = BTreeSet::new();
+    if let Some(path) = &args.records {
+        let records = RecordFile::open(path, |place, record| {
+            if record.origin() != hunt.origin || record.variant != hunt.variant {
+                return Err(InputError(format!(
+                    "{place}: a record of {} (variant {}); this hunt writes {} (variant {}): use another records file",
+                    record.origin(),
+                    record.variant,
+                    hunt.origin,
+                    hunt.variant
+                )));
+            }
+            // Seeds of another range or shard stay in the file, untouched.
+            if seeds.contains(&record.seed) && shard.contains(record.seed) && done.insert(record.seed) {
+                hunt.resumed(&place, &record);
+            }
+            Ok(())
+        })?;
+        hunt.records = Some(records);
+    }
+    catch_ctrl_c();
+    let todo = shard.count_in(&seeds) - done.len() as u64;
+    hunt.bar = if args.json { None } else { progress_bar(todo) };
+    let pending = seeds.clone().filter(move |seed| shard.contains(*seed) && !done.contains(seed));
+    let how = Sweep { jobs, twice: args.check_determinism, stop: &INTERRUPTED };
+    sweep_each(pending, &model, how, |result| hunt.finished(result));
+    if let Some(bar) = hunt.bar.take() {
         bar.finish_and_clear();
     }
-    let wall_ms = started.elapsed().as_millis() as u64;
-    let failures: Vec<&SeedResult> = results.iter().filter(|r| !r.violations.is_empty()).collect();
-    let shrunk = if args.shrink { shrink_failures(&failures, args.shrink_budget_s) } else { Vec::new() };
-    let shrunk_of = |seed: u64| shrunk.iter().find(|s| s.seed == seed);
-    if let Some(dir) = &args.save {
-        for failure in &failures {
-            let property = failure.violations[0].property;
-            let path = dir.join(format!("{:04}-{property}.toml", failure.seed));
-            let recorded = failure.scenario.as_deref().expect("a failure has a scenario");
-            // With --shrink, the shrunk scenario where the shrink finished in time.
-            let text = shrunk_of(failure.seed).map_or(recorded, |s| s.scenario.as_str());
-            std::fs::write(&path, text).map_err(|e| InputError(format!("cannot write {}: {e}", path.display())))?;
+    if let Some(error) = hunt.error.take() {
+        return Err(InputError(error));
+    }
+    let found = exit_for(hunt.summary.failing_seeds == 0);
+    if hunt.stdout_closed {
+        return Ok(found);
+    }
+    let interrupted = INTERRUPTED.load(Ordering::Relaxed);
+    let failures: Vec<SeedResult> = std::mem::take(&mut hunt.to_shrink);
+    let shrunk = if args.shrink && !interrupted {
+        shrink_failures(&failures.iter().collect::<Vec<_>>(), args.shrink_budget_s)
+    } else {
+        Vec::new()
+    };
+    for failure in &failures {
+        let shrunk = shrunk.iter().find(|s| s.seed == failure.seed);
+        if let Some(s) = shrunk {
+            hunt.save(failure, Some(&s.scenario)).map_err(InputError)?;
+        }
+        if !args.json {
+            hunt.tell(failure, shrunk.map(|s| s.line.as_str()));
         }
     }
-    let sim_ms: u64 = results.iter().map(|r| r.sim_ms).sum();
-    let messages: u64 = results.iter().map(|r| r.messages).sum();
+    let wall_ms = started.elapsed().as_millis() as u64;
+    let shard_text = args.shard.as_ref().map(|_| format!("{}/{}", shard.index, shard.count));
     if args.json {
         let json = HuntJson {
-            seeds_run: results.len() as u64,
-            variant: model.variant.name().to_string(),
-            violations: failures
-                .iter()
-                .flat_map(|f| {
-                    f.violations.iter().map(|v| HuntViolationJson {
-                        seed: f.seed,
-                        property: v.property,
-                        detail: v.detail.clone(),
-                        replay: replay_line(f.seed, &args.model),
-                    })
-                })
-                .collect(),
-            sim_ms,
+            variant: hunt.variant.clone(),
+            violations: std::mem::take(&mut hunt.violations_json),
+            summary: hunt.summary.clone(),
             wall_ms,
-            messages,
             shrunk: shrunk.iter().map(|s| s.json.clone()).collect(),
+            interrupted,
+            shard: shard_text,
+            seeds_resumed: hunt.seeds_resumed,
         };
-        crate::outln!("{}", serde_json::to_string(&json).expect("hunt json serializes"));
+        hunt.say(format_args!("{}", serde_json::to_string(&json).expect("hunt json serializes")));
     } else {
-        for failure in &failures {
-            for violation in &failure.violations {
-                crate::outln!("FAIL seed {}: {violation}", failure.seed);
-            }
-            crate::outln!("  replay: {}", replay_line(failure.seed, &args.model));
-            if let Some(s) = shrunk_of(failure.seed) {
-                crate::outln!("  shrunk: {}", s.line);
-            }
+        for line in hunt.summary.detail_lines() {
+            hunt.say(format_args!("{line}"));
         }
-        let wall_s = (wall_ms as f64 / 1_000.0).max(0.001);
-        crate::outln!(
-            "hunt: {} seeds of variant {}, {} failing; {:.1} seeds/s, {:.0} simulated s in {:.1} s wall ({:.0}x real time), {} messages",
-            results.len(),
-            model.variant.name(),
-            failures.len(),
-            results.len() as f64 / wall_s,
-            sim_ms as f64 / 1_000.0,
-            wall_s,
-            sim_ms as f64 / 1_000.0 / wall_s,
-            messages
-        );
+        if let Some(text) = &shard_text {
+            hunt.say(format_args!(
+                "shard {text}: seeds s of {} with s mod {} = {}",
+                args.seeds, shard.count, shard.index
+            ));
+        }
+        if let Some(path) = &args.records {
+            let resumed = hunt.seeds_resumed;
+            hunt.say(format_args!("records: {} ({resumed} seeds resumed from it, not run again)", path.display()));
+        }
+        if interrupted {
+            let run = hunt.summary.seeds_run;
+            hunt.say(format_args!("interrupted: the summary covers the {run} seeds finished"));
+        }
+        let last = hunt.summary.last_line(&hunt.variant, wall_ms);
+        hunt.say(format_args!("{last}"));
     }
-    Ok(exit_for(failures.is_empty()))
+    if interrupted {
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    Ok(found)
 }

@@ -6,9 +6,13 @@
 pub mod args;
 pub mod bench;
 pub mod hunt;
+pub mod merge;
 pub mod output;
+pub mod records;
 pub mod replay;
+pub mod shard;
 pub mod shrink;
+pub mod summary;
 pub mod variants;
 
 use args::{Cli, Command, InputError};
@@ -54,5 +58,6 @@ fn execute(cli: Cli) -> Result<ExitCode, InputError> {
         Command::Variants(args) => variants::variants(&args),
         Command::Bench(args) => bench::bench(&args),
         Command::Shrink(args) => shrink::shrink(&args),
+        Command::Merge(args) => merge::merge(&args),
     }
 }

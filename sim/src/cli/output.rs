@@ -17,3 +17,10 @@ pub fn write_line(line: std::fmt::Arguments<'_>) {
         std::process::exit(0);
     }
 }
+
+/// Writes one line to stdout; `false` when stdout is gone (a closed pipe),
+/// for a command that must end with the exit code of what it found.
+pub fn try_write_line(line: std::fmt::Arguments<'_>) -> bool {
+    use std::io::Write;
+    writeln!(std::io::stdout().lock(), "{line}").is_ok()
+}

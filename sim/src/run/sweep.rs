@@ -1,16 +1,19 @@
 //! Sweeps of many seeds, for `hunt`, `variants --score`, `bench` and the
 //! tests. Seeds run in parallel on `jobs` threads, each seed on its own fresh
 //! thread; results come back in seed order, so nothing depends on thread
-//! timing.
+//! timing. [`sweep_each`] hands each result over as soon as the seeds before
+//! it are done and keeps nothing, so a hunt of any length runs in flat memory.
 
 use crate::checker::{Property, Violation};
 use crate::model::Model;
 use crate::run::scenario::for_failure;
 use crate::run::seed::run_seed;
 use indicatif::ProgressBar;
+use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::Instant;
 
 /// What a sweep keeps of one seed (the history is dropped at once).
 #[derive(Clone, Debug)]
@@ -20,6 +23,9 @@ pub struct SeedResult {
     pub trace_hash: String,
     pub sim_ms: u64,
     pub messages: u64,
+    pub lease_exposures: u64,
+    /// Wall time of the seed's runs, for reports only (never inside a run).
+    pub wall_ms: u64,
     /// The scenario file text for a failing seed.
     pub scenario: Option<String>,
 }
@@ -33,36 +39,90 @@ pub fn sweep(
     twice: bool,
     progress: Option<&ProgressBar>,
 ) -> Vec<SeedResult> {
-    let next = AtomicU64::new(seeds.start);
-    let results = Mutex::new(Vec::with_capacity((seeds.end - seeds.start).min(1 << 20) as usize));
-    let failures = AtomicU64::new(0);
+    let mut results = Vec::with_capacity((seeds.end - seeds.start).min(1 << 20) as usize);
+    let mut failures = 0;
+    let never = AtomicBool::new(false);
+    sweep_each(seeds, model, Sweep { jobs, twice, stop: &never }, |result| {
+        failures += u64::from(!result.violations.is_empty());
+        if let Some(bar) = progress {
+            bar.set_message(format!("{failures} failures"));
+            bar.inc(1);
+        }
+        results.push(result);
+        Flow::Continue
+    });
+    results
+}
+
+/// How a [`sweep_each`] runs.
+#[derive(Clone, Copy)]
+pub struct Sweep<'a> {
+    /// Worker threads (at least 1 is used).
+    pub jobs: usize,
+    /// Every seed runs twice; a differing trace hash is a `determinism` violation.
+    pub twice: bool,
+    /// Set from outside (Ctrl-C): no seed starts after it.
+    pub stop: &'a AtomicBool,
+}
+
+/// What the receiver of a [`sweep_each`] result wants next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// Start no more seeds; the seeds in flight are still handed over.
+    Stop,
+}
+
+/// Runs `seeds`, in that order, on `how.jobs` threads and hands each result
+/// to `on_result` on the calling thread, in the order of `seeds`, as soon as
+/// it and every seed before it are done. Nothing is kept: memory holds only
+/// the results that wait for an earlier seed still running. After `Stop` (or
+/// `how.stop`), the seeds already started are finished and handed over, so
+/// every seed handed over is a prefix of `seeds`.
+pub fn sweep_each<I, F>(seeds: I, model: &Model, how: Sweep<'_>, mut on_result: F)
+where
+    I: Iterator<Item = u64> + Send,
+    F: FnMut(SeedResult) -> Flow,
+{
+    let queue = Mutex::new(seeds.enumerate());
+    let halt = AtomicBool::new(false);
+    let (sender, receiver) = mpsc::channel::<(usize, SeedResult)>();
     std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            scope.spawn(|| loop {
-                let seed = next.fetch_add(1, Ordering::Relaxed);
-                if seed >= seeds.end {
+        for _ in 0..how.jobs.max(1) {
+            let sender = sender.clone();
+            let (queue, halt) = (&queue, &halt);
+            scope.spawn(move || loop {
+                if halt.load(Ordering::Relaxed) || how.stop.load(Ordering::Relaxed) {
                     break;
                 }
-                let result = one_seed(seed, model, twice);
-                if !result.violations.is_empty() {
-                    failures.fetch_add(1, Ordering::Relaxed);
+                let Some((index, seed)) = queue.lock().expect("seed queue lock").next() else { break };
+                if sender.send((index, one_seed(seed, model, how.twice))).is_err() {
+                    break;
                 }
-                if let Some(bar) = progress {
-                    bar.set_message(format!("{} failures", failures.load(Ordering::Relaxed)));
-                    bar.inc(1);
-                }
-                results.lock().expect("results lock").push(result);
             });
         }
+        drop(sender);
+        // Results wait here only for an earlier seed still running: at most
+        // about as many as finish while the slowest seed in flight runs.
+        let mut waiting = BTreeMap::new();
+        let mut index_next = 0;
+        for (index, result) in receiver {
+            waiting.insert(index, result);
+            while let Some(result) = waiting.remove(&index_next) {
+                index_next += 1;
+                if on_result(result) == Flow::Stop {
+                    halt.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        assert!(waiting.is_empty(), "every seed started was handed over");
     });
-    let mut results = results.into_inner().expect("results lock");
-    results.sort_by_key(|r| r.seed);
-    results
 }
 
 fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
     // A swarm seed's scenario file records the model it drew, not the draw.
     let model = &crate::faults::swarm::resolve(model, seed);
+    let started = Instant::now();
     let outcome = run_seed(seed, model);
     let mut violations = outcome.violations.clone();
     if twice {
@@ -94,6 +154,8 @@ fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
         trace_hash: outcome.trace_hash,
         sim_ms: outcome.sim_ms,
         messages: outcome.messages,
+        lease_exposures: outcome.lease_exposures,
+        wall_ms: started.elapsed().as_millis() as u64,
         scenario,
     }
 }

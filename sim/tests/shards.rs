@@ -1,0 +1,180 @@
+//! A campaign across machines, through the binary: shards, seed records,
+//! resume after a kill, and `merge` (CLI.md, `hunt --shard`, `--records`, `merge`).
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn fencesim() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fencesim"));
+    command.env_remove("JOB_COMPLETION_INDEX").env_remove("SLURM_ARRAY_TASK_ID");
+    command
+}
+
+fn run(args: &[&str]) -> Output {
+    fencesim().args(args).output().expect("the binary runs")
+}
+
+/// A fresh scratch directory under the target dir, named after the test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("shards-tests").join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!("not JSON ({e}): {}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+    })
+}
+
+/// The seeds of a record file, one entry per line.
+fn recorded_seeds(path: &Path) -> Vec<u64> {
+    let text = std::fs::read_to_string(path).expect("records file");
+    text.lines().map(|line| serde_json::from_str::<Value>(line).expect("a record")["seed"].as_u64().unwrap()).collect()
+}
+
+/// The summary keys a merge must agree on with the hunt it stands for.
+const SUMMARY_KEYS: [&str; 8] = [
+    "seeds_run",
+    "failing_seeds",
+    "by_property",
+    "lease_exposures",
+    "lease_exposure_seeds",
+    "sim_ms",
+    "messages",
+    "variant",
+];
+
+#[test]
+fn four_shards_in_parallel_merge_to_the_whole_hunt() {
+    let dir = scratch("four");
+    let hunt = ["hunt", "--seeds", "0..16", "--variant", "sink-unfenced", "--jobs", "1", "--json"];
+    let shards: Vec<_> = (0..4)
+        .map(|index| {
+            let records = dir.join(format!("shard-{index}.jsonl"));
+            fencesim()
+                .args(hunt)
+                .args(["--shard", "auto/4", "--records", records.to_str().unwrap()])
+                .env("JOB_COMPLETION_INDEX", index.to_string())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("a shard starts")
+        })
+        .collect();
+    for shard in shards {
+        let output = shard.wait_with_output().expect("a shard ends");
+        assert!(matches!(output.status.code(), Some(0 | 1)), "a shard failed: {output:?}");
+    }
+    let mut seeds: Vec<u64> = (0..4).flat_map(|i| recorded_seeds(&dir.join(format!("shard-{i}.jsonl")))).collect();
+    seeds.sort_unstable();
+    assert_eq!(seeds, (0..16).collect::<Vec<u64>>(), "every seed exactly once");
+    let whole = run(&hunt);
+    let merged = run(&["merge", dir.to_str().unwrap(), "--json"]);
+    assert_eq!(merged.status.code(), whole.status.code(), "{merged:?}");
+    let (whole, merged) = (json(&whole), json(&merged));
+    for key in SUMMARY_KEYS {
+        assert_eq!(merged[key], whole[key], "{key}");
+    }
+    assert!(whole["failing_seeds"].as_u64().unwrap() > 0, "sink-unfenced fails within 16 seeds");
+    assert_eq!((merged["records"].as_u64(), merged["duplicates"].as_u64()), (Some(16), Some(0)));
+}
+
+#[test]
+fn a_killed_shard_resumes_where_it_stopped() {
+    let dir = scratch("resume");
+    let records = dir.join("shard.jsonl");
+    let hunt = ["hunt", "--seeds", "0..24", "--shard", "1/2", "--jobs", "1", "--records", records.to_str().unwrap()];
+    let mut first = fencesim().args(hunt).stdout(Stdio::null()).spawn().expect("the shard starts");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while std::fs::read_to_string(&records).map_or(0, |t| t.lines().count()) < 3 {
+        assert!(Instant::now() < deadline, "no records after 120 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    first.kill().expect("kill the shard");
+    first.wait().expect("the shard is gone");
+    // A kill mid-write leaves a torn last line: the resume cuts it off.
+    let mut text = std::fs::read_to_string(&records).unwrap();
+    let done = text.lines().count();
+    assert!(done < 12, "the shard was killed before its end ({done} of 12 seeds)");
+    text.push_str("{\"format\":1,\"fencesim\":\"0.");
+    std::fs::write(&records, text).unwrap();
+
+    let resumed = fencesim().args(hunt).arg("--json").output().expect("the shard resumes");
+    assert_eq!(resumed.status.code(), Some(0), "{resumed:?}");
+    let resumed = json(&resumed);
+    assert_eq!(resumed["seeds_resumed"].as_u64(), Some(done as u64));
+    assert_eq!(resumed["seeds_run"].as_u64(), Some(12), "the summary covers the whole shard");
+    let mut seeds = recorded_seeds(&records);
+    seeds.sort_unstable();
+    assert_eq!(seeds, (0..24).filter(|s| s % 2 == 1).collect::<Vec<u64>>(), "every seed of the shard once");
+    let merged = json(&run(&["merge", records.to_str().unwrap(), "--json"]));
+    for key in SUMMARY_KEYS {
+        assert_eq!(merged[key], resumed[key], "{key}");
+    }
+}
+
+fn record(seed: u64, model_hash: &str, trace_hash: &str) -> String {
+    format!(
+        concat!(
+            r#"{{"format":1,"fencesim":"0.1.0","commit":"abc","model_hash":"{}","variant":"default","seed":{},"#,
+            r#""verdict":"pass","properties":[],"trace_hash":"{}","sim_ms":40000,"wall_ms":9,"messages":10,"lease_exposures":0}}"#,
+            "\n"
+        ),
+        model_hash, seed, trace_hash
+    )
+}
+
+#[test]
+fn merge_refuses_records_of_another_model_unless_told() {
+    let dir = scratch("mixed");
+    let file = dir.join("mixed.jsonl");
+    std::fs::write(&file, record(0, "aaaa", "01") + &record(1, "bbbb", "02")).unwrap();
+    let refused = run(&["merge", file.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("mixed.jsonl:2"), "names the file and line: {stderr}");
+    let allowed = run(&["merge", file.to_str().unwrap(), "--allow-mixed", "--json"]);
+    assert_eq!(allowed.status.code(), Some(0));
+    assert_eq!(json(&allowed)["seeds_run"].as_u64(), Some(2));
+}
+
+#[test]
+fn one_seed_with_two_trace_hashes_is_a_determinism_failure() {
+    let dir = scratch("determinism");
+    let (a, b) = (dir.join("a.jsonl"), dir.join("b.jsonl"));
+    std::fs::write(&a, record(5, "aaaa", "0123") + &record(6, "aaaa", "0456")).unwrap();
+    std::fs::write(&b, record(5, "aaaa", "0123") + &record(6, "aaaa", "0789")).unwrap();
+    let merged = run(&["merge", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&merged.stdout);
+    assert_eq!(merged.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("FAIL seed 6: determinism"), "{stdout}");
+    assert!(stdout.contains("a.jsonl:2") && stdout.contains("b.jsonl:2"), "both records: {stdout}");
+    let json = json(&run(&["merge", a.to_str().unwrap(), b.to_str().unwrap(), "--json"]));
+    assert_eq!(json["duplicates"].as_u64(), Some(1), "seed 5 twice with one hash is no failure");
+    let counts: BTreeMap<String, Value> = serde_json::from_value(json["by_property"].clone()).unwrap();
+    assert_eq!(counts["determinism"]["seeds"].as_u64(), Some(1));
+}
+
+#[test]
+fn a_shard_index_missing_or_out_of_range_is_an_input_error() {
+    for (args, env, needle) in [
+        (["hunt", "--shard", "auto/4"], None, "JOB_COMPLETION_INDEX"),
+        (["hunt", "--shard", "auto/4"], Some("4"), "SLURM_ARRAY_TASK_ID=4"),
+        (["hunt", "--shard", "4/4"], None, "--shard 4/4"),
+    ] {
+        let mut command = fencesim();
+        if let Some(index) = env {
+            command.env("SLURM_ARRAY_TASK_ID", index);
+        }
+        let output = command.args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
