@@ -21,3 +21,15 @@ impl fmt::Display for Actor {
         }
     }
 }
+
+impl From<NodeId> for Actor {
+    fn from(node: NodeId) -> Actor {
+        Actor::Server(node)
+    }
+}
+
+impl From<ClientId> for Actor {
+    fn from(client: ClientId) -> Actor {
+        Actor::Client(client)
+    }
+}

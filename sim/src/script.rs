@@ -24,7 +24,6 @@ use fencelock::resource::WritePath;
 use fencelock::{ApplyResult, ClientId, Command, Key, NodeId, Token};
 use futures::channel::{mpsc, oneshot};
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::time::Duration;
 
 /// The first key of seed 000.
@@ -68,12 +67,12 @@ pub fn script_model(workers: u32) -> Model {
     }
 }
 
-/// Runs `story` as the supervisor of a fresh world on its own thread, then
-/// checks the history like any other run.
-pub fn run_script<F, Fut>(seed: u64, model: Model, story: F) -> Outcome
+/// Runs `story` as the supervisor of a fresh world on its own thread, ends
+/// the run (heals everything and runs the liveness phase), then checks the
+/// history like any other run.
+pub fn run_script<F>(seed: u64, model: Model, story: F) -> Outcome
 where
-    F: FnOnce(Sim) -> Fut + Send + 'static,
-    Fut: Future<Output = Sim> + 'static,
+    F: AsyncFnOnce(&mut Sim) + Send + 'static,
 {
     let thread_model = model.clone();
     let record = std::thread::Builder::new()
@@ -90,7 +89,9 @@ where
                     receivers.insert(ClientId(c), rx);
                 }
                 let supervisor = Supervisor::start(seed, thread_model, &[], Some(receivers));
-                let sim = story(Sim { supervisor, queues }).await;
+                let mut sim = Sim { supervisor, queues };
+                story(&mut sim).await;
+                sim.finish().await;
                 sim.supervisor.finish()
             })
         })
@@ -181,12 +182,12 @@ impl Sim {
     }
 
     /// A stop-the-world stall of a worker or server until [`Sim::resume`].
-    pub fn hold(&mut self, actor: Actor) {
-        self.supervisor.hold(actor);
+    pub fn hold(&mut self, actor: impl Into<Actor>) {
+        self.supervisor.hold(actor.into());
     }
 
-    pub fn resume(&mut self, actor: Actor) {
-        self.supervisor.resume(actor);
+    pub fn resume(&mut self, actor: impl Into<Actor>) {
+        self.supervisor.resume(actor.into());
     }
 
     /// Applies one fault exactly as the fault schedule would.
@@ -210,8 +211,9 @@ impl Sim {
         self.fault(Fault::Restart { node }).await;
     }
 
-    /// Ends the scripted part: heals everything and runs the liveness phase.
-    pub async fn finish(&mut self) {
+    /// Ends the scripted part: heals everything and runs the liveness phase
+    /// ([`run_script`] does this after every story).
+    async fn finish(&mut self) {
         self.supervisor.heal();
         self.run_for(ms(self.supervisor.ctx.model.liveness_ms)).await;
     }

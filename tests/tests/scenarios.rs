@@ -12,13 +12,11 @@ use fencesim::model::Model;
 use fencesim::nodes::commands::WorkerResult;
 use fencesim::run::seed::Outcome;
 use fencesim::script::{ms, run_script, script_model, story, worker_a, worker_b, Sim, B1042};
-use std::future::Future;
 
 /// Runs a story and snapshots what happened plus the checker's verdict.
-fn check<F, Fut>(name: &str, model: Model, story_fn: F) -> Outcome
+fn check<F>(name: &str, model: Model, story_fn: F) -> Outcome
 where
-    F: FnOnce(Sim) -> Fut + Send + 'static,
-    Fut: Future<Output = Sim> + 'static,
+    F: AsyncFnOnce(&mut Sim) + Send + 'static,
 {
     let outcome = run_script(0, model, story_fn);
     if std::env::var_os("FENCESIM_TRACE").is_some() {
@@ -48,11 +46,11 @@ fn lease_ms() -> u64 {
 /// and stores the checked status; A wakes and writes with 41; the database
 /// compares 41 with 42 and rejects it. `restart_db` restarts the database
 /// before A's write; `path` is the write path A's late write takes.
-async fn paused_holder(mut sim: Sim, restart_db: bool, path: WritePath) -> Sim {
+async fn paused_holder(sim: &mut Sim, restart_db: bool, path: WritePath) {
     let (a, b) = (worker_a(), worker_b());
     sim.leader().await;
     assert_eq!(sim.acquire(a, B1042).await, Token(41));
-    sim.hold(Actor::Client(a));
+    sim.hold(a);
     let late_write = sim.start_write(a, B1042, path, None);
     sim.run_for(ms(lease_ms() * 2)).await;
     assert_eq!(sim.acquire(b, B1042).await, Token(42));
@@ -63,34 +61,38 @@ async fn paused_holder(mut sim: Sim, restart_db: bool, path: WritePath) -> Sim {
         sim.fault(Fault::RestartResource).await;
         sim.run_for(ms(100)).await;
     }
-    sim.resume(Actor::Client(a));
+    sim.resume(a);
     let verdict = sim.outcome(late_write).await;
     assert_eq!(verdict, WorkerResult::Written(WriteVerdict::RejectedStale { highest: Token(42) }));
-    sim.finish().await;
-    sim
 }
 
 #[test]
 fn b1042_paused_holder_is_fenced() {
-    let outcome = check("b1042_paused_holder", script_model(2), |sim| paused_holder(sim, false, WritePath::Status));
+    let outcome = check("b1042_paused_holder", script_model(2), async |sim: &mut Sim| {
+        paused_holder(sim, false, WritePath::Status).await
+    });
     assert!(outcome.ok);
 }
 
 #[test]
 fn b1042_fenced_after_database_restart() {
-    let outcome = check("b1042_after_db_restart", script_model(2), |sim| paused_holder(sim, true, WritePath::Status));
+    let outcome = check("b1042_after_db_restart", script_model(2), async |sim: &mut Sim| {
+        paused_holder(sim, true, WritePath::Status).await
+    });
     assert!(outcome.ok);
 }
 
 #[test]
 fn b1042_fenced_on_the_second_write_path() {
-    let outcome = check("b1042_second_path", script_model(2), |sim| paused_holder(sim, false, WritePath::Ledger));
+    let outcome = check("b1042_second_path", script_model(2), async |sim: &mut Sim| {
+        paused_holder(sim, false, WritePath::Ledger).await
+    });
     assert!(outcome.ok);
 }
 
 #[test]
 fn tokens_stay_monotonic_across_restores() {
-    let outcome = check("tokens_across_restores", script_model(2), |mut sim| async move {
+    let outcome = check("tokens_across_restores", script_model(2), async |sim: &mut Sim| {
         let a = worker_a();
         let leader = sim.leader().await;
         sim.fault(Fault::BackupCluster).await; // taken at token 40
@@ -115,15 +117,13 @@ fn tokens_stay_monotonic_across_restores() {
             sim.acquire(a, B1042).await;
             sim.release(a, B1042).await;
         }
-        sim.finish().await;
-        sim
     });
     assert!(outcome.ok);
 }
 
 #[test]
 fn ghost_lock_is_released_by_the_leader() {
-    let outcome = check("ghost_lock", script_model(2), |mut sim| async move {
+    let outcome = check("ghost_lock", script_model(2), async |sim: &mut Sim| {
         let (a, b) = (worker_a(), worker_b());
         sim.leader().await;
         // A has worked with the cluster before, so it knows the leader.
@@ -134,15 +134,13 @@ fn ghost_lock_is_released_by_the_leader() {
         sim.run_for(ms(300)).await;
         // Well before A's lease would have run out, the key is free again.
         sim.acquire(b, B1042).await;
-        sim.finish().await;
-        sim
     });
     assert!(outcome.ok);
 }
 
 #[test]
 fn leader_change_mid_lease_keeps_the_lease() {
-    let outcome = check("leader_change_mid_lease", script_model(2), |mut sim| async move {
+    let outcome = check("leader_change_mid_lease", script_model(2), async |sim: &mut Sim| {
         let (a, b) = (worker_a(), worker_b());
         let leader = sim.leader().await;
         sim.acquire(a, B1042).await;
@@ -154,15 +152,13 @@ fn leader_change_mid_lease_keeps_the_lease() {
         sim.restart(leader).await;
         sim.run_for(ms(lease_ms() * 2)).await;
         sim.acquire(b, B1042).await;
-        sim.finish().await;
-        sim
     });
     assert!(outcome.ok);
 }
 
 #[test]
 fn renew_at_a_deposed_leader_is_not_acknowledged() {
-    let outcome = check("renew_at_deposed_leader", script_model(2), |mut sim| async move {
+    let outcome = check("renew_at_deposed_leader", script_model(2), async |sim: &mut Sim| {
         let (a, b) = (worker_a(), worker_b());
         let leader = sim.leader().await;
         assert_eq!(sim.acquire(a, B1042).await, Token(41));
@@ -177,15 +173,13 @@ fn renew_at_a_deposed_leader_is_not_acknowledged() {
         sim.run_for(ms(lease_ms() * 2)).await;
         assert_eq!(sim.acquire(b, B1042).await, Token(42));
         sim.heal().await;
-        sim.finish().await;
-        sim
     });
     assert!(outcome.ok);
 }
 
 #[test]
 fn backward_clock_step_on_the_leader_only_delays_expiry() {
-    let outcome = check("backward_clock_step", script_model(2), |mut sim| async move {
+    let outcome = check("backward_clock_step", script_model(2), async |sim: &mut Sim| {
         let (a, b) = (worker_a(), worker_b());
         let leader = sim.leader().await;
         sim.acquire(a, B1042).await;
@@ -193,31 +187,27 @@ fn backward_clock_step_on_the_leader_only_delays_expiry() {
         sim.run_for(ms(lease_ms() + 500)).await;
         sim.release(a, B1042).await;
         sim.acquire(b, B1042).await;
-        sim.finish().await;
-        sim
     });
     assert!(outcome.ok);
 }
 
 #[test]
 fn drift_beyond_the_bound_is_contained_by_fencing() {
-    let outcome = check("drift_beyond_bound", script_model(2), |mut sim| async move {
+    let outcome = check("drift_beyond_bound", script_model(2), async |sim: &mut Sim| {
         let (a, b) = (worker_a(), worker_b());
         let leader = sim.leader().await;
         // The leader's clock runs 60% fast: far beyond the assumed bound.
         sim.fault(Fault::ClockRate { actor: Actor::Server(leader), ppm: 600_000 }).await;
         sim.acquire(a, B1042).await;
         let late_write = sim.start_write(a, B1042, WritePath::Status, None);
-        sim.hold(Actor::Client(a));
+        sim.hold(a);
         sim.run_for(ms(lease_ms() * 7 / 10)).await;
         // A still believes (its own clock is right), but the leader expired it early.
         sim.acquire(b, B1042).await;
         assert_eq!(sim.write(b, B1042, WritePath::Status).await, WorkerResult::Written(WriteVerdict::Accepted));
-        sim.resume(Actor::Client(a));
+        sim.resume(a);
         let verdict = sim.outcome(late_write).await;
         assert!(matches!(verdict, WorkerResult::Written(WriteVerdict::RejectedStale { .. })));
-        sim.finish().await;
-        sim
     });
     assert!(outcome.ok, "fencing contains the overlap: {:?}", outcome.violations);
     assert!(outcome.lease_exposures > 0, "the overlap beyond the bound is counted as an exposure");
@@ -232,22 +222,20 @@ async fn late_revoke_after_regrant(sim: &mut Sim) -> WorkerResult {
     let (a, b, operator) = (worker_a(), worker_b(), ClientId(2));
     sim.leader().await;
     assert_eq!(sim.acquire(a, B1042).await, Token(41));
-    sim.hold(Actor::Client(operator));
+    sim.hold(operator);
     let late_revoke = sim.start_revoke(operator, B1042, Token(41));
     sim.run_for(ms(lease_ms() * 2)).await;
     assert_eq!(sim.acquire(b, B1042).await, Token(42));
-    sim.resume(Actor::Client(operator));
+    sim.resume(operator);
     sim.outcome(late_revoke).await
 }
 
-async fn delayed_expire(mut sim: Sim) -> Sim {
-    let late = late_revoke_after_regrant(&mut sim).await;
+async fn delayed_expire(sim: &mut Sim) {
+    let late = late_revoke_after_regrant(sim).await;
     assert_eq!(late, WorkerResult::Refused("Lost { key: Key(\"invoice/B-1042\") }".into()));
     let duplicate = sim.start_revoke(ClientId(2), B1042, Token(41));
     sim.outcome(duplicate).await;
     assert_eq!(sim.write(worker_b(), B1042, WritePath::Status).await, WorkerResult::Written(WriteVerdict::Accepted));
-    sim.finish().await;
-    sim
 }
 
 #[test]
@@ -259,10 +247,8 @@ fn a_delayed_expire_never_deletes_a_regranted_lock() {
 #[test]
 fn expire_ignores_token_is_caught_by_the_delayed_expire() {
     let model = Model { variant: Variant::ExpireIgnoresToken, ..script_model(3) };
-    let outcome = run_script(0, model, |mut sim| async move {
-        late_revoke_after_regrant(&mut sim).await;
-        sim.finish().await;
-        sim
+    let outcome = run_script(0, model, async |sim: &mut Sim| {
+        late_revoke_after_regrant(sim).await;
     });
     assert!(outcome.violations.iter().any(|v| v.property == Property::ExpireSafety), "{:?}", outcome.violations);
 }
@@ -273,7 +259,7 @@ fn expire_ignores_token_is_caught_by_the_delayed_expire() {
 /// is not a second grant.
 #[test]
 fn a_retry_with_the_same_request_id_gets_the_original_token() {
-    let outcome = check("retry_same_request_id", script_model(2), |mut sim| async move {
+    let outcome = check("retry_same_request_id", script_model(2), async |sim: &mut Sim| {
         let (a, b) = (worker_a(), worker_b());
         let leader = sim.leader().await;
         // A learns the leader first, so its acquire goes straight there.
@@ -286,8 +272,6 @@ fn a_retry_with_the_same_request_id_gets_the_original_token() {
         assert_eq!(sim.outcome(acquire).await, WorkerResult::Granted(Token(42)));
         // The key really is A's: B is refused.
         assert!(matches!(sim.outcome(sim.start_acquire(b, B1042)).await, WorkerResult::Refused(_)));
-        sim.finish().await;
-        sim
     });
     assert!(outcome.ok, "{:?}", outcome.violations);
     assert_eq!(outcome.grants, 2, "one grant for B-1043, one for B-1042: the retry was not a second grant");

@@ -7,20 +7,18 @@ use fencesim::history::{Actor, EventKind};
 use fencesim::model::Model;
 use fencesim::nodes::commands::WorkerResult;
 use fencesim::run::seed::run_seed;
-use fencesim::script::{ms, run_script, script_model, worker_a, B1042};
+use fencesim::script::{ms, run_script, script_model, worker_a, Sim, B1042};
 
 #[test]
 fn a_paused_worker_acts_only_after_it_resumes() {
-    let outcome = run_script(5, script_model(1), |mut sim| async move {
+    let outcome = run_script(5, script_model(1), async |sim: &mut Sim| {
         let a = worker_a();
         sim.leader().await;
-        sim.hold(Actor::Client(a));
+        sim.hold(a);
         let acquire = sim.start_acquire(a, B1042);
         sim.run_for(ms(3_000)).await;
-        sim.resume(Actor::Client(a));
+        sim.resume(a);
         assert!(matches!(sim.outcome(acquire).await, WorkerResult::Granted(_)));
-        sim.finish().await;
-        sim
     });
     let events = outcome.history.events();
     let resumed_us = events
@@ -149,7 +147,7 @@ fn planned_restarts_and_heals_take_churn_victims_over() {
     use fencelock::NodeId;
     use fencesim::faults::Fault;
     let model = Model { nodes: 3, ..script_model(1) };
-    let outcome = run_script(7, model, |mut sim| async move {
+    let outcome = run_script(7, model, async |sim: &mut Sim| {
         sim.leader().await;
         sim.fault(Fault::LeaderChurn { for_ms: 4_000, within_ms: 1, down_ms: 1_500 }).await;
         for round in 0..200 {
@@ -157,8 +155,6 @@ fn planned_restarts_and_heals_take_churn_victims_over() {
             let fault = if round % 5 == 4 { Fault::Heal } else { Fault::Restart { node: NodeId(round % 3) } };
             sim.fault(fault).await;
         }
-        sim.finish().await;
-        sim
     });
     assert!(outcome.ok, "{:?}", outcome.violations);
     let strikes = outcome
