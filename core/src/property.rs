@@ -84,9 +84,10 @@ impl Property {
     }
 }
 
+/// The id, padded as asked (`{:<18}` lines up a table).
 impl fmt::Display for Property {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.id())
+        f.pad(self.id())
     }
 }
 
@@ -111,6 +112,7 @@ mod tests {
             assert_eq!(property.id().parse::<Property>(), Ok(property));
             assert_eq!(serde_json::to_string(&property).unwrap(), format!("\"{property}\""));
         }
+        assert_eq!(format!("[{:<16}]", Property::Liveness), "[liveness        ]");
         let ids: std::collections::BTreeSet<&str> = Property::ALL.iter().map(|p| p.id()).collect();
         assert_eq!(ids.len(), Property::ALL.len(), "ids are distinct");
         assert!(Property::SPEC.iter().all(|p| Property::ALL.contains(p)));
