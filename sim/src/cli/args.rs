@@ -111,6 +111,9 @@ pub struct ReplayArgs {
     /// Write the fault schedule of this run as JSON.
     #[arg(long)]
     pub save_faults: Option<PathBuf>,
+    /// Write a picture of the run: `FILE.html` (zoomable page) or `FILE.svg`.
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<PathBuf>,
     #[arg(long)]
     pub json: bool,
 }
@@ -133,6 +136,9 @@ pub struct ShrinkArgs {
     /// Write the shrunk scenario file here (default: print it).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Write a picture of the shrunk run: `FILE.html` or `FILE.svg`.
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<PathBuf>,
     /// Other seeds the shrunk plan is tried under (robustness).
     #[arg(long, default_value_t = 20)]
     pub robustness_seeds: u64,
@@ -153,6 +159,9 @@ pub struct RunArgs {
     pub file: PathBuf,
     #[arg(long)]
     pub trace: bool,
+    /// Write a picture of the run: `FILE.html` (zoomable page) or `FILE.svg`.
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<PathBuf>,
     #[arg(long)]
     pub json: bool,
 }

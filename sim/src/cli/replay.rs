@@ -5,11 +5,14 @@ use crate::cli::args::{exit_for, load_model, InputError, ReplayArgs, RunArgs};
 use crate::faults;
 use crate::run::scenario::Scenario;
 use crate::run::seed::{run_plan, Outcome};
-use crate::run::trace;
+use crate::run::{timeline, trace};
 use std::process::ExitCode;
 
 pub fn replay(args: &ReplayArgs) -> Result<ExitCode, InputError> {
     let limits = load_model(&args.model)?;
+    if let Some(path) = &args.timeline {
+        timeline::check_path(path)?;
+    }
     // A swarm seed runs, and checks a fault file against, the model it draws.
     let model = faults::swarm::resolve(&limits, args.seed);
     let plan = match &args.fault_file {
@@ -29,6 +32,9 @@ pub fn replay(args: &ReplayArgs) -> Result<ExitCode, InputError> {
         std::fs::write(path, text).map_err(|e| InputError(format!("cannot write {}: {e}", path.display())))?;
     }
     let outcome = run_plan(args.seed, &model, plan);
+    if let Some(path) = &args.timeline {
+        timeline::write(&outcome, None, path)?;
+    }
     if args.json {
         if limits.swarm {
             let mut value = serde_json::to_value(&outcome).expect("an outcome always serializes");
@@ -54,7 +60,13 @@ pub fn run_file(args: &RunArgs) -> Result<ExitCode, InputError> {
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| InputError(format!("cannot read scenario file {origin}: {e}")))?;
     let scenario = Scenario::parse(&text, &origin)?;
+    if let Some(path) = &args.timeline {
+        timeline::check_path(path)?;
+    }
     let outcome = scenario.run();
+    if let Some(path) = &args.timeline {
+        timeline::write(&outcome, Some(scenario.file.name.as_str()), path)?;
+    }
     let matched = scenario.matches(&outcome);
     if args.json {
         let mut value = serde_json::to_value(&outcome).expect("an outcome always serializes");

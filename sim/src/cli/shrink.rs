@@ -27,6 +27,9 @@ struct Start {
 
 pub fn shrink(args: &ShrinkArgs) -> Result<ExitCode, InputError> {
     let start = load_start(args)?;
+    if let Some(path) = &args.timeline {
+        crate::run::timeline::check_path(path)?;
+    }
     if args.robustness_seeds > 10_000 {
         return Err(InputError("--robustness-seeds must be at most 10000".into()));
     }
@@ -46,6 +49,9 @@ pub fn shrink(args: &ShrinkArgs) -> Result<ExitCode, InputError> {
     let scenario = text::scenario_toml(&report, &start.name, kept);
     if let Some(path) = &args.out {
         std::fs::write(path, &scenario).map_err(|e| InputError(format!("cannot write {}: {e}", path.display())))?;
+    }
+    if let Some(path) = &args.timeline {
+        crate::run::timeline::write(&report.outcome, Some(start.name.as_str()), path)?;
     }
     if args.json {
         crate::outln!("{}", report_json(&report, args.out.as_deref()));

@@ -4,4 +4,5 @@
 pub mod scenario;
 pub mod seed;
 pub mod sweep;
+pub mod timeline;
 pub mod trace;
