@@ -68,6 +68,9 @@ fn every_shrunk_seed_file_replays_its_own_plan_twice_alike_and_short() {
         assert_eq!(first.trace_hash, second.trace_hash, "{origin}: a shrunk scenario replays byte for byte");
         assert!(scenario.matches(&first), "{origin}: {:?}", first.violations);
         let lines = first.history.events().len();
-        assert!(lines <= SHRUNK_TRACE_LINES_MAX, "{origin}: {lines} trace lines; replay: fencesim run {origin} --trace");
+        assert!(
+            lines <= SHRUNK_TRACE_LINES_MAX,
+            "{origin}: {lines} trace lines; replay: fencesim run {origin} --trace"
+        );
     }
 }
