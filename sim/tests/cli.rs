@@ -142,3 +142,34 @@ fn a_closed_pipe_ends_the_trace_quietly() {
     assert!(!stderr.contains("panicked"), "a closed pipe must not panic: {stderr}");
     assert_eq!(output.status.code(), Some(0));
 }
+
+#[test]
+fn timeline_with_an_unknown_extension() {
+    assert_input_error(&["replay", "--seed", "1", "--timeline", "run.png"], "must end in .html or .svg");
+}
+
+#[test]
+fn timeline_into_a_missing_directory() {
+    assert_input_error(&["replay", "--seed", "1", "--timeline", "/no/such/dir/run.svg"], "no directory /no/such/dir");
+}
+
+#[test]
+fn timeline_onto_a_path_that_cannot_be_written() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-tests").join("a-directory.svg");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    assert_input_error(&["replay", "--seed", "1", "--timeline", dir.to_str().unwrap()], "cannot write");
+}
+
+#[test]
+fn timeline_svg_is_the_same_for_the_same_run() {
+    let model = scratch("timeline-model.toml", "safety_ms = 3000\nliveness_ms = 0\n");
+    let [first, second] = ["timeline-1.svg", "timeline-2.svg"].map(|name| scratch(name, ""));
+    for path in [&first, &second] {
+        let args = ["replay", "--seed", "3", "--model", model.to_str().unwrap(), "--timeline", path.to_str().unwrap()];
+        let output = fencesim(&args);
+        assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    }
+    let svg = std::fs::read(&first).expect("the timeline is written");
+    assert!(svg.starts_with(b"<svg "), "an SVG document");
+    assert_eq!(svg, std::fs::read(&second).expect("written twice"), "byte for byte the same");
+}

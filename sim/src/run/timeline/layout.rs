@@ -217,11 +217,12 @@ pub fn cap(row: &mut Row, start_us: u64, end_us: u64) -> bool {
     if row.items.len() <= ROW_ITEMS_MAX {
         return false;
     }
-    let bin_us = ((end_us - start_us) / AGGREGATE_BINS).max(1);
+    let bin_us = (end_us - start_us).div_ceil(AGGREGATE_BINS).max(1);
     let mut folded: Vec<Item> = Vec::new();
     let mut bins: std::collections::BTreeMap<u64, Vec<&Item>> = std::collections::BTreeMap::new();
     for item in &row.items {
-        bins.entry((item.a_us.saturating_sub(start_us)) / bin_us).or_default().push(item);
+        let bin = (item.a_us.saturating_sub(start_us) / bin_us).min(AGGREGATE_BINS - 1);
+        bins.entry(bin).or_default().push(item);
     }
     for (bin, items) in bins {
         let a_us = start_us + bin * bin_us;

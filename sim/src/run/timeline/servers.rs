@@ -96,6 +96,8 @@ pub struct ServerLane {
     paused: Option<Open>,
     stall: Option<Open>,
     clock: LocalClock,
+    /// The offset of the clock's first reading from true time.
+    clock_base: Option<i128>,
 }
 
 /// Servers, the faults lane and the resource, fed one event at a time.
@@ -169,11 +171,16 @@ impl Servers {
                 self.lanes.entry(*node).or_default().events.push(item);
             }
             EventKind::Clock { actor: Actor::Server(node), local_us, rate_ppm, .. } => {
+                // Offsets count from the clock's first reading: a clock's
+                // epoch is arbitrary, its drift and steps are what matter.
                 let lane = self.lanes.entry(*node).or_default();
-                let before = lane.clock.local_at(at) - i128::from(at);
+                let base = *lane.clock_base.get_or_insert(i128::from(*local_us) - i128::from(at));
+                let before = lane.clock.local_at(at) - i128::from(at) - base;
                 lane.clock.set(at, *local_us, *rate_ppm);
-                let after = lane.clock.local_at(at) - i128::from(at);
-                lane.clock_points.push((at, clamp(before)));
+                let after = lane.clock.local_at(at) - i128::from(at) - base;
+                if !lane.clock_points.is_empty() {
+                    lane.clock_points.push((at, clamp(before)));
+                }
                 lane.clock_points.push((at, clamp(after)));
             }
             EventKind::Crashed { actor: Actor::Resource } => {
@@ -302,7 +309,7 @@ impl Servers {
             if let Some(open) = lane.stall.take() {
                 lane.events.push(open.close(end_us, None));
             }
-            let offset = lane.clock.local_at(end_us) - i128::from(end_us);
+            let offset = lane.clock.local_at(end_us) - i128::from(end_us) - lane.clock_base.unwrap_or(0);
             if !lane.clock_points.is_empty() {
                 lane.clock_points.push((end_us, clamp(offset)));
             }

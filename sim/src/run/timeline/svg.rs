@@ -210,7 +210,8 @@ fn label_fits(scale: &Scale, item: &Item, free_x10: i64, next_x10: Option<i64>) 
         return Some(Placed { dx10: 30, free_x10: b });
     }
     let start = if item.is_mark() { a + 50 } else { b + 30 };
-    let room = next_x10.is_none_or(|next| start + width + 20 <= next);
+    let limit = next_x10.unwrap_or((GUTTER + PLOT) * 10);
+    let room = start + width + 20 <= limit;
     (start >= free_x10 && room).then_some(Placed { dx10: start - a, free_x10: start + width + 30 })
 }
 
@@ -256,7 +257,7 @@ fn clock_svg(out: &mut String, scale: &Scale, picture: &Picture, lane: &Lane, to
     let biggest = lane.clock.iter().map(|(_, o)| o.unsigned_abs()).max().unwrap_or(0);
     let _ = writeln!(
         out,
-        r#"<line class="zero" x1="{}" x2="{}" y1="{m}" y2="{m}"/><polyline class="clock" data-t="{}" points="{}"><title>clock offset from true time, up to {} ms (scale: ±{} ms across all servers)</title></polyline>"#,
+        r#"<line class="zero" x1="{}" x2="{}" y1="{m}" y2="{m}"/><polyline class="clock" data-t="{}" points="{}"><title>clock offset from true time (from its first reading), up to {} ms; scale ±{} ms for all servers</title></polyline>"#,
         px(GUTTER * 10),
         px((GUTTER + PLOT) * 10),
         times.join(" "),
