@@ -130,6 +130,7 @@ pub fn report_json(report: &Report, out: Option<&Path>) -> serde_json::Value {
         "robust_failing": report.robustness.as_ref().map(|r| r.failing),
         "robust_seeds": report.robustness.as_ref().map(|r| r.seeds),
         "needed": report.needed,
+        "minimal": report.minimal,
         "violation": report.violation,
         "interrupted": report.interrupted,
         "repaired": report.repaired,

@@ -100,6 +100,9 @@ pub struct Report {
     pub wall_ms: u64,
     pub robustness: Option<Robustness>,
     pub needed: Vec<Needed>,
+    /// Whether every remaining fault was proven needed (the plan is
+    /// 1-minimal); false when the budget ran out or Ctrl-C came first.
+    pub minimal: bool,
     /// The kept violation in the shrunk run.
     pub violation: String,
     pub interrupted: bool,
@@ -141,7 +144,8 @@ pub fn shrink(case: Case, options: &Options) -> Result<Report, String> {
     let mut s = Shrinker { property, best: case, best_outcome: outcome, runs: 1, deadline: started + options.budget };
     s.reduce();
     let repaired = robustness::repair(&mut s, &start, options.probes);
-    let needed = if s.stopped() { Vec::new() } else { plan::prove(&mut s) };
+    let minimal = !s.stopped();
+    let needed = if minimal { plan::prove(&mut s) } else { Vec::new() };
     let interrupted = INTERRUPTED.load(Ordering::Relaxed);
     let robustness = (!interrupted).then(|| robustness::measure(&s.best, &s.property, options.robustness_seeds));
     let violation = s.kept_violation().to_string();
@@ -152,6 +156,7 @@ pub fn shrink(case: Case, options: &Options) -> Result<Report, String> {
         wall_ms: started.elapsed().as_millis() as u64,
         robustness,
         needed,
+        minimal,
         violation,
         interrupted,
         repaired,

@@ -70,7 +70,13 @@ pub fn postmortem(report: &Report) -> String {
         model.jobs_max.map(|j| format!(", {j} jobs each")).unwrap_or_default()
     );
     out.push_str(&format!("The flaw ({}): {}\n", model.variant.name(), model.variant.info().about));
-    if report.needed.is_empty() {
+    if !report.minimal {
+        out.push_str(&format!(
+            "The shrink stopped before it could prove each of the {} remaining faults needed: the plan is \
+             smaller, not shown 1-minimal.\n",
+            report.case.plan.len()
+        ));
+    } else if report.needed.is_empty() {
         out.push_str("No fault is needed: the workload alone breaks the property.\n");
     }
     for needed in &report.needed {
