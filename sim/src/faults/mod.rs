@@ -149,6 +149,40 @@ impl fmt::Display for ChurnEvent {
     }
 }
 
+impl Fault {
+    /// Every server and worker the fault names (addresses as actors), in
+    /// the order it names them; the resource and "whoever leads" are not named.
+    pub fn named(&self) -> Vec<Actor> {
+        let of = |addr: &Addr| match *addr {
+            Addr::Server(node) => Actor::Server(node),
+            Addr::Client(client) => Actor::Client(client),
+            Addr::Resource => Actor::Resource,
+        };
+        let named = match self {
+            Fault::Partition { sides } => sides.iter().flatten().map(of).collect(),
+            Fault::OneWay { from, to } => vec![of(from), of(to)],
+            Fault::IsolateLeaderWith { clients, .. } => clients.iter().map(|c| Actor::Client(*c)).collect(),
+            Fault::CutClient { client } => vec![Actor::Client(*client)],
+            Fault::Crash { node, .. }
+            | Fault::Restart { node }
+            | Fault::BackupNode { node }
+            | Fault::RestoreNode { node }
+            | Fault::DiskStall { node, .. } => vec![Actor::Server(*node)],
+            Fault::Pause { actor, .. } | Fault::ClockRate { actor, .. } | Fault::ClockStep { actor, .. } => {
+                vec![*actor]
+            }
+            Fault::IsolateLeader
+            | Fault::Heal
+            | Fault::BackupCluster
+            | Fault::RestoreCluster
+            | Fault::CrashResource
+            | Fault::RestartResource
+            | Fault::LeaderChurn { .. } => Vec::new(),
+        };
+        named.into_iter().filter(|actor| *actor != Actor::Resource).collect()
+    }
+}
+
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -93,30 +93,14 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
 
 /// The servers a plan names, in id order.
 pub fn servers_named(plan: &[FaultEvent]) -> Vec<NodeId> {
-    let mut named = std::collections::BTreeSet::new();
-    let mut note_addr = |a: &Addr| {
-        if let Addr::Server(n) = a {
-            named.insert(*n);
-        }
-    };
-    for event in plan {
-        match &event.fault {
-            Fault::Partition { sides } => sides.iter().flatten().for_each(&mut note_addr),
-            Fault::OneWay { from, to } => {
-                note_addr(from);
-                note_addr(to);
-            }
-            Fault::Crash { node, .. }
-            | Fault::Restart { node }
-            | Fault::BackupNode { node }
-            | Fault::RestoreNode { node }
-            | Fault::DiskStall { node, .. } => note_addr(&Addr::Server(*node)),
-            Fault::Pause { actor: Actor::Server(n), .. }
-            | Fault::ClockRate { actor: Actor::Server(n), .. }
-            | Fault::ClockStep { actor: Actor::Server(n), .. } => note_addr(&Addr::Server(*n)),
-            _ => {}
-        }
-    }
+    let named: std::collections::BTreeSet<NodeId> = plan
+        .iter()
+        .flat_map(|event| event.fault.named())
+        .filter_map(|actor| match actor {
+            Actor::Server(node) => Some(node),
+            _ => None,
+        })
+        .collect();
     named.into_iter().collect()
 }
 
