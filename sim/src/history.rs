@@ -12,6 +12,7 @@ use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LogIndex, NodeId, R
 use serde::{Deserialize, Serialize};
 
 pub use crate::actor::Actor;
+use std::collections::BTreeMap;
 use crate::faults::{ChurnEvent, Fault};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -185,12 +186,217 @@ impl History {
         History::default()
     }
 
+    /// Appends an event and tells it to `tracing` (`tell`).
     pub fn record(&mut self, at_us: u64, kind: EventKind) {
         let seq = self.events.len() as u64;
-        self.events.push(Event { seq, at_us, kind });
+        let event = Event { seq, at_us, kind };
+        tell(&event);
+        self.events.push(event);
     }
 
     pub fn events(&self) -> &[Event] {
         &self.events
     }
+
+    /// The key of every request that names one, by client and request id:
+    /// what a reply, an answer or a give-up is about.
+    pub fn requests_keys(&self) -> BTreeMap<(ClientId, RequestId), Key> {
+        let mut keys = BTreeMap::new();
+        for event in &self.events {
+            if let EventKind::Requested { client, request, body, .. } = &event.kind {
+                if let Some(key) = request_key(body) {
+                    keys.insert((*client, *request), key.clone());
+                }
+            }
+        }
+        keys
+    }
+}
+
+fn request_key(body: &ClientRequest) -> Option<&Key> {
+    match body {
+        ClientRequest::Acquire { key, .. }
+        | ClientRequest::Renew { key, .. }
+        | ClientRequest::Release { key, .. }
+        | ClientRequest::Revoke { key, .. } => Some(key),
+        ClientRequest::Cancel => None,
+    }
+}
+
+fn actor(actor: Actor) -> String {
+    actor.to_string()
+}
+
+/// Tells a recorded event to `tracing`: target `fencesim::history`, level
+/// INFO, inside a `node{name=…}` span of the actor it is about, with its
+/// simulated time and the term, key and token where they apply. The message
+/// is the trace line's text. With no subscriber (a hunt) this is one check.
+fn tell(event: &Event) {
+    if !tracing::enabled!(target: "fencesim::history", tracing::Level::INFO) {
+        return;
+    }
+    let (who, what) = event.kind.describe();
+    let span = tracing::info_span!(target: "fencesim::history", "node", name = %who);
+    let _entered = span.enter();
+    tracing::info!(
+        target: "fencesim::history",
+        seq = event.seq,
+        at_us = event.at_us,
+        actor = %who,
+        term = event.kind.term().map(|term| term.0),
+        key = event.kind.key().map(|key| key.0.as_str()),
+        token = event.kind.token().map(tracing::field::display),
+        "{what}"
+    );
+}
+
+impl EventKind {
+    /// The term the event is about, where one applies.
+    pub fn term(&self) -> Option<Term> {
+        use EventKind as K;
+        match self {
+            K::Role { term, .. } | K::Applied { term, .. } | K::AppliedNoop { term, .. } => Some(*term),
+            K::Churn(ChurnEvent::Struck { term, .. }) => Some(*term),
+            _ => None,
+        }
+    }
+
+    /// The lock key the event is about, where it names one. A reply names
+    /// none: its request does (see `requests_keys`).
+    pub fn key(&self) -> Option<&Key> {
+        use EventKind as K;
+        match self {
+            K::Applied { command, .. } => Some(command.key()),
+            K::Requested { body, .. } => request_key(body),
+            K::ExpireProposed { key, .. }
+            | K::GhostReleaseProposed { key, .. }
+            | K::BeliefStart { key, .. }
+            | K::BeliefEnd { key, .. }
+            | K::WriteSent { key, .. }
+            | K::WriteDone { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+
+    /// The fencing token the event is about, where one applies.
+    pub fn token(&self) -> Option<Token> {
+        use EventKind as K;
+        match self {
+            K::Applied { result: ApplyResult::Granted { token }, .. } => Some(*token),
+            K::Applied { command: Command::Release { token, .. } | Command::Expire { token, .. }, .. } => Some(*token),
+            K::Replied { reply: ClientReply::Granted { token, .. }, .. }
+            | K::Answered { reply: ClientReply::Granted { token, .. }, .. } => Some(*token),
+            K::Requested {
+                body: ClientRequest::Renew { token, .. }
+                | ClientRequest::Release { token, .. }
+                | ClientRequest::Revoke { token, .. },
+                ..
+            } => Some(*token),
+            K::ExpireProposed { token, .. }
+            | K::GhostReleaseProposed { token, .. }
+            | K::BeliefStart { token, .. }
+            | K::BeliefEnd { token, .. }
+            | K::WriteSent { token, .. }
+            | K::WriteDone { token, .. } => Some(*token),
+            _ => None,
+        }
+    }
+
+    /// Every actor the event involves: the one it is about first, then the
+    /// other side (the client a reply goes to, the server a request goes to,
+    /// the writer of a write, whoever a fault names).
+    pub fn actors(&self) -> Vec<Actor> {
+        use EventKind as K;
+        match self {
+            K::Healed | K::ClusterRestored { .. } => Vec::new(),
+            K::Fault { fault } => fault.named(),
+            K::Churn(ChurnEvent::Struck { node, .. } | ChurnEvent::PluggedBack { node }) => vec![Actor::Server(*node)],
+            K::Crashed { actor } | K::Restarted { actor } | K::Paused { actor } | K::Resumed { actor } => vec![*actor],
+            K::Clock { actor, .. } => vec![*actor],
+            K::NodeRestored { node, .. }
+            | K::Role { node, .. }
+            | K::Applied { node, .. }
+            | K::AppliedNoop { node, .. }
+            | K::SnapshotInstalled { node, .. }
+            | K::ExpireProposed { node, .. }
+            | K::GhostReleaseProposed { node, .. } => vec![Actor::Server(*node)],
+            K::Replied { node, client, .. } => vec![Actor::Server(*node), Actor::Client(*client)],
+            K::Requested { client, to: node, .. } | K::Answered { client, from: node, .. } => {
+                vec![Actor::Client(*client), Actor::Server(*node)]
+            }
+            K::BeliefStart { client, .. } | K::BeliefEnd { client, .. } | K::GaveUp { client, .. } => {
+                vec![Actor::Client(*client)]
+            }
+            K::WriteSent { client, .. } => vec![Actor::Client(*client), Actor::Resource],
+            K::WriteDone { client, .. } => vec![Actor::Resource, Actor::Client(*client)],
+        }
+    }
+
+    /// Who the event is about and what it says: `("n2", "Leader in t7")`,
+    /// as the trace prints it.
+    pub fn describe(&self) -> (String, String) {
+    use EventKind as K;
+    match self {
+        K::Healed => ("sim".into(), "healed: faults off, liveness phase begins".into()),
+        K::Fault { fault } => ("sim".into(), format!("fault: {fault}")),
+        K::Churn(event) => ("sim".into(), format!("fault: {event}")),
+        K::Crashed { actor: a } => (actor(*a), "crashed".into()),
+        K::Restarted { actor: a } => (actor(*a), "restarted".into()),
+        K::Paused { actor: a } => (actor(*a), "paused".into()),
+        K::Resumed { actor: a } => (actor(*a), "resumed".into()),
+        K::NodeRestored { node, backup_at_us } => {
+            (node.to_string(), format!("restored from its backup of {}ms", backup_at_us / 1_000))
+        }
+        K::ClusterRestored { epoch, backup_at_us, token_floor } => (
+            "sim".into(),
+            format!(
+                "cluster restored (epoch {epoch}) from the backup of {}ms, token floor {token_floor}",
+                backup_at_us / 1_000
+            ),
+        ),
+        K::Clock { actor: a, local_us, rate_ppm, within_bound } => (
+            actor(*a),
+            format!(
+                "clock {}.{:03}ms rate {rate_ppm:+}ppm{}",
+                local_us / 1_000,
+                local_us % 1_000,
+                if *within_bound { "" } else { " (beyond bound)" }
+            ),
+        ),
+        K::Role { node, role, term, leader } => (
+            node.to_string(),
+            format!("{role:?} in {term}{}", leader.map(|l| format!(", leader {l}")).unwrap_or_default()),
+        ),
+        K::Applied { node, index, term, command, result } => {
+            (node.to_string(), format!("applied {index}/{term} {command:?} -> {result:?}"))
+        }
+        K::AppliedNoop { node, index, term } => (node.to_string(), format!("applied {index}/{term} no-op")),
+        K::SnapshotInstalled { node, index, token_last, .. } => {
+            (node.to_string(), format!("installed snapshot at {index}, token_last {token_last}"))
+        }
+        K::Replied { node, client, request, reply } => {
+            (node.to_string(), format!("reply to {client} {request}: {reply:?}"))
+        }
+        K::ExpireProposed { node, key, token } => (node.to_string(), format!("proposes Expire({key}, {token})")),
+        K::GhostReleaseProposed { node, key, token, holder } => {
+            (node.to_string(), format!("proposes ghost Release({key}, {token}) of {holder}"))
+        }
+        K::Requested { client, request, to, body } => (client.to_string(), format!("{request} to {to}: {body:?}")),
+        K::Answered { client, request, from, reply } => {
+            (client.to_string(), format!("{request} answered by {from}: {reply:?}"))
+        }
+        K::BeliefStart { client, key, token, until_local_us } => (
+            client.to_string(),
+            format!("believes it holds {key} with {token} until local {}ms", until_local_us / 1_000),
+        ),
+        K::BeliefEnd { client, key, token } => (client.to_string(), format!("no longer believes in {key} {token}")),
+        K::GaveUp { client, request } => (client.to_string(), format!("gives up on {request}")),
+        K::WriteSent { client, request, key, token, path } => {
+            (client.to_string(), format!("writes {key} with {token} via {path:?} ({request})"))
+        }
+        K::WriteDone { client, request, key, token, path, verdict } => {
+            ("db".into(), format!("{verdict:?}: {client} {request} {key} {token} via {path:?}"))
+        }
+    }
+}
 }

@@ -153,7 +153,15 @@ impl RaftNode {
     pub(super) fn step_checked(&mut self, message: Message) {
         if message.term > self.term {
             match &message.body {
-                MessageBody::PreVote { .. } | MessageBody::RequestVote { .. } if self.in_lease() => return,
+                MessageBody::PreVote { .. } | MessageBody::RequestVote { .. } if self.in_lease() => {
+                    tracing::debug!(
+                        from = %message.from,
+                        term = %message.term,
+                        leader = %self.leader.map_or_else(|| "none".to_string(), |node| node.to_string()),
+                        "vote request ignored: a leader was heard within the election timeout (leader stickiness)"
+                    );
+                    return;
+                }
                 // A pre-vote is for a term the candidate has not entered yet,
                 // and a granted answer carries that future term.
                 MessageBody::PreVote { .. } | MessageBody::PreVoteResponse { granted: true } => {}
@@ -167,6 +175,12 @@ impl RaftNode {
                 // A stale leader learns our term from the answer and steps down;
                 // with pre-vote this is how a node with a higher term rejoins.
                 MessageBody::Append { .. } | MessageBody::InstallSnapshot { .. } => {
+                    tracing::debug!(
+                        from = %message.from,
+                        term = %self.term,
+                        theirs = %message.term,
+                        "append rejected: the sender's term is older than ours"
+                    );
                     let body = MessageBody::AppendResponse {
                         success: false,
                         match_index: LogIndex(0),
@@ -263,6 +277,24 @@ impl RaftNode {
         // election restriction, so a candidate lacking committed entries can win.
         let log_ok = self.config.variant == Variant::VoteIgnoresLog || self.log.is_up_to_date(last_index, last_term);
         let granted = can_vote && self.recovery.is_none() && log_ok;
+        if !granted {
+            let why = if !can_vote {
+                "already voted or following a leader in this term"
+            } else if self.recovery.is_some() {
+                "recovering: not caught up since restart"
+            } else {
+                "candidate's log is behind ours"
+            };
+            tracing::debug!(
+                from = %from,
+                term = %term,
+                pre,
+                voted_for = %self.vote.map_or_else(|| "none".to_string(), |node| node.to_string()),
+                candidate_last = %format_args!("{last_index}/{last_term}"),
+                ours_last = %format_args!("{}/{}", self.log.last_index(), self.log.last_term()),
+                "vote refused: {why}"
+            );
+        }
         if pre {
             // A pre-vote promises nothing, so its answer needs no persistence.
             let answer_term = if granted { term } else { self.term };

@@ -198,6 +198,14 @@ impl RaftNode {
         }
         if self.log.term(prev_index) != Some(prev_term) {
             let (hint_index, hint_term) = self.log.find_conflict_by_term(prev_index, prev_term);
+            tracing::debug!(
+                from = %from,
+                term = %self.term,
+                prev = %format_args!("{prev_index}/{prev_term}"),
+                ours = %self.log.term(prev_index).map_or_else(|| "none".to_string(), |term| term.to_string()),
+                hint = %format_args!("{hint_index}/{hint_term}"),
+                "append rejected: our log does not hold the leader's previous entry"
+            );
             let body = MessageBody::AppendResponse {
                 success: false,
                 match_index: prev_index,

@@ -233,6 +233,14 @@ impl LockServer {
                 // clock not to step back by that much inside a stall.
                 let elapsed_ms = now_local_ms.checked_sub(asked_local_ms);
                 if elapsed_ms.is_none_or(|ms| ms > self.grant_confirmation_fresh_ms()) {
+                    tracing::debug!(
+                        key = %key,
+                        token = %token,
+                        client = %client,
+                        elapsed_ms = ?elapsed_ms,
+                        fresh_ms = self.grant_confirmation_fresh_ms(),
+                        "grant answer deferred: the leadership confirmation came back stale; asking again"
+                    );
                     self.confirm_then_grant(round.term, client, request, key, token, now_local_ms);
                     return;
                 }
@@ -260,13 +268,22 @@ impl LockServer {
             .collect();
         for key in keys {
             let lease = self.leases.get(&key).expect("keys were just listed");
-            let token = lease.token;
-            if lease.deadline_local_ms > now_local_ms {
+            let (token, deadline_local_ms) = (lease.token, lease.deadline_local_ms);
+            if deadline_local_ms > now_local_ms {
                 // Renewed while the round was out.
+                tracing::debug!(key = %key, token = %token, "expire dropped: the lease was renewed while the round was out");
                 self.leases.get_mut(&key).expect("listed").expiry = Expiry::Idle;
                 continue;
             }
             let proposed = self.raft.propose(Command::Expire { key: key.clone(), token }).is_ok();
+            tracing::debug!(
+                key = %key,
+                token = %token,
+                deadline_local_ms,
+                now_local_ms,
+                proposed,
+                "expire: the lease's deadline passed on this leader's clock and a read round confirmed it still leads"
+            );
             self.leases.get_mut(&key).expect("listed").expiry = if proposed { Expiry::Proposed } else { Expiry::Idle };
             if proposed {
                 self.push(Output::ExpireProposed { key, token });

@@ -49,6 +49,11 @@ impl LockServer {
             return;
         }
         if !self.is_serving_leader() {
+            tracing::debug!(
+                client = %client,
+                request = %request,
+                "request answered Unavailable: this leader has not yet committed an entry of its term"
+            );
             self.reply(client, request, ClientReply::Unavailable);
             return;
         }
@@ -102,10 +107,23 @@ impl LockServer {
             // goes through the same liveness check as the first one.
             KeyStatus::Free | KeyStatus::Ours => self.propose_grant(holder, key, lease_ms),
             KeyStatus::Busy { remaining_ms } if wait_ms == 0 => {
+                tracing::debug!(
+                    key = %key,
+                    client = %holder.client,
+                    remaining_ms,
+                    "grant refused: the key is held or promised (try-lock answered Busy)"
+                );
                 self.reply(holder.client, holder.request, ClientReply::Busy { remaining_ms })
             }
-            KeyStatus::Busy { .. } => {
+            KeyStatus::Busy { remaining_ms } => {
                 let deadline_local_ms = now_local_ms.saturating_add(wait_ms.min(WAIT_MS_MAX));
+                tracing::debug!(
+                    key = %key,
+                    client = %holder.client,
+                    remaining_ms,
+                    deadline_local_ms,
+                    "grant deferred: the key is held, promised or queued for; waiting in the key's queue"
+                );
                 self.enqueue(key, Waiter { holder, lease_ms, deadline_local_ms });
             }
         }

@@ -102,6 +102,8 @@ pub struct ReplayArgs {
     /// Print the event trace, one event per line.
     #[arg(long)]
     pub trace: bool,
+    #[command(flatten)]
+    pub view: TraceArgs,
     /// Print the fault schedule drawn from the seed.
     #[arg(long)]
     pub faults: bool,
@@ -116,6 +118,32 @@ pub struct ReplayArgs {
     pub timeline: Option<PathBuf>,
     #[arg(long)]
     pub json: bool,
+}
+
+/// What a trace shows (`replay`, `run`); each of these implies `--trace`.
+#[derive(Args, Debug, Clone, Default)]
+pub struct TraceArgs {
+    /// Keep the lines that involve this actor (`n0`, `c1`, `db`, `sim`); repeatable.
+    #[arg(long = "actor", value_name = "NAME")]
+    pub actors: Vec<String>,
+    /// Keep the lines about this lock key (`invoice/B-1042` or `B-1042`) and
+    /// the key-less lines of the actors that acted on it.
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
+    /// Keep the lines from this simulated millisecond on.
+    #[arg(long, value_name = "MS")]
+    pub from: Option<u64>,
+    /// Keep the lines up to this simulated millisecond.
+    #[arg(long, value_name = "MS")]
+    pub to: Option<u64>,
+    /// `tracing` filter directives (EnvFilter syntax, e.g. `fencelock::raft=debug`)
+    /// added to the trace's default `fencesim=info`; else the FENCESIM_LOG variable.
+    #[arg(long, value_name = "FILTER")]
+    pub log: Option<String>,
+    /// Show the protocol's decisions (why a vote was refused, a grant deferred,
+    /// an expire proposed, an append rejected) among the trace's lines.
+    #[arg(long)]
+    pub why: bool,
 }
 
 #[derive(Args, Debug)]
@@ -157,8 +185,11 @@ pub struct ShrinkArgs {
 pub struct RunArgs {
     /// Scenario file (TOML).
     pub file: PathBuf,
+    /// Print the event trace, one event per line.
     #[arg(long)]
     pub trace: bool,
+    #[command(flatten)]
+    pub view: TraceArgs,
     /// Write a picture of the run: `FILE.html` (zoomable page) or `FILE.svg`.
     #[arg(long, value_name = "FILE")]
     pub timeline: Option<PathBuf>,

@@ -1,4 +1,5 @@
-//! The `fencesim` command line (CLI.md): hunt, replay, run, variants, bench, shrink.
+//! The `fencesim` command line (CLI.md): hunt, replay, run, variants, bench, shrink;
+//! `view` is how replay and run show a trace.
 //!
 //! Every input error is one line on stderr and exit code 2; a violated
 //! property is exit code 1; anything else is 0.
@@ -14,6 +15,7 @@ pub mod shard;
 pub mod shrink;
 pub mod summary;
 pub mod variants;
+pub mod view;
 
 use args::{Cli, Command, InputError};
 use clap::Parser;

@@ -2,10 +2,12 @@
 //! scenario file whose `expect` decides the exit code).
 
 use crate::cli::args::{exit_for, load_model, InputError, ReplayArgs, RunArgs};
+use crate::cli::view::TraceView;
 use crate::faults;
+use crate::run::log::Record;
 use crate::run::scenario::Scenario;
-use crate::run::seed::{run_plan, Outcome};
-use crate::run::{timeline, trace};
+use crate::run::seed::{run_plan, run_plan_told, Outcome};
+use crate::run::timeline;
 use std::process::ExitCode;
 
 pub fn replay(args: &ReplayArgs) -> Result<ExitCode, InputError> {
@@ -15,6 +17,7 @@ pub fn replay(args: &ReplayArgs) -> Result<ExitCode, InputError> {
     }
     // A swarm seed runs, and checks a fault file against, the model it draws.
     let model = faults::swarm::resolve(&limits, args.seed);
+    let view = TraceView::from_args(args.trace, &args.view, &model)?;
     let plan = match &args.fault_file {
         Some(path) => {
             let origin = path.display().to_string();
@@ -31,18 +34,24 @@ pub fn replay(args: &ReplayArgs) -> Result<ExitCode, InputError> {
         let text = serde_json::to_string_pretty(&plan).expect("a plan always serializes");
         std::fs::write(path, text).map_err(|e| InputError(format!("cannot write {}: {e}", path.display())))?;
     }
-    let outcome = run_plan(args.seed, &model, plan);
+    let (outcome, told) = match &view {
+        Some(view) => run_plan_told(args.seed, &model, plan, &view.log),
+        None => (run_plan(args.seed, &model, plan), Vec::new()),
+    };
     if let Some(path) = &args.timeline {
         timeline::write(&outcome, None, path)?;
     }
-    if args.json {
+    if args.json && !limits.swarm && view.is_none() {
+        crate::outln!("{}", serde_json::to_string(&outcome).expect("an outcome always serializes"));
+    } else if args.json {
+        let mut value = serde_json::to_value(&outcome).expect("an outcome always serializes");
         if limits.swarm {
-            let mut value = serde_json::to_value(&outcome).expect("an outcome always serializes");
             value["swarm"] = serde_json::to_value(&model).expect("a model always serializes");
-            crate::outln!("{value}");
-        } else {
-            crate::outln!("{}", serde_json::to_string(&outcome).expect("an outcome always serializes"));
         }
+        if let Some(view) = &view {
+            value["trace"] = json_trace(view.keep(told, &outcome.history));
+        }
+        crate::outln!("{value}");
     } else {
         if limits.swarm {
             crate::outln!("swarm: {}", faults::swarm::describe(&model));
@@ -50,7 +59,7 @@ pub fn replay(args: &ReplayArgs) -> Result<ExitCode, InputError> {
         if args.faults {
             crate::outln!("{}", faults::describe(&outcome.plan).trim_end());
         }
-        print_outcome(&outcome, args.trace);
+        print_outcome(&outcome, view.as_ref().map(|view| (view, told)));
     }
     Ok(exit_for(outcome.ok))
 }
@@ -60,10 +69,14 @@ pub fn run_file(args: &RunArgs) -> Result<ExitCode, InputError> {
     let text = std::fs::read_to_string(&args.file)
         .map_err(|e| InputError(format!("cannot read scenario file {origin}: {e}")))?;
     let scenario = Scenario::parse(&text, &origin)?;
+    let view = TraceView::from_args(args.trace, &args.view, &scenario.model)?;
     if let Some(path) = &args.timeline {
         timeline::check_path(path)?;
     }
-    let outcome = scenario.run();
+    let (outcome, told) = match &view {
+        Some(view) => scenario.run_told(&view.log),
+        None => (scenario.run(), Vec::new()),
+    };
     if let Some(path) = &args.timeline {
         timeline::write(&outcome, Some(scenario.file.name.as_str()), path)?;
     }
@@ -72,9 +85,12 @@ pub fn run_file(args: &RunArgs) -> Result<ExitCode, InputError> {
         let mut value = serde_json::to_value(&outcome).expect("an outcome always serializes");
         value["expect"] = scenario.file.expect.clone().into();
         value["matched"] = matched.into();
+        if let Some(view) = &view {
+            value["trace"] = json_trace(view.keep(told, &outcome.history));
+        }
         crate::outln!("{value}");
     } else {
-        print_outcome(&outcome, args.trace);
+        print_outcome(&outcome, view.as_ref().map(|view| (view, told)));
         let missing = scenario.missing_behaviours(&outcome);
         if !missing.is_empty() {
             crate::outln!("missing behaviours: {}", missing.join(", "));
@@ -89,11 +105,16 @@ pub fn run_file(args: &RunArgs) -> Result<ExitCode, InputError> {
     Ok(exit_for(matched))
 }
 
-fn print_outcome(outcome: &Outcome, with_trace: bool) {
-    if with_trace {
-        for event in outcome.history.events() {
-            crate::outln!("{}", trace::line(event));
-        }
+/// The kept events as the JSON output's `trace` array.
+fn json_trace(records: Vec<Record>) -> serde_json::Value {
+    serde_json::to_value(records).expect("records always serialize")
+}
+
+/// The trace (when asked for: the view and the events told), then the
+/// violations, the summary and the trace hash, which every view keeps.
+fn print_outcome(outcome: &Outcome, trace: Option<(&TraceView, Vec<Record>)>) {
+    if let Some((view, told)) = trace {
+        view.print(told, &outcome.history);
     }
     for violation in &outcome.violations {
         crate::outln!("VIOLATION {violation}");

@@ -1,6 +1,9 @@
 //! Running seeds: one run on its own thread and its verdict, sweeps of many,
-//! the trace and its hash, and scenario files.
+//! the trace and its hash, how a traced run is told (`log`) and filtered
+//! (`filter`), and scenario files.
 
+pub mod filter;
+pub mod log;
 pub mod scenario;
 pub mod seed;
 pub mod sweep;

@@ -4,7 +4,8 @@
 use crate::faults::{self, FaultEvent};
 use crate::history::EventKind;
 use crate::model::{one_line, Model};
-use crate::run::seed::{run_plan, run_seed, Outcome};
+use crate::run::log::{LogSettings, Record};
+use crate::run::seed::{run_plan, run_plan_told, run_seed, run_seed_told, Outcome};
 use fencelock::{ApplyResult, Command};
 use fencelock::{Property, Variant};
 use serde::{Deserialize, Serialize};
@@ -113,6 +114,14 @@ impl Scenario {
         match &self.file.faults {
             Some(plan) => run_plan(self.file.seed, &self.model, plan.clone()),
             None => run_seed(self.file.seed, &self.model),
+        }
+    }
+
+    /// `run`, telling the run to `tracing` (`run::log`).
+    pub fn run_told(&self, log: &LogSettings) -> (Outcome, Vec<Record>) {
+        match &self.file.faults {
+            Some(plan) => run_plan_told(self.file.seed, &self.model, plan.clone(), log),
+            None => run_seed_told(self.file.seed, &self.model, log),
         }
     }
 

@@ -6,7 +6,9 @@ use crate::faults::{self, FaultEvent};
 use crate::history::History;
 use crate::machine::net::NetStats;
 use crate::model::Model;
+use crate::run::log::{LogSettings, Record};
 use crate::run::trace;
+use tracing::Dispatch;
 use crate::world::{self, salvage, RunRecord};
 use serde::Serialize;
 use std::sync::{mpsc, PoisonError};
@@ -46,6 +48,27 @@ pub fn run_seed(seed: u64, model: &Model) -> Outcome {
 
 /// Runs one seed with an explicit fault schedule (a saved or edited plan).
 pub fn run_plan(seed: u64, model: &Model, plan: Vec<FaultEvent>) -> Outcome {
+    run_plan_with(seed, model, plan, None)
+}
+
+/// `run_seed`, telling the run to `tracing` (`run::log`): the outcome and
+/// the events `log` kept. The run and its trace hash are the same as untold.
+pub fn run_seed_told(seed: u64, model: &Model, log: &LogSettings) -> (Outcome, Vec<Record>) {
+    let model = &faults::swarm::resolve(model, seed);
+    let plan = faults::plan(model, seed);
+    run_plan_told(seed, model, plan, log)
+}
+
+/// `run_plan`, telling the run to `tracing`.
+pub fn run_plan_told(seed: u64, model: &Model, plan: Vec<FaultEvent>, log: &LogSettings) -> (Outcome, Vec<Record>) {
+    let (dispatch, told) = log.dispatch();
+    let outcome = run_plan_with(seed, model, plan, Some(dispatch));
+    (outcome, told.take())
+}
+
+/// With a `dispatch`, the run's thread tells its events to it (and only
+/// that thread: seeds run in parallel elsewhere stay untold).
+fn run_plan_with(seed: u64, model: &Model, plan: Vec<FaultEvent>, dispatch: Option<Dispatch>) -> Outcome {
     let thread_model = model.clone();
     let thread_plan = plan.clone();
     let (salvage, salvaged) = mpsc::channel();
@@ -54,8 +77,14 @@ pub fn run_plan(seed: u64, model: &Model, plan: Vec<FaultEvent>) -> Outcome {
         .stack_size(32 << 20)
         .spawn(move || {
             salvage::catch_on_this_thread(salvage);
-            let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
-            runtime.block_on(world::simulate(seed, thread_model, thread_plan))
+            let run = move || {
+                let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
+                runtime.block_on(world::simulate(seed, thread_model, thread_plan))
+            };
+            match dispatch {
+                Some(dispatch) => tracing::dispatcher::with_default(&dispatch, run),
+                None => run(),
+            }
         })
         .expect("spawning a seed thread")
         .join();
