@@ -12,8 +12,8 @@ use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LogIndex, NodeId, R
 use serde::{Deserialize, Serialize};
 
 pub use crate::actor::Actor;
-use std::collections::BTreeMap;
 use crate::faults::{ChurnEvent, Fault};
+use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum EventKind {
@@ -287,9 +287,10 @@ impl EventKind {
             K::Replied { reply: ClientReply::Granted { token, .. }, .. }
             | K::Answered { reply: ClientReply::Granted { token, .. }, .. } => Some(*token),
             K::Requested {
-                body: ClientRequest::Renew { token, .. }
-                | ClientRequest::Release { token, .. }
-                | ClientRequest::Revoke { token, .. },
+                body:
+                    ClientRequest::Renew { token, .. }
+                    | ClientRequest::Release { token, .. }
+                    | ClientRequest::Revoke { token, .. },
                 ..
             } => Some(*token),
             K::ExpireProposed { token, .. }
@@ -335,68 +336,68 @@ impl EventKind {
     /// Who the event is about and what it says: `("n2", "Leader in t7")`,
     /// as the trace prints it.
     pub fn describe(&self) -> (String, String) {
-    use EventKind as K;
-    match self {
-        K::Healed => ("sim".into(), "healed: faults off, liveness phase begins".into()),
-        K::Fault { fault } => ("sim".into(), format!("fault: {fault}")),
-        K::Churn(event) => ("sim".into(), format!("fault: {event}")),
-        K::Crashed { actor: a } => (actor(*a), "crashed".into()),
-        K::Restarted { actor: a } => (actor(*a), "restarted".into()),
-        K::Paused { actor: a } => (actor(*a), "paused".into()),
-        K::Resumed { actor: a } => (actor(*a), "resumed".into()),
-        K::NodeRestored { node, backup_at_us } => {
-            (node.to_string(), format!("restored from its backup of {}ms", backup_at_us / 1_000))
-        }
-        K::ClusterRestored { epoch, backup_at_us, token_floor } => (
-            "sim".into(),
-            format!(
-                "cluster restored (epoch {epoch}) from the backup of {}ms, token floor {token_floor}",
-                backup_at_us / 1_000
+        use EventKind as K;
+        match self {
+            K::Healed => ("sim".into(), "healed: faults off, liveness phase begins".into()),
+            K::Fault { fault } => ("sim".into(), format!("fault: {fault}")),
+            K::Churn(event) => ("sim".into(), format!("fault: {event}")),
+            K::Crashed { actor: a } => (actor(*a), "crashed".into()),
+            K::Restarted { actor: a } => (actor(*a), "restarted".into()),
+            K::Paused { actor: a } => (actor(*a), "paused".into()),
+            K::Resumed { actor: a } => (actor(*a), "resumed".into()),
+            K::NodeRestored { node, backup_at_us } => {
+                (node.to_string(), format!("restored from its backup of {}ms", backup_at_us / 1_000))
+            }
+            K::ClusterRestored { epoch, backup_at_us, token_floor } => (
+                "sim".into(),
+                format!(
+                    "cluster restored (epoch {epoch}) from the backup of {}ms, token floor {token_floor}",
+                    backup_at_us / 1_000
+                ),
             ),
-        ),
-        K::Clock { actor: a, local_us, rate_ppm, within_bound } => (
-            actor(*a),
-            format!(
-                "clock {}.{:03}ms rate {rate_ppm:+}ppm{}",
-                local_us / 1_000,
-                local_us % 1_000,
-                if *within_bound { "" } else { " (beyond bound)" }
+            K::Clock { actor: a, local_us, rate_ppm, within_bound } => (
+                actor(*a),
+                format!(
+                    "clock {}.{:03}ms rate {rate_ppm:+}ppm{}",
+                    local_us / 1_000,
+                    local_us % 1_000,
+                    if *within_bound { "" } else { " (beyond bound)" }
+                ),
             ),
-        ),
-        K::Role { node, role, term, leader } => (
-            node.to_string(),
-            format!("{role:?} in {term}{}", leader.map(|l| format!(", leader {l}")).unwrap_or_default()),
-        ),
-        K::Applied { node, index, term, command, result } => {
-            (node.to_string(), format!("applied {index}/{term} {command:?} -> {result:?}"))
-        }
-        K::AppliedNoop { node, index, term } => (node.to_string(), format!("applied {index}/{term} no-op")),
-        K::SnapshotInstalled { node, index, token_last, .. } => {
-            (node.to_string(), format!("installed snapshot at {index}, token_last {token_last}"))
-        }
-        K::Replied { node, client, request, reply } => {
-            (node.to_string(), format!("reply to {client} {request}: {reply:?}"))
-        }
-        K::ExpireProposed { node, key, token } => (node.to_string(), format!("proposes Expire({key}, {token})")),
-        K::GhostReleaseProposed { node, key, token, holder } => {
-            (node.to_string(), format!("proposes ghost Release({key}, {token}) of {holder}"))
-        }
-        K::Requested { client, request, to, body } => (client.to_string(), format!("{request} to {to}: {body:?}")),
-        K::Answered { client, request, from, reply } => {
-            (client.to_string(), format!("{request} answered by {from}: {reply:?}"))
-        }
-        K::BeliefStart { client, key, token, until_local_us } => (
-            client.to_string(),
-            format!("believes it holds {key} with {token} until local {}ms", until_local_us / 1_000),
-        ),
-        K::BeliefEnd { client, key, token } => (client.to_string(), format!("no longer believes in {key} {token}")),
-        K::GaveUp { client, request } => (client.to_string(), format!("gives up on {request}")),
-        K::WriteSent { client, request, key, token, path } => {
-            (client.to_string(), format!("writes {key} with {token} via {path:?} ({request})"))
-        }
-        K::WriteDone { client, request, key, token, path, verdict } => {
-            ("db".into(), format!("{verdict:?}: {client} {request} {key} {token} via {path:?}"))
+            K::Role { node, role, term, leader } => (
+                node.to_string(),
+                format!("{role:?} in {term}{}", leader.map(|l| format!(", leader {l}")).unwrap_or_default()),
+            ),
+            K::Applied { node, index, term, command, result } => {
+                (node.to_string(), format!("applied {index}/{term} {command:?} -> {result:?}"))
+            }
+            K::AppliedNoop { node, index, term } => (node.to_string(), format!("applied {index}/{term} no-op")),
+            K::SnapshotInstalled { node, index, token_last, .. } => {
+                (node.to_string(), format!("installed snapshot at {index}, token_last {token_last}"))
+            }
+            K::Replied { node, client, request, reply } => {
+                (node.to_string(), format!("reply to {client} {request}: {reply:?}"))
+            }
+            K::ExpireProposed { node, key, token } => (node.to_string(), format!("proposes Expire({key}, {token})")),
+            K::GhostReleaseProposed { node, key, token, holder } => {
+                (node.to_string(), format!("proposes ghost Release({key}, {token}) of {holder}"))
+            }
+            K::Requested { client, request, to, body } => (client.to_string(), format!("{request} to {to}: {body:?}")),
+            K::Answered { client, request, from, reply } => {
+                (client.to_string(), format!("{request} answered by {from}: {reply:?}"))
+            }
+            K::BeliefStart { client, key, token, until_local_us } => (
+                client.to_string(),
+                format!("believes it holds {key} with {token} until local {}ms", until_local_us / 1_000),
+            ),
+            K::BeliefEnd { client, key, token } => (client.to_string(), format!("no longer believes in {key} {token}")),
+            K::GaveUp { client, request } => (client.to_string(), format!("gives up on {request}")),
+            K::WriteSent { client, request, key, token, path } => {
+                (client.to_string(), format!("writes {key} with {token} via {path:?} ({request})"))
+            }
+            K::WriteDone { client, request, key, token, path, verdict } => {
+                ("db".into(), format!("{verdict:?}: {client} {request} {key} {token} via {path:?}"))
+            }
         }
     }
-}
 }

@@ -55,7 +55,10 @@ impl TraceFilter {
                 match found {
                     Some(name) => Some(Key(name.clone())),
                     None => {
-                        return Err(format!("--key `{wanted}` is not a key of this model (one of: {})", names.join(", ")))
+                        return Err(format!(
+                            "--key `{wanted}` is not a key of this model (one of: {})",
+                            names.join(", ")
+                        ))
                     }
                 }
             }
@@ -116,6 +119,28 @@ impl TraceFilter {
             (Some(wanted), Some(key)) => *wanted == key,
             (Some(_), None) => global || involved.iter().any(|name| key_actors.contains(name)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TraceFilter;
+    use crate::model::Model;
+
+    #[test]
+    fn values_are_checked_against_the_model() {
+        let model = Model { nodes: 3, clients: 2, keys: 2, ..Model::default() };
+        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(TraceFilter::new(&names(&["n2", "c1", "db", "sim"]), None, None, None, &model).is_ok());
+        let error = TraceFilter::new(&names(&["n3"]), None, None, None, &model).unwrap_err();
+        assert!(error.contains("`n3`") && error.contains("n0, n1, n2, c0, c1, db, sim"), "{error}");
+        let short = TraceFilter::new(&[], Some("B-1043"), None, None, &model).unwrap();
+        let long = TraceFilter::new(&[], Some("invoice/B-1043"), None, None, &model).unwrap();
+        assert_eq!(short, long);
+        assert!(TraceFilter::new(&[], Some("B-1044"), None, None, &model).is_err(), "the model has two keys");
+        assert!(TraceFilter::new(&[], None, Some(5), Some(5), &model).is_ok(), "a one-millisecond window");
+        assert!(TraceFilter::new(&[], None, Some(6), Some(5), &model).is_err());
+        assert!(!TraceFilter::new(&[], None, None, None, &model).unwrap().is_active());
     }
 }
 

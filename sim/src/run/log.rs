@@ -200,6 +200,40 @@ impl Visit for Fields {
 #[cfg(test)]
 mod tests {
     use super::LogSettings;
+    use crate::faults;
+    use crate::model::Model;
+    use crate::run::seed::{run_plan, run_plan_told};
+    use crate::run::trace;
+
+    /// Log settings never change a run: the trace hash and the default trace
+    /// text are the same untold, told as `--trace` tells it, and told with
+    /// every debug event of every crate.
+    #[test]
+    fn telling_changes_neither_the_run_nor_the_trace() {
+        let model = Model { safety_ms: 4_000, variant: fencelock::Variant::SinkUnfenced, ..Model::default() };
+        let seed = 2;
+        let untold = run_plan(seed, &model, faults::plan(&model, seed));
+        let history_lines: Vec<String> = untold.history.events().iter().map(trace::line).collect();
+        assert!(history_lines.len() > 100, "a run worth tracing");
+
+        let (told, records) = run_plan_told(seed, &model, faults::plan(&model, seed), &LogSettings::history());
+        assert_eq!(told.trace_hash, untold.trace_hash);
+        let lines: Vec<String> = records.iter().map(|record| record.line()).collect();
+        assert_eq!(lines, history_lines, "the default trace is the history's lines, byte for byte");
+
+        let debug = LogSettings::new(Some("debug"), true).expect("a filter");
+        let (told, records) = run_plan_told(seed, &model, faults::plan(&model, seed), &debug);
+        assert_eq!(told.trace_hash, untold.trace_hash, "debug logging does not change the hash");
+        assert_eq!(told.messages, untold.messages);
+        let (history, others): (Vec<_>, Vec<_>) = records.iter().partition(|record| record.seq.is_some());
+        let lines: Vec<String> = history.iter().map(|record| record.line()).collect();
+        assert_eq!(lines, history_lines, "nor the history's lines among the debug ones");
+        assert!(
+            others.iter().any(|record| record.target.starts_with("fencelock::")),
+            "the protocol told its decisions"
+        );
+        assert!(others.windows(2).all(|pair| pair[0].at_us <= pair[1].at_us), "in simulated time");
+    }
 
     #[test]
     fn a_bad_filter_is_refused_with_what_the_user_wrote() {

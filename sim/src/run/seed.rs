@@ -8,10 +8,10 @@ use crate::machine::net::NetStats;
 use crate::model::Model;
 use crate::run::log::{LogSettings, Record};
 use crate::run::trace;
-use tracing::Dispatch;
 use crate::world::{self, salvage, RunRecord};
 use serde::Serialize;
 use std::sync::{mpsc, PoisonError};
+use tracing::Dispatch;
 
 /// Everything one run produced, as reported by `replay --json`.
 #[derive(Clone, Debug, Serialize)]
