@@ -122,28 +122,6 @@ impl TraceFilter {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::TraceFilter;
-    use crate::model::Model;
-
-    #[test]
-    fn values_are_checked_against_the_model() {
-        let model = Model { nodes: 3, clients: 2, keys: 2, ..Model::default() };
-        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert!(TraceFilter::new(&names(&["n2", "c1", "db", "sim"]), None, None, None, &model).is_ok());
-        let error = TraceFilter::new(&names(&["n3"]), None, None, None, &model).unwrap_err();
-        assert!(error.contains("`n3`") && error.contains("n0, n1, n2, c0, c1, db, sim"), "{error}");
-        let short = TraceFilter::new(&[], Some("B-1043"), None, None, &model).unwrap();
-        let long = TraceFilter::new(&[], Some("invoice/B-1043"), None, None, &model).unwrap();
-        assert_eq!(short, long);
-        assert!(TraceFilter::new(&[], Some("B-1044"), None, None, &model).is_err(), "the model has two keys");
-        assert!(TraceFilter::new(&[], None, Some(5), Some(5), &model).is_ok(), "a one-millisecond window");
-        assert!(TraceFilter::new(&[], None, Some(6), Some(5), &model).is_err());
-        assert!(!TraceFilter::new(&[], None, None, None, &model).unwrap().is_active());
-    }
-}
-
 /// Every actor name a trace line of `model` can show.
 pub fn actor_names(model: &Model) -> Vec<String> {
     let servers = (0..model.nodes).map(|n| Actor::Server(fencelock::NodeId(n)));
@@ -188,5 +166,27 @@ impl Facts {
 
     fn key(&self, seq: u64) -> Option<Key> {
         self.keys.get(seq as usize).cloned().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TraceFilter;
+    use crate::model::Model;
+
+    #[test]
+    fn values_are_checked_against_the_model() {
+        let model = Model { nodes: 3, clients: 2, keys: 2, ..Model::default() };
+        let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(TraceFilter::new(&names(&["n2", "c1", "db", "sim"]), None, None, None, &model).is_ok());
+        let error = TraceFilter::new(&names(&["n3"]), None, None, None, &model).unwrap_err();
+        assert!(error.contains("`n3`") && error.contains("n0, n1, n2, c0, c1, db, sim"), "{error}");
+        let short = TraceFilter::new(&[], Some("B-1043"), None, None, &model).unwrap();
+        let long = TraceFilter::new(&[], Some("invoice/B-1043"), None, None, &model).unwrap();
+        assert_eq!(short, long);
+        assert!(TraceFilter::new(&[], Some("B-1044"), None, None, &model).is_err(), "the model has two keys");
+        assert!(TraceFilter::new(&[], None, Some(5), Some(5), &model).is_ok(), "a one-millisecond window");
+        assert!(TraceFilter::new(&[], None, Some(6), Some(5), &model).is_err());
+        assert!(!TraceFilter::new(&[], None, None, None, &model).unwrap().is_active());
     }
 }
