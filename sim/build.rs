@@ -12,7 +12,8 @@ fn is_commit(text: &str) -> bool {
 
 fn main() {
     println!("cargo:rerun-if-env-changed=FENCESIM_COMMIT");
-    let given = std::env::var("FENCESIM_COMMIT").ok().map(|text| text.trim().to_string()).filter(|text| is_commit(text));
+    let given =
+        std::env::var("FENCESIM_COMMIT").ok().map(|text| text.trim().to_string()).filter(|text| is_commit(text));
     let commit = given
         .or_else(|| {
             Command::new("git")

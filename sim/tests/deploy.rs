@@ -205,9 +205,7 @@ fn ignored(pattern: &str, path: &str) -> bool {
     fn glob(pattern: &str, text: &str) -> bool {
         match pattern.split_once('*') {
             None => pattern == text,
-            Some((head, tail)) => {
-                text.starts_with(head) && (head.len()..=text.len()).any(|i| glob(tail, &text[i..]))
-            }
+            Some((head, tail)) => text.starts_with(head) && (head.len()..=text.len()).any(|i| glob(tail, &text[i..])),
         }
     }
     let pattern = pattern.trim_end_matches('/');
@@ -339,7 +337,8 @@ fn the_kubernetes_shards_and_merge_run_as_the_kubelet_would_run_them() {
     let mount_path = container["volumeMounts"][0]["mountPath"].as_str().unwrap().to_string();
     for index in 0..completions {
         let env = BTreeMap::from([("JOB_COMPLETION_INDEX".to_string(), index.to_string())]);
-        let mut args: Vec<String> = line.iter().map(|a| expand(a, &env).replace(&mount_path, dir.to_str().unwrap())).collect();
+        let mut args: Vec<String> =
+            line.iter().map(|a| expand(a, &env).replace(&mount_path, dir.to_str().unwrap())).collect();
         let seeds = args.iter().position(|a| a == "--seeds").unwrap() + 1;
         args[seeds] = SEEDS.to_string();
         args.extend(["--variant".into(), VARIANT.into(), "--jobs".into(), "1".into(), "--json".into()]);
@@ -373,10 +372,7 @@ fn runs(job: &Value) -> Vec<String> {
 /// The job with a matrix of shard indexes, its name, the matrix key and N.
 fn shard_job(workflow: &Value) -> (String, &Value, String, u64) {
     let jobs = workflow["jobs"].as_object().expect("jobs");
-    let (name, job) = jobs
-        .iter()
-        .find(|(_, job)| job["strategy"]["matrix"].is_object())
-        .expect("a job with a matrix");
+    let (name, job) = jobs.iter().find(|(_, job)| job["strategy"]["matrix"].is_object()).expect("a job with a matrix");
     let matrix = job["strategy"]["matrix"].as_object().unwrap();
     assert_eq!(matrix.len(), 1, "one matrix key: the shard index");
     let (key, values) = matrix.iter().next().unwrap();
