@@ -4,11 +4,10 @@
 //! matching on the disks, and liveness once the faults stop.
 //! `RAFT_SCHEDULES` and `RAFT_STEPS` scale the run.
 
-mod raft_harness;
 
 use fencelock::raft::Config;
 use fencelock::Variant;
-use raft_harness::{Cluster, Faults};
+use crate::raft_harness::{Cluster, Faults};
 
 const FAULTS: Faults = Faults { drop_per_mille: 50, duplicate_per_mille: 30, crash_mid_ready_per_mille: 5 };
 

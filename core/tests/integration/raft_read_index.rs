@@ -1,11 +1,10 @@
 //! Read index: a round is confirmed only by a majority that heard the leader
 //! after the round started.
 
-mod raft_harness;
 
 use fencelock::raft::{ProposeError, Role};
 use fencelock::NodeId;
-use raft_harness::Cluster;
+use crate::raft_harness::Cluster;
 
 #[test]
 fn a_read_is_confirmed_by_a_majority_with_the_commit_index() {

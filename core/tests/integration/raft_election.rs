@@ -1,10 +1,9 @@
 //! Elections: a single leader, pre-vote, check-quorum and leader stickiness.
 
-mod raft_harness;
 
 use fencelock::raft::Role;
 use fencelock::{NodeId, Term};
-use raft_harness::Cluster;
+use crate::raft_harness::Cluster;
 
 #[test]
 fn a_single_leader_is_elected_and_replicates() {

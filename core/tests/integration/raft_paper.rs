@@ -17,11 +17,10 @@
 //! - a rejected append carries a hint (index and term) for fast backoff;
 //! - a stale append gets an answer of the receiver's term, so a deposed
 //!   leader learns it and steps down.
-mod raft_harness;
 
 use fencelock::raft::{Config, Entry, Message, MessageBody, Payload, RaftNode, Role};
 use fencelock::{LogIndex, NodeId, Term, Variant};
-use raft_harness::{command, disk, ids, Cluster, Disk};
+use crate::raft_harness::{command, disk, ids, Cluster, Disk};
 
 /// A log, or entries, as (index, term) pairs.
 type Log = &'static [(u64, u64)];

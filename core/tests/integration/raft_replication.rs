@@ -1,11 +1,10 @@
 //! Replication: figure 8, conflict backoff, snapshots, restarts and the
 //! persistence contract.
 
-mod raft_harness;
 
 use fencelock::raft::{Config, DurableState, HardState, MessageBody, RaftNode, Role, Snapshot};
 use fencelock::{LockState, LogIndex, NodeId, Term, Token, Variant};
-use raft_harness::{disk, Cluster};
+use crate::raft_harness::{disk, Cluster};
 
 const S1: NodeId = NodeId(0);
 const S2: NodeId = NodeId(1);
@@ -205,7 +204,7 @@ fn a_cluster_restarted_from_its_disks_resumes() {
     for id in cluster.up() {
         cluster.crash(id);
     }
-    for id in raft_harness::ids(3) {
+    for id in crate::raft_harness::ids(3) {
         cluster.restart(id);
         assert!(cluster.node(id).soft_state().term >= term);
         assert_eq!(cluster.node(id).soft_state().role, Role::Follower);
@@ -245,7 +244,7 @@ fn restart_clamps_commit_to_the_log_and_accepts_a_snapshot_without_entries() {
 #[test]
 fn entries_lost_before_they_were_durable_never_count_as_committed() {
     for variant in [Variant::Default, Variant::AckBeforeDurable] {
-        let mut cluster = Cluster::new(3, 13, raft_harness::with_variant(variant));
+        let mut cluster = Cluster::new(3, 13, crate::raft_harness::with_variant(variant));
         cluster.run_ticks(40);
         let leader = cluster.leader().expect("leader");
         let followers: Vec<NodeId> = cluster.up().into_iter().filter(|&id| id != leader).collect();

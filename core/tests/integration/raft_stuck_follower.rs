@@ -4,11 +4,10 @@
 //! node that finished recovering from a restore in this term, then crashed and
 //! restarted with its disk intact (its answers must stay flagged, or the
 //! leader ignores them for the rest of the term).
-mod raft_harness;
 
 use fencelock::raft::Role;
 use fencelock::{NodeId, Variant};
-use raft_harness::{with_variant, Cluster};
+use crate::raft_harness::{with_variant, Cluster};
 
 /// Heartbeat rounds to wait for a commit: a few election timeouts.
 const ROUNDS_MAX: u32 = 100;

@@ -4,11 +4,10 @@
 //! with its full window again, and never let an answer from an earlier life
 //! of the node (a delayed one, sent before a later restore) bring back a
 //! match index the node's disk no longer holds.
-mod raft_harness;
 
 use fencelock::raft::{Message, MessageBody, Role};
 use fencelock::{LogIndex, NodeId};
-use raft_harness::Cluster;
+use crate::raft_harness::Cluster;
 
 const A: NodeId = NodeId(0);
 const B: NodeId = NodeId(1);
