@@ -1,9 +1,8 @@
 //! Elections: a single leader, pre-vote, check-quorum and leader stickiness.
 
-
+use crate::raft_harness::Cluster;
 use fencelock::raft::Role;
 use fencelock::{NodeId, Term};
-use crate::raft_harness::Cluster;
 
 #[test]
 fn a_single_leader_is_elected_and_replicates() {

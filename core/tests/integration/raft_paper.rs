@@ -18,9 +18,9 @@
 //! - a stale append gets an answer of the receiver's term, so a deposed
 //!   leader learns it and steps down.
 
+use crate::raft_harness::{command, disk, ids, Cluster, Disk};
 use fencelock::raft::{Config, Entry, Message, MessageBody, Payload, RaftNode, Role};
 use fencelock::{LogIndex, NodeId, Term, Variant};
-use crate::raft_harness::{command, disk, ids, Cluster, Disk};
 
 /// A log, or entries, as (index, term) pairs.
 type Log = &'static [(u64, u64)];

@@ -4,10 +4,9 @@
 //! matching on the disks, and liveness once the faults stop.
 //! `RAFT_SCHEDULES` and `RAFT_STEPS` scale the run.
 
-
+use crate::raft_harness::{Cluster, Faults};
 use fencelock::raft::Config;
 use fencelock::Variant;
-use crate::raft_harness::{Cluster, Faults};
 
 const FAULTS: Faults = Faults { drop_per_mille: 50, duplicate_per_mille: 30, crash_mid_ready_per_mille: 5 };
 

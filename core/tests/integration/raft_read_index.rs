@@ -1,10 +1,9 @@
 //! Read index: a round is confirmed only by a majority that heard the leader
 //! after the round started.
 
-
+use crate::raft_harness::Cluster;
 use fencelock::raft::{ProposeError, Role};
 use fencelock::NodeId;
-use crate::raft_harness::Cluster;
 
 #[test]
 fn a_read_is_confirmed_by_a_majority_with_the_commit_index() {

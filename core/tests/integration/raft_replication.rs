@@ -1,10 +1,9 @@
 //! Replication: figure 8, conflict backoff, snapshots, restarts and the
 //! persistence contract.
 
-
+use crate::raft_harness::{disk, Cluster};
 use fencelock::raft::{Config, DurableState, HardState, MessageBody, RaftNode, Role, Snapshot};
 use fencelock::{LockState, LogIndex, NodeId, Term, Token, Variant};
-use crate::raft_harness::{disk, Cluster};
 
 const S1: NodeId = NodeId(0);
 const S2: NodeId = NodeId(1);

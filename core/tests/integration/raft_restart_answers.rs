@@ -5,9 +5,9 @@
 //! of the node (a delayed one, sent before a later restore) bring back a
 //! match index the node's disk no longer holds.
 
+use crate::raft_harness::Cluster;
 use fencelock::raft::{Message, MessageBody, Role};
 use fencelock::{LogIndex, NodeId};
-use crate::raft_harness::Cluster;
 
 const A: NodeId = NodeId(0);
 const B: NodeId = NodeId(1);

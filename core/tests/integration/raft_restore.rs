@@ -3,10 +3,9 @@
 //! in a term nor elect a leader that lacks a committed entry.
 //! `Variant::AmnesiaRejoin` drops the rule and both failures appear.
 
-
+use crate::raft_harness::{with_variant, Cluster};
 use fencelock::raft::Role;
 use fencelock::{NodeId, Term, Variant};
-use crate::raft_harness::{with_variant, Cluster};
 
 /// S2 votes for S1 in term T+1, then its disk is rolled back to term T and
 /// S0 asks it for a vote in term T+1 again. Returns the cluster afterwards.

@@ -1,8 +1,8 @@
 //! A restored node leaves recovery only once the leader has committed an entry of its own term (a fresh leader's commit index can lag what is committed).
 
+use crate::raft_harness::{with_variant, Cluster};
 use fencelock::raft::{MessageBody, Role};
 use fencelock::{NodeId, Variant};
-use crate::raft_harness::{with_variant, Cluster};
 
 #[test]
 fn restored_node_must_not_leave_recovery_before_the_leader_commits_in_its_term() {

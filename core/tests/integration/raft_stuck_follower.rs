@@ -5,9 +5,9 @@
 //! restarted with its disk intact (its answers must stay flagged, or the
 //! leader ignores them for the rest of the term).
 
+use crate::raft_harness::{with_variant, Cluster};
 use fencelock::raft::Role;
 use fencelock::{NodeId, Variant};
-use crate::raft_harness::{with_variant, Cluster};
 
 /// Heartbeat rounds to wait for a commit: a few election timeouts.
 const ROUNDS_MAX: u32 = 100;

@@ -207,7 +207,11 @@ mod tests {
     #[test]
     fn a_write_after_the_belief_ended_is_judged_by_fencing_alone() {
         // happy's stale write of c1 with 41 comes after c1 released 41: no belief, no check here.
-        let verdict = happy().at_ms(3_200).belief_end(1, "k", 43).write(1, 6, "k", 43, WritePath::Status, WriteVerdict::Accepted).check();
+        let verdict = happy()
+            .at_ms(3_200)
+            .belief_end(1, "k", 43)
+            .write(1, 6, "k", 43, WritePath::Status, WriteVerdict::Accepted)
+            .check();
         assert_clean(&verdict);
     }
 }

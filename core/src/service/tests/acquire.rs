@@ -198,7 +198,8 @@ fn a_deposed_leader_does_not_answer_a_release_its_successor_committed() {
     let release_index = LogIndex(cluster.server(old).raft.last_index().0 + 1);
     cluster.send(old, 1, 2, ClientRequest::Release { key: key(), token });
     let followers = [other_than(old), NodeId(3 - old.0 - other_than(old).0)];
-    let both_hold_it = |cluster: &Cluster| followers.iter().all(|f| cluster.server(*f).raft.last_index() >= release_index);
+    let both_hold_it =
+        |cluster: &Cluster| followers.iter().all(|f| cluster.server(*f).raft.last_index() >= release_index);
     cluster.settle_until(both_hold_it);
     assert!(both_hold_it(&cluster), "the Release reached both followers");
     assert!(cluster.server(old).raft.commit_index() < release_index, "the old leader has not learned the commit");
