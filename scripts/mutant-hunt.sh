@@ -107,7 +107,9 @@ build_and_hunt() {
 
 copy_tree
 if [ "$check" = 1 ]; then
-    printf 'check    (unmutated tree)   %s\n' "$(build_and_hunt "$out/unmutated.json")"
+    result=$(build_and_hunt "$out/unmutated.json")
+    # "missed" here means what is wanted: no seed of the unmutated tree fails.
+    printf 'check    (unmutated tree)  %s\n' "${result/#missed/clean}"
 fi
 for i in $(seq 0 $((count - 1))); do
     name=$(jq -r ".[$i].name" "$mutants")
