@@ -181,7 +181,8 @@ pub const KEYS: &[KeyInfo] = &[
     int("jobs_max", 1, 1_000_000, "Jobs each worker does before it idles; absent, workers never stop."),
     rate("fault_rate", 0.01, 10.0, "How often every fault family strikes, relative to the standard model."),
     flag("swarm", "Swarm testing: each seed draws its configuration with this model's values as the limits."),
-    with(int("heartbeat_ms", 10, 1_000, "Raft heartbeat interval."), "a multiple of the 10 ms tick"),
+    // At most 990: the election timeout must fit twice the heartbeat below 2000.
+    with(int("heartbeat_ms", 10, 990, "Raft heartbeat interval."), "a multiple of the 10 ms tick"),
     with(
         int("election_ms_min", 20, 1_990, "Raft election timeouts are drawn from [election_ms_min, election_ms_max)."),
         "a multiple of the tick, at least twice heartbeat_ms",
@@ -425,4 +426,77 @@ pub fn unknown_key<'a>(name: &str, known: impl IntoIterator<Item = &'a str> + Cl
 /// A message from a JSON parser (one line already) for an error line.
 pub fn one_line(message: &str) -> String {
     message.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('|')).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{did_you_mean, KeyInfo, Model, KEYS};
+
+    #[test]
+    fn every_model_field_has_one_row_and_every_row_a_field() {
+        let all = Model { jobs_max: Some(3), ..Model::default() };
+        let fields: Vec<String> = match serde_json::to_value(all).unwrap() {
+            serde_json::Value::Object(map) => map.keys().cloned().collect(),
+            _ => unreachable!(),
+        };
+        let mut rows: Vec<String> = KEYS.iter().map(|k| k.name.to_string()).collect();
+        rows.sort();
+        let mut sorted = fields.clone();
+        sorted.sort();
+        assert_eq!(rows, sorted, "KEYS and Model's fields must agree");
+        assert!(KEYS.iter().all(|k| !k.meaning.is_empty()), "every key says what it means");
+    }
+
+    #[test]
+    fn the_commented_model_parses_back_as_the_standard_model() {
+        let text = Model::commented_toml();
+        assert_eq!(Model::from_toml(&text, "model").unwrap(), Model::default());
+        for key in KEYS {
+            assert!(text.contains(&format!("# valid: {}\n", key.valid_text())), "{} is documented", key.name);
+        }
+    }
+
+    #[test]
+    fn every_range_end_is_valid_alone_and_one_past_it_is_not() {
+        for key in KEYS {
+            let super::Valid::Int { min, max } = key.valid else { continue };
+            let (name, partner) = match key.name {
+                // Cross-key rules: move the partner keys out of the way.
+                "heartbeat_ms" => (key.name, vec!["election_ms_min=1980", "election_ms_max=2000"]),
+                "election_ms_min" => (key.name, vec!["election_ms_max=2000", "heartbeat_ms=10"]),
+                "election_ms_max" => (key.name, vec!["election_ms_min=20", "heartbeat_ms=10"]),
+                _ => (key.name, vec![]),
+            };
+            let settings = |value: u64| {
+                let mut list: Vec<String> = partner.iter().map(|s| s.to_string()).collect();
+                list.push(format!("{name}={value}"));
+                list
+            };
+            let legal = |v: u64| match name {
+                "nodes" => v % 2 == 1,
+                "liveness_ms" => v == 0 || v >= 1_000,
+                "heartbeat_ms" | "election_ms_min" | "election_ms_max" => v % 10 == 0,
+                _ => true,
+            };
+            for value in [min, max].into_iter().filter(|&v| legal(v)) {
+                let result = Model::default().with_settings(&settings(value));
+                assert!(result.is_ok(), "{name}={value}: {result:?}");
+            }
+            let above = Model::default().with_settings(&settings(max + 1)).unwrap_err();
+            assert!(above.contains(&format!("`{name}`")), "{name}={}: {above}", max + 1);
+            if min > 0 {
+                assert!(Model::default().with_settings(&settings(min - 1)).is_err(), "{name}={}", min - 1);
+            }
+        }
+        assert!(KeyInfo::named("pause_ms_max").is_some());
+    }
+
+    #[test]
+    fn a_typo_gets_the_key_it_resembles() {
+        let names = || KEYS.iter().map(|k| k.name);
+        assert_eq!(did_you_mean("pause_ms", names()), Some("pause_ms_max"));
+        assert_eq!(did_you_mean("node", names()), Some("nodes"));
+        assert_eq!(did_you_mean("leese_ms", names()), Some("lease_ms"));
+        assert_eq!(did_you_mean("flux_capacitor", names()), None);
+    }
 }

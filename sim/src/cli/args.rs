@@ -292,3 +292,23 @@ pub fn exit_for(ok: bool) -> ExitCode {
         ExitCode::from(1)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse_seeds;
+
+    #[test]
+    fn seeds_are_a_count_or_a_range_up_to_the_last_seed() {
+        assert_eq!(parse_seeds("5").unwrap(), 0..5);
+        assert_eq!(parse_seeds("3..7").unwrap(), 3..7);
+        assert_eq!(parse_seeds("18446744073709551615").unwrap(), 0..u64::MAX);
+        let last = parse_seeds("18446744073709551614..18446744073709551615").unwrap();
+        assert_eq!(last.collect::<Vec<_>>(), vec![u64::MAX - 1], "the last range holds one seed and ends");
+        for empty in ["0", "4..4", "5..2"] {
+            assert!(parse_seeds(empty).unwrap_err().0.contains("is empty"), "{empty}");
+        }
+        for bad in ["", "x", "1..", "..3", "-1..2", "18446744073709551616"] {
+            assert!(parse_seeds(bad).is_err(), "{bad}");
+        }
+    }
+}

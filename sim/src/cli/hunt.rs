@@ -42,15 +42,21 @@ fn progress_bar(len: u64) -> Option<ProgressBar> {
 /// count needs (`pos/len seeds`, the rate, `N failures`, the ETA) and the
 /// bar the rest, so it never wraps on a standard terminal.
 fn progress_style(len: u64) -> ProgressStyle {
-    let digits = len.to_string().len();
-    let text = 2 * digits + "/ seeds  12345/s  999 failures  eta 59m".len();
-    let bar = COLUMNS.saturating_sub(text + 2).clamp(10, 40);
-    ProgressStyle::with_template(&format!("{{bar:{bar}}} {{pos}}/{{len}} seeds  {{rate}}  {{msg}}  eta {{eta}}"))
+    ProgressStyle::with_template(&progress_template(len))
         .expect("a valid progress template")
         .with_key("rate", |state: &ProgressState, out: &mut dyn std::fmt::Write| {
             let rate = state.per_sec();
             let _ = if rate < 10.0 { write!(out, "{rate:.1}/s") } else { write!(out, "{rate:.0}/s") };
         })
+}
+
+/// The widest text beside the bar, with `len`'s digits in both counts.
+const PROGRESS_TEXT_WIDEST: &str = "/ seeds  99999/s  99999 failures  eta 59m";
+
+fn progress_template(len: u64) -> String {
+    let text = 2 * len.to_string().len() + PROGRESS_TEXT_WIDEST.len();
+    let bar = COLUMNS.saturating_sub(text + 2).clamp(10, 40);
+    format!("{{bar:{bar}}} {{pos}}/{{len}} seeds  {{rate}}  {{msg}}  eta {{eta}}")
 }
 
 /// The width the progress line stays within.
@@ -326,4 +332,19 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{progress_template, COLUMNS, PROGRESS_TEXT_WIDEST};
+
+    #[test]
+    fn the_progress_line_fits_80_columns() {
+        for len in [1, 200, 1_000_000, 1_000_000_000_000] {
+            let template = progress_template(len);
+            let bar: usize = template["{bar:".len()..template.find('}').unwrap()].parse().unwrap();
+            let line = bar + 1 + 2 * len.to_string().len() + PROGRESS_TEXT_WIDEST.len();
+            assert!(line <= COLUMNS, "{len} seeds: {line} columns");
+        }
+    }
 }
