@@ -319,6 +319,9 @@ impl Model {
     /// This model with `key=value` settings (`--set`) applied in order,
     /// checked like a model file's keys.
     pub fn with_settings(&self, settings: &[String]) -> Result<Model, String> {
+        if settings.is_empty() {
+            return Ok(self.clone());
+        }
         let mut table = toml::Table::try_from(self).map_err(|e| format!("the model does not serialize: {e}"))?;
         for setting in settings {
             let (name, value) = setting
