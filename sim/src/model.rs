@@ -113,9 +113,15 @@ impl Default for Model {
 pub enum Valid {
     Bool,
     /// An integer in `min..=max`.
-    Int { min: u64, max: u64 },
+    Int {
+        min: u64,
+        max: u64,
+    },
     /// A number in `min..=max` (NaN is out of range).
-    Float { min: f64, max: f64 },
+    Float {
+        min: f64,
+        max: f64,
+    },
 }
 
 /// One model key: its name, the values it takes, and what it means. The
@@ -324,9 +330,8 @@ impl Model {
         }
         let mut table = toml::Table::try_from(self).map_err(|e| format!("the model does not serialize: {e}"))?;
         for setting in settings {
-            let (name, value) = setting
-                .split_once('=')
-                .ok_or_else(|| format!("--set wants key=value, got `{setting}`"))?;
+            let (name, value) =
+                setting.split_once('=').ok_or_else(|| format!("--set wants key=value, got `{setting}`"))?;
             let name = name.trim();
             if KeyInfo::named(name).is_none() {
                 return Err(format!("--set {setting}: {}", unknown_key(name, KEYS.iter().map(|k| k.name))));
@@ -421,7 +426,9 @@ pub fn unknown_key<'a>(name: &str, known: impl IntoIterator<Item = &'a str> + Cl
     let hint = match did_you_mean(name, known.clone()) {
         Some(close) => format!("did you mean `{close}`?"),
         None if model_keys => "`fencesim model` lists every key".to_string(),
-        None => format!("expected one of {}", known.into_iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")),
+        None => {
+            format!("expected one of {}", known.into_iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "))
+        }
     };
     format!("unknown key `{name}`; {hint}")
 }

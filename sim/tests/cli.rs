@@ -69,18 +69,30 @@ fn unknown_model_key_gets_a_did_you_mean() {
 #[test]
 fn pause_longer_than_a_day() {
     let model = scratch("long-pause.toml", "pause_ms_max = 100000000000\n");
-    assert_input_error(&["hunt", "--seeds", "0..1", "--model", model.to_str().unwrap()], "`pause_ms_max` must be in 0..=86400000");
+    assert_input_error(
+        &["hunt", "--seeds", "0..1", "--model", model.to_str().unwrap()],
+        "`pause_ms_max` must be in 0..=86400000",
+    );
 }
 
 #[test]
 fn token_floor_inside_the_restore_epochs() {
-    assert_input_error(&["replay", "--seed", "1", "--set", "token_floor=4294967296"], "`token_floor` must be in 0..=2147483648");
+    assert_input_error(
+        &["replay", "--seed", "1", "--set", "token_floor=4294967296"],
+        "`token_floor` must be in 0..=2147483648",
+    );
 }
 
 #[test]
 fn set_with_an_unknown_key_a_bad_value_or_no_equals() {
-    assert_input_error(&["replay", "--seed", "1", "--set", "pause_ms=4"], "--set pause_ms=4: unknown key `pause_ms`; did you mean `pause_ms_max`?");
-    assert_input_error(&["hunt", "--seeds", "1", "--set", "nodes=true"], "--set nodes=true: invalid type: boolean `true`, expected u8");
+    assert_input_error(
+        &["replay", "--seed", "1", "--set", "pause_ms=4"],
+        "--set pause_ms=4: unknown key `pause_ms`; did you mean `pause_ms_max`?",
+    );
+    assert_input_error(
+        &["hunt", "--seeds", "1", "--set", "nodes=true"],
+        "--set nodes=true: invalid type: boolean `true`, expected u8",
+    );
     assert_input_error(&["shrink", "--seed", "1", "--set", "nodes=4"], "model key `nodes` must be odd");
     assert_input_error(&["replay", "--seed", "1", "--set", "nodes"], "--set wants key=value, got `nodes`");
     assert_input_error(&["replay", "--seed", "1", "--set", "variant=sink-unfenced"], "use --variant");
@@ -96,7 +108,9 @@ fn replay_without_its_seed_names_the_missing_argument() {
 fn empty_and_malformed_seed_counts_on_every_command() {
     for command in ["hunt", "variants", "bench"] {
         let extra: &[&str] = if command == "variants" { &["--score"] } else { &[] };
-        for (seeds, needle) in [("7..7", "7..7 is empty"), ("0", "--seeds 0 is empty"), ("x", "a count N (seeds 0..N) or a range A..B")] {
+        for (seeds, needle) in
+            [("7..7", "7..7 is empty"), ("0", "--seeds 0 is empty"), ("x", "a count N (seeds 0..N) or a range A..B")]
+        {
             let mut args = vec![command, "--seeds", seeds];
             args.extend_from_slice(extra);
             assert_input_error(&args, needle);

@@ -44,7 +44,8 @@ fn the_printed_model_is_the_standard_model_and_documents_every_key() {
     assert!(text.contains("# valid: 1..=9, odd\nnodes = 5"), "a key's range stands above it:\n{text}");
     let path = scratch("standard.toml");
     std::fs::write(&path, &text).expect("write the model");
-    let with_file = ok(&["replay", "--seed", "3", "--model", path.to_str().unwrap(), SHORT[0], SHORT[1], SHORT[2], SHORT[3]]);
+    let with_file =
+        ok(&["replay", "--seed", "3", "--model", path.to_str().unwrap(), SHORT[0], SHORT[1], SHORT[2], SHORT[3]]);
     let without = ok(&["replay", "--seed", "3", SHORT[0], SHORT[1], SHORT[2], SHORT[3]]);
     assert_eq!(trace_hash(&with_file), trace_hash(&without), "the printed model runs as the standard one");
 }
@@ -56,16 +57,37 @@ fn set_overrides_the_model_file_like_a_key_in_it() {
     let from_file = ok(&["replay", "--seed", "5", "--model", file.to_str().unwrap()]);
     let base = scratch("five-nodes.toml");
     std::fs::write(&base, "nodes = 5\nsafety_ms = 3000\nliveness_ms = 0\nclients = 3\n").unwrap();
-    let from_set = ok(&["replay", "--seed", "5", "--model", base.to_str().unwrap(), "--set", "nodes=3", "--set", "clients=2"]);
+    let from_set =
+        ok(&["replay", "--seed", "5", "--model", base.to_str().unwrap(), "--set", "nodes=3", "--set", "clients=2"]);
     assert_eq!(trace_hash(&from_file), trace_hash(&from_set));
 }
 
 #[test]
 fn the_last_seeds_of_u64_run_and_end() {
-    let json = ok(&["hunt", "--seeds", "18446744073709551613..18446744073709551615", "--json", SHORT[0], SHORT[1], SHORT[2], SHORT[3]]);
+    let json = ok(&[
+        "hunt",
+        "--seeds",
+        "18446744073709551613..18446744073709551615",
+        "--json",
+        SHORT[0],
+        SHORT[1],
+        SHORT[2],
+        SHORT[3],
+    ]);
     let json: Value = serde_json::from_str(&json).expect("hunt --json");
     assert_eq!(json["seeds_run"], 2);
-    let json = ok(&["hunt", "--seeds", "18446744073709551614..18446744073709551615", "--json", "--jobs", "3", SHORT[0], SHORT[1], SHORT[2], SHORT[3]]);
+    let json = ok(&[
+        "hunt",
+        "--seeds",
+        "18446744073709551614..18446744073709551615",
+        "--json",
+        "--jobs",
+        "3",
+        SHORT[0],
+        SHORT[1],
+        SHORT[2],
+        SHORT[3],
+    ]);
     assert_eq!(serde_json::from_str::<Value>(&json).unwrap()["seeds_run"], 1);
     let last = ok(&["replay", "--seed", "18446744073709551615", SHORT[0], SHORT[1], SHORT[2], SHORT[3]]);
     assert!(last.contains("seed 18446744073709551615 variant default"), "{last}");
@@ -110,7 +132,10 @@ fn replay_json_carries_the_trace_and_the_faults() {
     let printed: Vec<&str> = plain.lines().take(trace.len()).collect();
     assert_eq!(trace, printed, "the JSON trace is the printed trace");
     assert!(json["faults"].is_array(), "the fault schedule, as --save-faults writes it");
-    let without = serde_json::from_str::<Value>(&ok(&["replay", "--seed", "1", "--json", SHORT[0], SHORT[1], SHORT[2], SHORT[3]])).unwrap();
+    let without = serde_json::from_str::<Value>(&ok(&[
+        "replay", "--seed", "1", "--json", SHORT[0], SHORT[1], SHORT[2], SHORT[3],
+    ]))
+    .unwrap();
     assert!(without.get("trace").is_none() && without.get("faults").is_none());
 }
 
@@ -122,7 +147,9 @@ fn run_takes_files_and_directories_and_says_what_it_found() {
     let short = "[model]\nsafety_ms = 8000\nliveness_ms = 0\n";
     let pass = format!("name = \"quiet\"\nseed = 1\nexpect = \"pass\"\npostmortem = \"Nothing to see.\"\n{short}");
     std::fs::write(dir.join("a-pass.toml"), pass).unwrap();
-    let wrong = format!("name = \"wrong\"\nseed = 2\nvariant = \"sink-unfenced\"\nexpect = \"lease-exclusion\"\n[model]\nkeys = 1\n");
+    let wrong = format!(
+        "name = \"wrong\"\nseed = 2\nvariant = \"sink-unfenced\"\nexpect = \"lease-exclusion\"\n[model]\nkeys = 1\n"
+    );
     let wrong_path = scratch("wrong.toml");
     std::fs::write(&wrong_path, wrong).unwrap();
     let output = fencesim(&["run", dir.to_str().unwrap(), wrong_path.to_str().unwrap(), "--postmortem"]);
@@ -131,14 +158,31 @@ fn run_takes_files_and_directories_and_says_what_it_found() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "scenario quiet: expect pass — matched");
     assert_eq!(lines[1], "  Nothing to see.");
-    assert!(lines[2].starts_with("scenario wrong: expect lease-exclusion — NOT matched; found fenced-write at "), "{text}");
+    assert!(
+        lines[2].starts_with("scenario wrong: expect lease-exclusion — NOT matched; found fenced-write at "),
+        "{text}"
+    );
     assert_eq!(lines[3], "  (no postmortem)");
     assert_eq!(lines[4], "run: 2 scenarios, 1 matched");
 }
 
 #[test]
 fn counts_of_one_are_singular() {
-    let text = ok(&["replay", "--seed", "1", "--set", "nodes=1", "--set", "clients=1", "--set", "keys=1", SHORT[0], SHORT[1], SHORT[2], SHORT[3]]);
+    let text = ok(&[
+        "replay",
+        "--seed",
+        "1",
+        "--set",
+        "nodes=1",
+        "--set",
+        "clients=1",
+        "--set",
+        "keys=1",
+        SHORT[0],
+        SHORT[1],
+        SHORT[2],
+        SHORT[3],
+    ]);
     let last = text.lines().rev().nth(1).unwrap();
     assert!(last.contains(" 1 election,"), "{last}");
     assert!(!last.contains(" 1 elections") && !last.contains(" 1 grants"), "{last}");

@@ -274,7 +274,8 @@ pub fn invocation() -> &'static str {
         if on_path {
             return "fencesim".to_string();
         }
-        let name = |p: Option<&std::path::Path>| p.and_then(|p| p.file_name()).and_then(|n| n.to_str()).map(str::to_owned);
+        let name =
+            |p: Option<&std::path::Path>| p.and_then(|p| p.file_name()).and_then(|n| n.to_str()).map(str::to_owned);
         let profile = name(exe.parent());
         let in_target = name(exe.parent().and_then(|p| p.parent())).as_deref() == Some("target");
         match profile.as_deref() {

@@ -8,8 +8,8 @@
 //! (d) peak memory (VmHWM) of one run of one simulated hour.
 
 use crate::cli::args::{parse_seeds, BenchArgs, InputError};
-use crate::plural;
 use crate::model::Model;
+use crate::plural;
 use crate::run::seed::run_seed;
 use crate::run::sweep::sweep;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -42,12 +42,13 @@ fn progress_bar(len: u64) -> Option<ProgressBar> {
 /// count needs (`pos/len seeds`, the rate, `N failures`, the ETA) and the
 /// bar the rest, so it never wraps on a standard terminal.
 fn progress_style(len: u64) -> ProgressStyle {
-    ProgressStyle::with_template(&progress_template(len))
-        .expect("a valid progress template")
-        .with_key("rate", |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+    ProgressStyle::with_template(&progress_template(len)).expect("a valid progress template").with_key(
+        "rate",
+        |state: &ProgressState, out: &mut dyn std::fmt::Write| {
             let rate = state.per_sec();
             let _ = if rate < 10.0 { write!(out, "{rate:.1}/s") } else { write!(out, "{rate:.0}/s") };
-        })
+        },
+    )
 }
 
 /// The widest text beside the bar, with `len`'s digits in both counts.

@@ -2,8 +2,8 @@
 //! (scenario files whose `expect` decides the exit code).
 
 use crate::cli::args::{exit_for, load_model, InputError, ReplayArgs, RunArgs};
-use crate::plural;
 use crate::faults;
+use crate::plural;
 use crate::run::scenario::{expectation_met, Scenario};
 use crate::run::seed::{run_plan, Outcome};
 use crate::run::{timeline, trace};

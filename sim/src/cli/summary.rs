@@ -96,7 +96,6 @@ impl Summary {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::{SeedFacts, Summary};

@@ -2,12 +2,12 @@
 //! mutation score: seeds of each unsafe variant until its first detection.
 
 use crate::cli::args::{exit_for, parse_seeds, InputError, VariantsArgs};
-use std::ops::Range;
-use crate::plural;
 use crate::model::Model;
+use crate::plural;
 use crate::run::sweep::{default_jobs, quiet_panics, sweep, SeedResult};
 use fencelock::{Property, Variant, VARIANTS};
 use serde::Serialize;
+use std::ops::Range;
 use std::process::ExitCode;
 
 #[derive(Serialize)]
