@@ -30,7 +30,8 @@ fn assert_input_error(args: &[&str], needle: &str) {
 #[test]
 fn unknown_model_key() {
     let model = scratch("unknown-key.toml", "nodes = 3\nflux_capacitor = true\n");
-    assert_input_error(&["replay", "--seed", "1", "--model", model.to_str().unwrap()], "flux_capacitor");
+    let first = "unknown key `flux_capacitor`; `fencesim model` lists every key";
+    assert_toml_error(&["replay", "--seed", "1", "--model", model.to_str().unwrap()], first, "| ^^^^^^^^^^^^^^");
 }
 
 /// A TOML error: exit 2, a first line `FILE:LINE:COL: message` naming
@@ -191,7 +192,7 @@ fn missing_scenario_file() {
 fn unparsable_scenario_file() {
     let file = scratch("garbage.toml", "name = \"x\"\nseed = [1, 2\n");
     let path = file.to_str().unwrap();
-    assert_toml_error(&["run", path], &format!("{path}:2:"), "^");
+    assert_toml_error(&["run", path], &format!("{path}:3:1: invalid array"), "^");
 }
 
 #[test]
