@@ -483,9 +483,9 @@ mod tests {
                 list
             };
             let legal = |v: u64| match name {
-                "nodes" => v % 2 == 1,
+                "nodes" => !v.is_multiple_of(2),
                 "liveness_ms" => v == 0 || v >= 1_000,
-                "heartbeat_ms" | "election_ms_min" | "election_ms_max" => v % 10 == 0,
+                "heartbeat_ms" | "election_ms_min" | "election_ms_max" => v.is_multiple_of(10),
                 _ => true,
             };
             for value in [min, max].into_iter().filter(|&v| legal(v)) {

@@ -147,9 +147,8 @@ fn run_takes_files_and_directories_and_says_what_it_found() {
     let short = "[model]\nsafety_ms = 8000\nliveness_ms = 0\n";
     let pass = format!("name = \"quiet\"\nseed = 1\nexpect = \"pass\"\npostmortem = \"Nothing to see.\"\n{short}");
     std::fs::write(dir.join("a-pass.toml"), pass).unwrap();
-    let wrong = format!(
-        "name = \"wrong\"\nseed = 2\nvariant = \"sink-unfenced\"\nexpect = \"lease-exclusion\"\n[model]\nkeys = 1\n"
-    );
+    let wrong =
+        "name = \"wrong\"\nseed = 2\nvariant = \"sink-unfenced\"\nexpect = \"lease-exclusion\"\n[model]\nkeys = 1\n";
     let wrong_path = scratch("wrong.toml");
     std::fs::write(&wrong_path, wrong).unwrap();
     let output = fencesim(&["run", dir.to_str().unwrap(), wrong_path.to_str().unwrap(), "--postmortem"]);
