@@ -7,8 +7,9 @@
 //! (c) `overhead_ratio` = baseline ÷ full-stack messages per second;
 //! (d) peak memory (VmHWM) of one run of one simulated hour.
 
-use crate::cli::args::{BenchArgs, InputError};
+use crate::cli::args::{parse_seeds, BenchArgs, InputError};
 use crate::model::Model;
+use crate::plural;
 use crate::run::seed::run_seed;
 use crate::run::sweep::sweep;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -23,9 +24,8 @@ const BASELINE_SIM_S: u64 = 60;
 const BASELINE_MESSAGES: u64 = BASELINE_NODES as u64 * BASELINE_SIM_S * 1_000;
 
 pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
-    if args.seeds == 0 {
-        return Err(InputError("--seeds must be at least 1".into()));
-    }
+    let seeds = parse_seeds(&args.seeds)?;
+    let seed_count = seeds.end - seeds.start;
     // The hour run goes first so the process's peak memory is its own.
     let hour = hour_run();
     let (baseline_messages, baseline_wall_s) = baseline();
@@ -33,12 +33,12 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
 
     let model = Model::default();
     let started = Instant::now();
-    let results = sweep(0..args.seeds, &model, 1, false, None);
+    let results = sweep(seeds, &model, 1, false, None);
     let wall_s = started.elapsed().as_secs_f64().max(1e-9);
     let sim_s: f64 = results.iter().map(|r| r.sim_ms as f64 / 1_000.0).sum();
     let messages: u64 = results.iter().map(|r| r.messages).sum();
     let stack_msgs_per_s = messages as f64 / wall_s;
-    let seeds_per_s = args.seeds as f64 / wall_s;
+    let seeds_per_s = seed_count as f64 / wall_s;
     let sim_speedup = sim_s / wall_s;
     let overhead_ratio = baseline_msgs_per_s / stack_msgs_per_s.max(1e-9);
     if args.json {
@@ -50,7 +50,7 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
                 "overhead_ratio": (overhead_ratio * 100.0).round() / 100.0,
                 "sim_speedup": sim_speedup.round(),
                 "seeds_per_s": (seeds_per_s * 100.0).round() / 100.0,
-                "seeds": args.seeds,
+                "seeds": seed_count,
                 "hour_run_peak_mib": hour.peak_mib,
                 "hour_run_wall_s": (hour.wall_s * 10.0).round() / 10.0,
                 "hour_run_messages": hour.messages,
@@ -59,8 +59,8 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
     } else {
         crate::outln!("baseline (madsim Endpoint, {BASELINE_NODES} nodes x 1 msg/ms x {BASELINE_SIM_S} s): {baseline_msgs_per_s:.0} messages/s");
         crate::outln!(
-            "full stack (standard model, {} seeds, 1 thread): {stack_msgs_per_s:.0} messages/s, {sim_speedup:.0}x real time, {seeds_per_s:.2} seeds/s",
-            args.seeds
+            "full stack (standard model, {}, 1 thread): {stack_msgs_per_s:.0} messages/s, {sim_speedup:.0}x real time, {seeds_per_s:.2} seeds/s",
+            plural(seed_count, "seed")
         );
         crate::outln!("overhead_ratio: {overhead_ratio:.2}");
         crate::outln!(

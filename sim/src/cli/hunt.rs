@@ -14,10 +14,11 @@ use crate::cli::records::{Origin, Place, Record, RecordFile};
 use crate::cli::shard::{parse_shard, Shard};
 use crate::cli::shrink::{catch_ctrl_c, shrink_failures};
 use crate::cli::summary::{SeedFacts, Summary};
+use crate::plural;
 use crate::run::sweep::{default_jobs, quiet_panics, sweep_each, Flow, SeedResult, Sweep};
 use crate::shrink::INTERRUPTED;
 use fencelock::Property;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
@@ -33,12 +34,34 @@ fn progress_bar(len: u64) -> Option<ProgressBar> {
         return None;
     }
     let bar = ProgressBar::new(len);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} seeds  {per_sec}  {msg}  eta {eta}")
-            .expect("a valid progress template"),
-    );
+    bar.set_style(progress_style(len));
     Some(bar)
 }
+
+/// The bar and its text fit in 80 columns: the text takes what the seed
+/// count needs (`pos/len seeds`, the rate, `N failures`, the ETA) and the
+/// bar the rest, so it never wraps on a standard terminal.
+fn progress_style(len: u64) -> ProgressStyle {
+    ProgressStyle::with_template(&progress_template(len)).expect("a valid progress template").with_key(
+        "rate",
+        |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+            let rate = state.per_sec();
+            let _ = if rate < 10.0 { write!(out, "{rate:.1}/s") } else { write!(out, "{rate:.0}/s") };
+        },
+    )
+}
+
+/// The widest text beside the bar, with `len`'s digits in both counts.
+const PROGRESS_TEXT_WIDEST: &str = "/ seeds  99999/s  99999 failures  eta 59m";
+
+fn progress_template(len: u64) -> String {
+    let text = 2 * len.to_string().len() + PROGRESS_TEXT_WIDEST.len();
+    let bar = COLUMNS.saturating_sub(text + 2).clamp(10, 40);
+    format!("{{bar:{bar}}} {{pos}}/{{len}} seeds  {{rate}}  {{msg}}  eta {{eta}}")
+}
+
+/// The width the progress line stays within.
+const COLUMNS: usize = 80;
 
 #[derive(Serialize)]
 struct HuntJson {
@@ -138,7 +161,7 @@ impl Hunt<'_> {
         };
         self.summary.add(facts);
         if let Some(bar) = &self.bar {
-            bar.set_message(format!("{} failures", self.summary.failing_seeds));
+            bar.set_message(plural(self.summary.failing_seeds, "failure"));
             bar.inc(1);
         }
         if result.violations.is_empty() {
@@ -296,11 +319,12 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         }
         if let Some(path) = &args.records {
             let resumed = hunt.seeds_resumed;
-            hunt.say(format_args!("records: {} ({resumed} seeds resumed from it, not run again)", path.display()));
+            let resumed = plural(resumed, "seed");
+            hunt.say(format_args!("records: {} ({resumed} resumed from it, not run again)", path.display()));
         }
         if interrupted {
-            let run = hunt.summary.seeds_run;
-            hunt.say(format_args!("interrupted: the summary covers the {run} seeds finished"));
+            let run = plural(hunt.summary.seeds_run, "seed");
+            hunt.say(format_args!("interrupted: the summary covers the {run} finished"));
         }
         let last = hunt.summary.last_line(&hunt.variant, wall_ms);
         hunt.say(format_args!("{last}"));
@@ -309,4 +333,19 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{progress_template, COLUMNS, PROGRESS_TEXT_WIDEST};
+
+    #[test]
+    fn the_progress_line_fits_80_columns() {
+        for len in [1, 200, 1_000_000, 1_000_000_000_000] {
+            let template = progress_template(len);
+            let bar: usize = template["{bar:".len()..template.find('}').unwrap()].parse().unwrap();
+            let line = bar + 1 + 2 * len.to_string().len() + PROGRESS_TEXT_WIDEST.len();
+            assert!(line <= COLUMNS, "{len} seeds: {line} columns");
+        }
+    }
 }

@@ -2,6 +2,7 @@
 //! prints it over records: counts folded in one seed at a time, so it costs
 //! the same for ten seeds or ten million.
 
+use crate::plural;
 use fencelock::Property;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -83,23 +84,15 @@ impl Summary {
     pub fn last_line(&self, variant: &str, wall_ms: u64) -> String {
         let wall_s = (wall_ms as f64 / 1_000.0).max(0.001);
         format!(
-            "hunt: {} seeds of variant {variant}, {} failing; {:.1} seeds/s, {:.0} simulated s in {:.1} s wall ({:.0}x real time), {} messages",
-            self.seeds_run,
+            "hunt: {} of variant {variant}, {} failing; {:.1} seeds/s, {:.0} simulated s in {:.1} s wall ({:.0}x real time), {}",
+            plural(self.seeds_run, "seed"),
             self.failing_seeds,
             self.seeds_run as f64 / wall_s,
             self.sim_ms as f64 / 1_000.0,
             wall_s,
             self.sim_ms as f64 / 1_000.0 / wall_s,
-            self.messages
+            plural(self.messages, "message")
         )
-    }
-}
-
-fn plural(n: u64, word: &str) -> String {
-    if n == 1 {
-        format!("1 {word}")
-    } else {
-        format!("{n} {word}s")
     }
 }
 

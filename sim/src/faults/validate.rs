@@ -21,8 +21,11 @@ pub fn validate(plan: &[FaultEvent], model: &Model) -> Result<(), String> {
         let names_ok = event.fault.named().iter().all(exists);
         if !names_ok {
             return Err(format!(
-                "event {i} ({} at {} ms) names a server or worker the model does not have ({} servers, {} workers)",
-                event.fault, event.at_ms, model.nodes, model.clients
+                "event {i} ({} at {} ms) names a server or worker the model does not have ({}, {})",
+                event.fault,
+                event.at_ms,
+                crate::plural(model.nodes, "server"),
+                crate::plural(model.clients, "worker")
             ));
         }
         if event.at_ms >= model.safety_ms && !(event.at_ms == 0 && matches!(event.fault, Fault::ClockRate { .. })) {

@@ -45,7 +45,7 @@ pub fn sweep(
     sweep_each(seeds, model, Sweep { jobs, twice, stop: &never }, |result| {
         failures += u64::from(!result.violations.is_empty());
         if let Some(bar) = progress {
-            bar.set_message(format!("{failures} failures"));
+            bar.set_message(crate::plural(failures, "failure"));
             bar.inc(1);
         }
         results.push(result);
