@@ -5,7 +5,7 @@ use crate::cli::args::{exit_for, load_model, InputError, ReplayArgs, RunArgs};
 use crate::faults;
 use crate::run::scenario::Scenario;
 use crate::run::seed::{run_plan, Outcome};
-use crate::run::{timeline, trace};
+use crate::run::{explain, timeline};
 use std::process::ExitCode;
 
 pub fn replay(args: &ReplayArgs) -> Result<ExitCode, InputError> {
@@ -48,7 +48,7 @@ pub fn replay(args: &ReplayArgs) -> Result<ExitCode, InputError> {
             crate::outln!("swarm: {}", faults::swarm::describe(&model));
         }
         if args.faults {
-            crate::outln!("{}", faults::describe(&outcome.plan).trim_end());
+            crate::outln!("{}", explain::fault_lines(&outcome).trim_end());
         }
         print_outcome(&outcome, args.trace);
     }
@@ -91,12 +91,15 @@ pub fn run_file(args: &RunArgs) -> Result<ExitCode, InputError> {
 
 fn print_outcome(outcome: &Outcome, with_trace: bool) {
     if with_trace {
-        for event in outcome.history.events() {
-            crate::outln!("{}", trace::line(event));
+        for line in explain::trace_lines(outcome) {
+            crate::outln!("{line}");
         }
     }
     for violation in &outcome.violations {
         crate::outln!("VIOLATION {violation}");
+    }
+    for exposure in &outcome.exposures {
+        crate::outln!("EXPOSURE {exposure}");
     }
     crate::outln!(
         "seed {} variant {}: {} — {} grants, {} writes accepted, {} stale writes rejected, {} elections, {} lease exposures, {} messages, {} simulated ms",
