@@ -68,7 +68,7 @@ pub struct Model {
     /// no worker stalls there. Independent of `pauses`.
     pub stalls: bool,
     /// Longest such stall, in ms (extension of CLI.md); a stall lasts
-    /// `min(lease_ms / 2, stall_ms_max)..=stall_ms_max`. Absent, it is
+    /// `min(lease_ms, stall_ms_max) / 2..=stall_ms_max`. Absent, it is
     /// `2 * lease_ms + min(pause_ms_max, lease_ms) - 1` (5,999 in the
     /// standard model), the range of the stalls before the key existed.
     #[serde(skip_serializing_if = "Option::is_none")]

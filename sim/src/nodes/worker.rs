@@ -204,7 +204,7 @@ impl Worker {
         if self.ctx.model.stalls && self.rng.gen_bool(0.25) {
             // Worker A: a stop-the-world stall (GC) between the check and the write.
             let longest_ms = self.ctx.model.stall_ms_longest();
-            let ms = self.rng.gen_range((lease_ms / 2).min(longest_ms)..=longest_ms);
+            let ms = self.rng.gen_range(lease_ms.min(longest_ms) / 2..=longest_ms);
             self.ctx.record(EventKind::Stalled { client: self.id, ms });
             madsim::time::sleep(Duration::from_millis(ms)).await;
             self.ctx.record(EventKind::Resumed { actor: Actor::Client(self.id) });
