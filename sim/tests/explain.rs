@@ -65,7 +65,10 @@ fn stall_keys_are_range_checked() {
 fn a_fault_file_clock_that_would_stop_is_refused() {
     let plan = r#"[{"at_ms": 0, "fault": {"ClockRate": {"actor": {"Server": 0}, "ppm": -1900000}}}]"#;
     let file = scratch("stopped-clock.json", plan);
-    assert_input_error(&["replay", "--seed", "1", "--fault-file", file.to_str().unwrap()], "a clock rate must be within");
+    assert_input_error(
+        &["replay", "--seed", "1", "--fault-file", file.to_str().unwrap()],
+        "a clock rate must be within",
+    );
 }
 
 #[test]
@@ -87,7 +90,10 @@ fn a_violation_is_told_in_place_and_at_the_end_and_the_hash_ignores_both() {
     assert!(lines[in_place - 1].trim_start().starts_with("6488."), "right after its instant's events");
     assert!(lines.iter().any(|l| l.starts_with("VIOLATION fenced-write at 6488ms")), "and at the end");
     let plain = stdout(&["run", &file]);
-    assert_eq!(traced.lines().find(|l| l.starts_with("trace-hash")), plain.lines().find(|l| l.starts_with("trace-hash")));
+    assert_eq!(
+        traced.lines().find(|l| l.starts_with("trace-hash")),
+        plain.lines().find(|l| l.starts_with("trace-hash"))
+    );
     // The worker's stall before its stale write is a stall, not a pause.
     assert!(traced.contains("c0    stalls 4953ms between its lease check and its write"), "{traced}");
 }

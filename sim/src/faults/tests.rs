@@ -287,7 +287,8 @@ fn every_drift_a_valid_model_draws_keeps_the_clock_moving_forward() {
 #[test]
 fn a_fault_file_clock_must_stay_physical() {
     let model = Model::default();
-    let backwards = [FaultEvent { at_ms: 0, fault: Fault::ClockRate { actor: Actor::Server(NodeId(0)), ppm: -1_900_000 } }];
+    let backwards =
+        [FaultEvent { at_ms: 0, fault: Fault::ClockRate { actor: Actor::Server(NodeId(0)), ppm: -1_900_000 } }];
     assert!(validate(&backwards, &model).unwrap_err().contains("a clock rate must be within"));
     let step = Fault::ClockStep { actor: Actor::Client(ClientId(0)), delta_ms: i64::MIN };
     let far = [FaultEvent { at_ms: 1_000, fault: step }];
