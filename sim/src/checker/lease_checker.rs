@@ -148,7 +148,7 @@ fn as_name<S: Serializer>(actor: &Actor, serializer: S) -> Result<S::Ok, S::Erro
 
 impl Cause {
     /// Where the cause begins, for ordering.
-    fn from_us(&self) -> u64 {
+    fn begins_us(&self) -> u64 {
         match *self {
             Cause::BeyondBound { from_us, .. } => from_us,
             Cause::Step { at_us, .. } | Cause::ClusterRestore { at_us } => at_us,
@@ -273,7 +273,7 @@ impl LeaseChecker {
         let restores = ctx.restores_at_us.iter().filter(|&&at_us| at_us > window_start_us && at_us <= end_us);
         causes.extend(restores.map(|&at_us| Cause::ClusterRestore { at_us }));
         if !causes.is_empty() {
-            causes.sort_by_key(Cause::from_us);
+            causes.sort_by_key(Cause::begins_us);
             report.counters.lease_exposures += 1;
             let beliefs = [*a, *b];
             report.exposures.push(Exposure {
