@@ -3,6 +3,20 @@
 use fencelock::Variant;
 use serde::{Deserialize, Serialize};
 
+/// The fastest real drift a model may draw, parts per million: a clock
+/// runs between half and one and a half times true time.
+pub const DRIFT_PPM_REAL_MAX: u64 = 500_000;
+
+/// With `drift_beyond_bound`, a beyond clock drifts up to this many times the
+/// assumed bound (or [`BEYOND_BOUND_BASE_PPM_MIN`], if the bound is smaller).
+pub const BEYOND_BOUND_FACTOR_MAX: u64 = 20;
+
+/// A zero or tiny bound still needs a visible excess: beyond-bound draws count from 50 ppm at least.
+pub const BEYOND_BOUND_BASE_PPM_MIN: u64 = 50;
+
+/// The longest stall between a worker's lease check and its write (one hour).
+pub const STALL_MS_MAX: u64 = 3_600_000;
+
 /// A run's model. Every key is optional in a model file; missing keys take
 /// the standard model's value. Unknown keys are an input error.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -20,9 +34,20 @@ pub struct Model {
     pub safety_ms: u64,
     /// Length of the liveness phase (faults healed).
     pub liveness_ms: u64,
-    /// Bound on clock drift the protocol assumes, parts per million.
+    /// Bound on clock drift the protocol assumes, parts per million: what
+    /// the leases' safety margin is computed with, and what the checker
+    /// judges a clock against.
     pub drift_ppm_max: u64,
-    /// Some clocks drift beyond the bound.
+    /// How far the clocks really drift (extension of CLI.md): every clock
+    /// draws its rate from `-drift_ppm_real_max..=drift_ppm_real_max`.
+    /// Absent, it is `drift_ppm_max` (the clocks keep the assumed bound);
+    /// above it, clocks leave the bound the protocol assumes. At most
+    /// [`DRIFT_PPM_REAL_MAX`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift_ppm_real_max: Option<u64>,
+    /// The older way to leave the bound: one or two clocks (drawn per seed)
+    /// drift 3 to 20 times `drift_ppm_max` (times 50 ppm for a smaller
+    /// bound), the others draw within `drift_ppm_real_max`.
     pub drift_beyond_bound: bool,
     /// Longest process pause.
     pub pause_ms_max: u64,
@@ -35,8 +60,19 @@ pub struct Model {
     pub corruption: bool,
     /// The token the cluster starts above (40 makes the first grant 41).
     pub token_floor: u64,
-    /// Process pauses of servers and workers (extension of CLI.md).
+    /// Process pauses of servers and workers (extension of CLI.md): the
+    /// fault plan's `pause` events, up to `pause_ms_max`.
     pub pauses: bool,
+    /// A worker's stall between its lease check and its write (extension of
+    /// CLI.md): a quarter of the writes stall (worker A's GC pause); false:
+    /// no worker stalls there. Independent of `pauses`.
+    pub stalls: bool,
+    /// Longest such stall, in ms (extension of CLI.md); a stall lasts
+    /// `min(lease_ms, stall_ms_max) / 2..=stall_ms_max`. Absent, it is
+    /// `2 * lease_ms + min(pause_ms_max, lease_ms) - 1` (5,999 in the
+    /// standard model), the range of the stalls before the key existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stall_ms_max: Option<u64>,
     /// Crashes and restarts of the protected resource (extension of CLI.md).
     pub resource_crashes: bool,
     /// With `crashes`: stretches in which every new leader is struck down
@@ -82,6 +118,7 @@ impl Default for Model {
             safety_ms: 30_000,
             liveness_ms: 10_000,
             drift_ppm_max: 500,
+            drift_ppm_real_max: None,
             drift_beyond_bound: false,
             pause_ms_max: 5_000,
             loss_rate: 0.02,
@@ -93,6 +130,8 @@ impl Default for Model {
             corruption: true,
             token_floor: 40,
             pauses: true,
+            stalls: true,
+            stall_ms_max: None,
             resource_crashes: true,
             leader_churn: true,
             entries_per_message_max: 64,
@@ -166,9 +205,18 @@ pub const KEYS: &[KeyInfo] = &[
         int("liveness_ms", 0, DAY_MS, "Length of the liveness phase (faults healed); 0: no liveness phase."),
         "0, or at least 1000",
     ),
-    int("drift_ppm_max", 0, 100_000, "The clock drift bound the protocol assumes, parts per million."),
-    flag("drift_beyond_bound", "One or two clocks drift 3-20 times the bound."),
-    int("pause_ms_max", 0, DAY_MS, "Longest process pause; also lengthens worker stalls."),
+    int("drift_ppm_max", 0, 100_000, "The clock drift bound the protocol assumes (leases and checker), parts per million."),
+    int(
+        "drift_ppm_real_max",
+        0,
+        DRIFT_PPM_REAL_MAX,
+        "How far the clocks really drift, ppm; absent, drift_ppm_max. Above it, overlaps are lease exposures.",
+    ),
+    with(
+        flag("drift_beyond_bound", "One or two clocks drift 3-20 times the bound, the others within drift_ppm_real_max."),
+        "with true, drift_ppm_max at most 25000",
+    ),
+    int("pause_ms_max", 0, DAY_MS, "Longest process pause; also sets the default stall_ms_max."),
     rate("loss_rate", 0.0, 0.5, "Per-packet loss probability during the safety phase."),
     rate("dup_rate", 0.0, 0.5, "Per-packet duplication probability during the safety phase."),
     flag("partitions", "The network family: partitions, one-way cuts, leader isolation, workers cut off."),
@@ -179,7 +227,14 @@ pub const KEYS: &[KeyInfo] = &[
     // Tokens from 2^32 up belong to the restore epochs (`Token::EPOCH_SHIFT`):
     // a floor there would be taken over by the first restore's, and tokens reissued.
     int("token_floor", 0, 1 << 31, "The token the cluster starts above (40 makes the first grant 41)."),
-    flag("pauses", "Process pauses (GC stalls) of servers and workers."),
+    flag("pauses", "Process pauses (GC stalls) of servers and workers: the fault plan's pause events."),
+    flag("stalls", "A quarter of a worker's writes stall between its lease check and the write (worker A's GC pause)."),
+    int(
+        "stall_ms_max",
+        1,
+        STALL_MS_MAX,
+        "Longest such stall; absent, 2*lease_ms + min(pause_ms_max, lease_ms) - 1.",
+    ),
     flag("resource_crashes", "Crashes and restarts of the protected resource."),
     flag("leader_churn", "With crashes: stretches in which every new leader is struck down as it takes office."),
     int("entries_per_message_max", 1, 1_024, "Raft entries per append message."),
@@ -284,7 +339,42 @@ impl Model {
         if self.liveness_ms != 0 && self.liveness_ms < 1_000 {
             return Err(format!("model key `liveness_ms` must be 0 or at least 1000, got {}", self.liveness_ms));
         }
+        self.validate_drift()?;
         self.validate_raft_timing()
+    }
+
+    /// The assumed bound, the real range, and the older `drift_beyond_bound`:
+    /// every rate a clock can draw stays physical (a clock moves forward).
+    fn validate_drift(&self) -> Result<(), String> {
+        if self.drift_ppm_max > 100_000 {
+            return Err(format!("model key `drift_ppm_max` must be at most 100000, got {}", self.drift_ppm_max));
+        }
+        if let Some(real) = self.drift_ppm_real_max {
+            if real > DRIFT_PPM_REAL_MAX {
+                return Err(format!("model key `drift_ppm_real_max` must be at most {DRIFT_PPM_REAL_MAX}, got {real}"));
+            }
+        }
+        let beyond_max = BEYOND_BOUND_FACTOR_MAX * self.drift_ppm_max.max(BEYOND_BOUND_BASE_PPM_MIN);
+        if self.drift_beyond_bound && beyond_max > DRIFT_PPM_REAL_MAX {
+            return Err(format!(
+                "model key `drift_ppm_max` must be at most {} with `drift_beyond_bound = true` (its clocks drift up to \
+                 {BEYOND_BOUND_FACTOR_MAX} times the bound, at most {DRIFT_PPM_REAL_MAX} ppm), got {}; to set how far \
+                 clocks really drift, use `drift_ppm_real_max`",
+                DRIFT_PPM_REAL_MAX / BEYOND_BOUND_FACTOR_MAX,
+                self.drift_ppm_max
+            ));
+        }
+        Ok(())
+    }
+
+    /// How far the clocks really drift: `drift_ppm_real_max`, or the assumed bound.
+    pub fn drift_ppm_real(&self) -> u64 {
+        self.drift_ppm_real_max.unwrap_or(self.drift_ppm_max)
+    }
+
+    /// The longest stall between a worker's lease check and its write (see `stall_ms_max`).
+    pub fn stall_ms_longest(&self) -> u64 {
+        self.stall_ms_max.unwrap_or(2 * self.lease_ms + self.pause_ms_max.min(self.lease_ms) - 1)
     }
 
     /// Heartbeat and election timeouts: multiples of the tick, the heartbeat

@@ -8,6 +8,7 @@
 //! line it prints, with the exit code of what it found. `--shard` and
 //! `--records` split a campaign across machines and resume a killed shard.
 
+use crate::checker::Exposure;
 use crate::cli::args::{exit_for, load_model, parse_seeds, replay_line, HuntArgs, InputError};
 use crate::cli::output::try_write_line;
 use crate::cli::records::{Origin, Place, Record, RecordFile};
@@ -28,6 +29,9 @@ use std::time::Instant;
 
 /// The exit code of a hunt ended by Ctrl-C (128 + SIGINT, as shells report it).
 const EXIT_INTERRUPTED: u8 = 130;
+
+/// Lease exposures `hunt --json` explains one by one; the summary counts them all.
+const EXPOSURES_JSON_MAX: usize = 1_000;
 
 fn progress_bar(len: u64) -> Option<ProgressBar> {
     if !std::io::stderr().is_terminal() {
@@ -67,6 +71,8 @@ const COLUMNS: usize = 80;
 struct HuntJson {
     variant: String,
     violations: Vec<HuntViolationJson>,
+    /// The first lease exposures (up to `EXPOSURES_JSON_MAX`), in seed order.
+    exposures: Vec<HuntExposureJson>,
     /// `seeds_run`, `sim_ms` and `messages` (as always), and the counts per
     /// property and of lease exposures.
     #[serde(flatten)]
@@ -80,6 +86,16 @@ struct HuntJson {
     shard: Option<String>,
     /// Seeds found in the records file and not run again (counted in the summary).
     seeds_resumed: u64,
+}
+
+/// One lease exposure of one seed, explained (`replay` shows it in the trace).
+#[derive(Serialize)]
+struct HuntExposureJson {
+    seed: u64,
+    detail: String,
+    #[serde(flatten)]
+    exposure: Exposure,
+    replay: String,
 }
 
 #[derive(Serialize)]
@@ -100,6 +116,9 @@ struct Hunt<'a> {
     records: Option<RecordFile>,
     bar: Option<ProgressBar>,
     violations_json: Vec<HuntViolationJson>,
+    exposures_json: Vec<HuntExposureJson>,
+    /// The first seed with a lease exposure: the summary points at it.
+    exposure_seed: Option<u64>,
     /// With --shrink: failures wait for the shrinks (and print after them).
     to_shrink: Vec<SeedResult>,
     seeds_resumed: u64,
@@ -125,6 +144,9 @@ impl Hunt<'_> {
     fn resumed(&mut self, place: &Place, record: &Record) {
         self.seeds_resumed += 1;
         self.summary.add(record.facts());
+        if record.lease_exposures > 0 {
+            self.exposure_seed.get_or_insert(record.seed);
+        }
         if record.properties.is_empty() {
             return;
         }
@@ -160,6 +182,7 @@ impl Hunt<'_> {
             lease_exposures: result.lease_exposures,
         };
         self.summary.add(facts);
+        self.exposures(&result, &replay);
         if let Some(bar) = &self.bar {
             bar.set_message(plural(self.summary.failing_seeds, "failure"));
             bar.inc(1);
@@ -190,6 +213,25 @@ impl Hunt<'_> {
         } else {
             Flow::Continue
         }
+    }
+
+    /// Keeps what the summary and `--json` say of the seed's lease exposures.
+    fn exposures(&mut self, result: &SeedResult, replay: &str) {
+        if result.exposures.is_empty() {
+            return;
+        }
+        self.exposure_seed.get_or_insert(result.seed);
+        if !self.args.json {
+            return;
+        }
+        let room = EXPOSURES_JSON_MAX.saturating_sub(self.exposures_json.len());
+        let json = result.exposures.iter().take(room).map(|exposure| HuntExposureJson {
+            seed: result.seed,
+            detail: exposure.to_string(),
+            exposure: exposure.clone(),
+            replay: format!("{replay} --trace"),
+        });
+        self.exposures_json.extend(json);
     }
 
     /// With --save: the seed's scenario file (the shrunk one once shrunk).
@@ -236,6 +278,8 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         records: None,
         bar: None,
         violations_json: Vec::new(),
+        exposures_json: Vec::new(),
+        exposure_seed: None,
         to_shrink: Vec::new(),
         seeds_resumed: 0,
         stdout_closed: false,
@@ -299,6 +343,7 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         let json = HuntJson {
             variant: hunt.variant.clone(),
             violations: std::mem::take(&mut hunt.violations_json),
+            exposures: std::mem::take(&mut hunt.exposures_json),
             summary: hunt.summary.clone(),
             wall_ms,
             shrunk: shrunk.iter().map(|s| s.json.clone()).collect(),
@@ -310,6 +355,12 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
     } else {
         for line in hunt.summary.detail_lines() {
             hunt.say(format_args!("{line}"));
+        }
+        if let Some(seed) = hunt.exposure_seed {
+            let replay = replay_line(seed, &args.model);
+            hunt.say(format_args!(
+                "  the first is seed {seed}, explained in its trace (EXPOSURE lines): {replay} --trace"
+            ));
         }
         if let Some(text) = &shard_text {
             hunt.say(format_args!(

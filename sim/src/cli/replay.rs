@@ -6,7 +6,7 @@ use crate::faults;
 use crate::plural;
 use crate::run::scenario::{expectation_met, Scenario};
 use crate::run::seed::{run_plan, Outcome};
-use crate::run::{timeline, trace};
+use crate::run::{explain, timeline, trace};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -48,7 +48,7 @@ pub fn replay(args: &ReplayArgs) -> Result<ExitCode, InputError> {
             crate::outln!("swarm: {}", faults::swarm::describe(&model));
         }
         if args.faults {
-            crate::outln!("{}", faults::describe(&outcome.plan).trim_end());
+            crate::outln!("{}", explain::fault_lines(&outcome).trim_end());
         }
         print_outcome(&outcome, args.trace);
     }
@@ -189,12 +189,15 @@ fn outcome_json(outcome: &Outcome, with_trace: bool, with_faults: bool) -> serde
 
 fn print_outcome(outcome: &Outcome, with_trace: bool) {
     if with_trace {
-        for event in outcome.history.events() {
-            crate::outln!("{}", trace::line(event));
+        for line in explain::trace_lines(outcome) {
+            crate::outln!("{line}");
         }
     }
     for violation in &outcome.violations {
         crate::outln!("VIOLATION {violation}");
+    }
+    for exposure in &outcome.exposures {
+        crate::outln!("EXPOSURE {exposure}");
     }
     crate::outln!(
         "seed {} variant {}: {} — {}, {} accepted, {} rejected, {}, {}, {}, {} simulated ms",

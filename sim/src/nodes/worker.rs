@@ -204,13 +204,13 @@ impl Worker {
             self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
             return None;
         };
-        if self.rng.gen_bool(0.25) {
+        if self.ctx.model.stalls && self.rng.gen_bool(0.25) {
             // Worker A: a stop-the-world stall (GC) between the check and the write.
-            let stall_ms = self.rng.gen_range(lease_ms / 2..lease_ms * 2 + self.ctx.model.pause_ms_max.min(lease_ms));
-            let actor = Actor::Client(self.id);
-            self.ctx.record(EventKind::Paused { actor });
-            madsim::time::sleep(Duration::from_millis(stall_ms)).await;
-            self.ctx.record(EventKind::Resumed { actor });
+            let longest_ms = self.ctx.model.stall_ms_longest();
+            let ms = self.rng.gen_range(lease_ms.min(longest_ms) / 2..=longest_ms);
+            self.ctx.record(EventKind::Stalled { client: self.id, ms });
+            madsim::time::sleep(Duration::from_millis(ms)).await;
+            self.ctx.record(EventKind::Resumed { actor: Actor::Client(self.id) });
         }
         Some(believed)
     }

@@ -4,7 +4,7 @@
 //! timing. [`sweep_each`] hands each result over as soon as the seeds before
 //! it are done and keeps nothing, so a hunt of any length runs in flat memory.
 
-use crate::checker::{Property, Violation};
+use crate::checker::{Exposure, Property, Violation};
 use crate::model::Model;
 use crate::run::scenario::for_failure;
 use crate::run::seed::run_seed;
@@ -24,6 +24,7 @@ pub struct SeedResult {
     pub sim_ms: u64,
     pub messages: u64,
     pub lease_exposures: u64,
+    pub exposures: Vec<Exposure>,
     /// Wall time of the seed's runs, for reports only (never inside a run).
     pub wall_ms: u64,
     /// The scenario file text for a failing seed.
@@ -155,6 +156,7 @@ fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
         sim_ms: outcome.sim_ms,
         messages: outcome.messages,
         lease_exposures: outcome.lease_exposures,
+        exposures: outcome.exposures,
         wall_ms: started.elapsed().as_millis() as u64,
         scenario,
     }
