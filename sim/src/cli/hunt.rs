@@ -137,6 +137,7 @@ impl Hunt<'_> {
             lease_exposures: result.lease_exposures,
         };
         self.summary.add(facts);
+        self.summary.linearizable.add(&result.linearizable);
         if let Some(bar) = &self.bar {
             bar.set_message(format!("{} failures", self.summary.failing_seeds));
             bar.inc(1);
