@@ -37,8 +37,12 @@ pub struct Summary {
     pub messages: u64,
     /// The cost of the `linearizable` search over the seeds run here (records
     /// do not keep it, so a merge or a resumed hunt counts only what it ran).
-    #[serde(serialize_with = "linearizable_json")]
+    #[serde(serialize_with = "linearizable_json", skip_serializing_if = "nothing_judged")]
     pub linearizable: LinearizableCost,
+}
+
+fn nothing_judged(cost: &LinearizableCost) -> bool {
+    cost.keys == 0
 }
 
 /// `{"keys", "unknown", "steps_max", "ops_per_key_p99", "ops_per_key_max"}`.
