@@ -111,9 +111,7 @@ impl LockServer {
             // machine's session answers it with the original token, and the answer
             // goes through the same liveness check as the first one.
             KeyStatus::Free | KeyStatus::Ours => self.propose_grant(holder, key, lease_ms),
-            KeyStatus::Busy { .. } if wait_ms == 0 => {
-                self.start_check(Check { holder, key, kind: CheckKind::TryLock })
-            }
+            KeyStatus::Busy { .. } if wait_ms == 0 => self.start_check(Check { holder, key, kind: CheckKind::TryLock }),
             KeyStatus::Busy { .. } => {
                 let deadline_local_ms = now_local_ms.saturating_add(wait_ms.min(WAIT_MS_MAX));
                 self.enqueue(key, Waiter { holder, lease_ms, deadline_local_ms });
