@@ -279,6 +279,18 @@ pub fn check(history: &History, config: CheckConfig) -> Verdict {
     checker.finish()
 }
 
+/// The `linearizable` family alone over a whole history: what `bench` times
+/// to tell what the clients' view adds to a run.
+pub fn check_linearizable(history: &History, config: CheckConfig) -> Verdict {
+    let mut family = linearizable::LinearizableChecker::new(&config);
+    for event in history.events() {
+        family.observe_event(event);
+    }
+    let mut report = Report::default();
+    family.finish(&state::Context::new(config), &mut report);
+    Verdict { violations: report.violations, exposures: report.exposures, counters: report.counters }
+}
+
 #[cfg(test)]
 mod tests {
     use super::testkit::*;

@@ -5,8 +5,11 @@
 //! (b) the full stack on the standard model: messages per wall second,
 //! simulated-to-wall speedup and seeds per second on one thread;
 //! (c) `overhead_ratio` = baseline ÷ full-stack messages per second;
-//! (d) peak memory (VmHWM) of one run of one simulated hour.
+//! (d) peak memory (VmHWM) of one run of one simulated hour;
+//! (e) what the `linearizable` check adds to a run: the same seeds run again,
+//!     each history checked a second time by that family alone, timed apart.
 
+use crate::checker::{check_linearizable, CheckConfig};
 use crate::cli::args::{parse_seeds, BenchArgs, InputError};
 use crate::model::Model;
 use crate::plural;
@@ -33,7 +36,7 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
 
     let model = Model::default();
     let started = Instant::now();
-    let results = sweep(seeds, &model, 1, false, None);
+    let results = sweep(seeds.clone(), &model, 1, false, None);
     let wall_s = started.elapsed().as_secs_f64().max(1e-9);
     let sim_s: f64 = results.iter().map(|r| r.sim_ms as f64 / 1_000.0).sum();
     let messages: u64 = results.iter().map(|r| r.messages).sum();
@@ -41,6 +44,7 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
     let seeds_per_s = seed_count as f64 / wall_s;
     let sim_speedup = sim_s / wall_s;
     let overhead_ratio = baseline_msgs_per_s / stack_msgs_per_s.max(1e-9);
+    let linearizable_pct = linearizable_share(&model, seeds);
     if args.json {
         crate::outln!(
             "{}",
@@ -54,6 +58,7 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
                 "hour_run_peak_mib": hour.peak_mib,
                 "hour_run_wall_s": (hour.wall_s * 10.0).round() / 10.0,
                 "hour_run_messages": hour.messages,
+                "linearizable_check_pct": (linearizable_pct * 10.0).round() / 10.0,
             })
         );
     } else {
@@ -69,8 +74,28 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
             hour.wall_s,
             hour.messages
         );
+        crate::outln!("linearizable check: adds {linearizable_pct:.1}% to a run's wall time");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the `linearizable` check adds to a standard run's wall time, in
+/// percent: each of `seeds` runs (checks included) is timed, then its history
+/// is checked again by that family alone; the family's time is compared with
+/// the rest of the run.
+fn linearizable_share(model: &Model, seeds: std::ops::Range<u64>) -> f64 {
+    let (mut run_s, mut check_s) = (0.0, 0.0);
+    for seed in seeds {
+        let started = Instant::now();
+        let outcome = run_seed(seed, model);
+        run_s += started.elapsed().as_secs_f64();
+        let config = CheckConfig { run_end_us: outcome.sim_ms * 1_000, ..CheckConfig::for_model(model) };
+        let started = Instant::now();
+        let verdict = check_linearizable(&outcome.history, config);
+        check_s += started.elapsed().as_secs_f64();
+        std::hint::black_box(verdict);
+    }
+    100.0 * check_s / (run_s - check_s).max(1e-9)
 }
 
 /// Bare madsim: every node sends one message per simulated ms to the next

@@ -183,6 +183,7 @@ impl Hunt<'_> {
         };
         self.summary.add(facts);
         self.exposures(&result, &replay);
+        self.summary.linearizable.add(&result.linearizable);
         if let Some(bar) = &self.bar {
             bar.set_message(plural(self.summary.failing_seeds, "failure"));
             bar.inc(1);
