@@ -1,6 +1,7 @@
 //! Running seeds: one run on its own thread and its verdict, sweeps of many,
 //! the trace and its hash, and scenario files.
 
+pub mod figures;
 pub mod scenario;
 pub mod seed;
 pub mod sweep;

@@ -6,6 +6,7 @@
 
 use crate::checker::{Property, Violation};
 use crate::model::Model;
+use crate::run::figures::{self, SeedFigures};
 use crate::run::scenario::for_failure;
 use crate::run::seed::run_seed;
 use indicatif::ProgressBar;
@@ -28,6 +29,8 @@ pub struct SeedResult {
     pub wall_ms: u64,
     /// The scenario file text for a failing seed.
     pub scenario: Option<String>,
+    /// Availability and fencing figures (`explore`), from the history.
+    pub figures: SeedFigures,
 }
 
 /// Runs `seeds` of `model` on `jobs` threads; with `twice`, every seed runs a
@@ -141,6 +144,13 @@ fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
             });
         }
     }
+    let (acquire_us, unheld_waiting_us_max) = figures::availability(&outcome.history);
+    let figures = SeedFigures {
+        grants: outcome.grants,
+        stale_writes_rejected: outcome.stale_writes_rejected,
+        acquire_us,
+        unheld_waiting_us_max,
+    };
     let scenario = if violations.is_empty() {
         None
     } else {
@@ -157,6 +167,7 @@ fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
         lease_exposures: outcome.lease_exposures,
         wall_ms: started.elapsed().as_millis() as u64,
         scenario,
+        figures,
     }
 }
 
