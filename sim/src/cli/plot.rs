@@ -176,10 +176,10 @@ pub fn heatmap(axes: &[Axis], figure: &Figure) -> String {
     let (nx, ny) = (axes[0].values.len(), axes[1].values.len());
     let panels = axes.get(2).map_or(1, |a| a.values.len());
     let (cell_w, cell_h) = (96.0, 46.0);
-    let (left, top, gap, right) = (96.0, 96.0, 40.0, 120.0);
+    let (left, top, gap, right) = (150.0, 96.0, 40.0, 120.0);
     let panel_w = nx as f64 * cell_w;
     let width = left + panels as f64 * panel_w + (panels - 1) as f64 * gap + right;
-    let height = top + ny as f64 * cell_h + 70.0;
+    let height = top + ny as f64 * cell_h + if figure.overlay.is_some() { 70.0 } else { 44.0 };
     let max = figure.values.iter().flatten().copied().fold(0.0, f64::max);
     let mut out = String::new();
     svg_open(&mut out, width, height);
@@ -207,15 +207,16 @@ pub fn heatmap(axes: &[Axis], figure: &Figure) -> String {
                 heat_cell(&mut out, (x0 + ix as f64 * cell_w, top + iy as f64 * cell_h), figure, cell, band, max);
             }
         }
-        if let Some((line, label)) = &figure.overlay {
-            overlay(&mut out, axes, (x0, top, cell_w, cell_h), line, label);
+        if let Some((line, _)) = &figure.overlay {
+            overlay(&mut out, axes, (x0, top, cell_w, cell_h), line);
         }
     }
     let axis_y = top + ny as f64 * cell_h;
-    let across = format!("{} (across)", axes[0].key);
-    text(&mut out, left + panel_w / 2.0, axis_y + 24.0, "middle", " font-weight=\"bold\"", &across);
-    let down = format!("{} (down)", axes[1].key);
-    text(&mut out, left, axis_y + 44.0, "end", " font-weight=\"bold\"", &down);
+    text(&mut out, left + panel_w / 2.0, axis_y + 24.0, "middle", " font-weight=\"bold\"", &axes[0].key);
+    text(&mut out, left - 10.0, top - 10.0, "end", " font-weight=\"bold\"", &axes[1].key);
+    if let Some((_, label)) = &figure.overlay {
+        text(&mut out, left, axis_y + 52.0, "start", " fill=\"#0b3d91\" font-weight=\"bold\"", &format!("- - - {label}"));
+    }
     legend(&mut out, (width - right + 24.0, top), ny as f64 * cell_h, max, figure.percent);
     out.push_str("</svg>\n");
     out
@@ -243,7 +244,7 @@ fn heat_cell(out: &mut String, (x, y): (f64, f64), figure: &Figure, cell: usize,
     }
 }
 
-fn overlay(out: &mut String, axes: &[Axis], (x0, y0, cell_w, cell_h): (f64, f64, f64, f64), line: &[(f64, f64)], label: &str) {
+fn overlay(out: &mut String, axes: &[Axis], (x0, y0, cell_w, cell_h): (f64, f64, f64, f64), line: &[(f64, f64)]) {
     let numbers = |axis: &Axis| -> Option<Vec<f64>> {
         axis.values.iter().map(|v| v.as_float().or_else(|| v.as_integer().map(|i| i as f64))).collect()
     };
@@ -267,7 +268,6 @@ fn overlay(out: &mut String, axes: &[Axis], (x0, y0, cell_w, cell_h): (f64, f64,
         "<polyline points=\"{}\" fill=\"none\" stroke=\"#0b3d91\" stroke-width=\"3\" stroke-dasharray=\"9 5\"/>",
         path.join(" ")
     );
-    text(out, x0, y0 - 56.0, "start", " fill=\"#0b3d91\" font-weight=\"bold\"", &format!("- - - {label}"));
 }
 
 fn legend(out: &mut String, (x, y): (f64, f64), height: f64, max: f64, percent: bool) {
