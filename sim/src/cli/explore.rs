@@ -340,14 +340,21 @@ fn figures(plan: &SweepPlan, reports: &[CellReport]) -> Vec<Figure> {
     exposures.overlay = belief_line(plan);
     all.push(exposures);
     all.extend([
-        number("stale-writes-rejected", "Stale writes rejected per seed", "writes the resource refused for an old token", &|r| {
-            Some(r.stale_writes_rejected_per_seed)
+        number(
+            "stale-writes-rejected",
+            "Stale writes rejected per seed",
+            "writes the resource refused for an old token",
+            &|r| Some(r.stale_writes_rejected_per_seed),
+        ),
+        number("acquire-p50", "Acquire latency, median", "ms of true time, first send to Granted", &|r| {
+            r.acquire_ms_p50
         }),
-        number("acquire-p50", "Acquire latency, median", "ms of true time, first send to Granted", &|r| r.acquire_ms_p50),
         number("acquire-p99", "Acquire latency, 99th percentile", "ms of true time, first send to Granted", &|r| {
             r.acquire_ms_p99
         }),
-        number("grants-per-s", "Grants per simulated second", "grants applied / simulated seconds", &|r| Some(r.grants_per_s)),
+        number("grants-per-s", "Grants per simulated second", "grants applied / simulated seconds", &|r| {
+            Some(r.grants_per_s)
+        }),
         number(
             "unheld-waiting-max",
             "Longest a key stayed unheld while a client waited",

@@ -215,7 +215,14 @@ pub fn heatmap(axes: &[Axis], figure: &Figure) -> String {
     text(&mut out, left + panel_w / 2.0, axis_y + 24.0, "middle", " font-weight=\"bold\"", &axes[0].key);
     text(&mut out, left - 10.0, top - 10.0, "end", " font-weight=\"bold\"", &axes[1].key);
     if let Some((_, label)) = &figure.overlay {
-        text(&mut out, left, axis_y + 52.0, "start", " fill=\"#0b3d91\" font-weight=\"bold\"", &format!("- - - {label}"));
+        text(
+            &mut out,
+            left,
+            axis_y + 52.0,
+            "start",
+            " fill=\"#0b3d91\" font-weight=\"bold\"",
+            &format!("- - - {label}"),
+        );
     }
     legend(&mut out, (width - right + 24.0, top), ny as f64 * cell_h, max, figure.percent);
     out.push_str("</svg>\n");
@@ -225,14 +232,18 @@ pub fn heatmap(axes: &[Axis], figure: &Figure) -> String {
 fn heat_cell(out: &mut String, (x, y): (f64, f64), figure: &Figure, cell: usize, band: Option<(f64, f64)>, max: f64) {
     let (w, h) = (96.0, 46.0);
     let Some(value) = figure.values[cell] else {
-        let _ = writeln!(out, "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w}\" height=\"{h}\" fill=\"#dddddd\" stroke=\"#fff\"/>");
+        let _ = writeln!(
+            out,
+            "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w}\" height=\"{h}\" fill=\"#dddddd\" stroke=\"#fff\"/>"
+        );
         text(out, x + w / 2.0, y + h / 2.0 + 5.0, "middle", " fill=\"#666\"", "none");
         return;
     };
     let t = if max > 0.0 { value / max } else { 0.0 };
     let fill = colour(t);
     let ink = if t > 0.55 { "#ffffff" } else { "#111111" };
-    let _ = writeln!(out, "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w}\" height=\"{h}\" fill=\"{fill}\" stroke=\"#fff\"/>");
+    let _ =
+        writeln!(out, "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w}\" height=\"{h}\" fill=\"{fill}\" stroke=\"#fff\"/>");
     let main = format_value(value, figure.percent);
     match band {
         Some((low, high)) => {
@@ -240,7 +251,9 @@ fn heat_cell(out: &mut String, (x, y): (f64, f64), figure: &Figure, cell: usize,
             let range = format!("{}–{}", format_value(low, true), format_value(high, true));
             text(out, x + w / 2.0, y + 37.0, "middle", &format!(" fill=\"{ink}\" font-size=\"11\""), &range);
         }
-        None => text(out, x + w / 2.0, y + h / 2.0 + 5.0, "middle", &format!(" fill=\"{ink}\" font-weight=\"bold\""), &main),
+        None => {
+            text(out, x + w / 2.0, y + h / 2.0 + 5.0, "middle", &format!(" fill=\"{ink}\" font-weight=\"bold\""), &main)
+        }
     }
 }
 
@@ -296,6 +309,9 @@ mod tests {
         assert_eq!(position(&[500.0, 1000.0, 2000.0], 1500.0), Some(1.5));
         assert_eq!(position(&[500.0, 1000.0, 2000.0], 2400.0), Some(2.4));
         assert_eq!(position(&[500.0, 1000.0, 2000.0], 3000.0), None);
-        assert_eq!((format_value(0.0525, true), format_value(0.25, true), format_value(12.345, false)), ("5.3%".into(), "25%".into(), "12.3".into()));
+        assert_eq!(
+            (format_value(0.0525, true), format_value(0.25, true), format_value(12.345, false)),
+            ("5.3%".into(), "25%".into(), "12.3".into())
+        );
     }
 }

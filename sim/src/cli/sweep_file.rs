@@ -329,7 +329,8 @@ mod tests {
         let c = &plan.cells[1];
         assert_eq!((c.model.variant, c.model.nodes, c.model.safety_ms), (fencelock::Variant::SinkUnfenced, 3, 5_000));
         // Without a model file a variant runs on its declared model, as `hunt --variant` does.
-        let plan = sweep("[sweep]\nseeds = 1\n[axes]\nvariant = [\"default\", \"commit-old-term-by-count\"]\n").unwrap();
+        let plan =
+            sweep("[sweep]\nseeds = 1\n[axes]\nvariant = [\"default\", \"commit-old-term-by-count\"]\n").unwrap();
         let declared = crate::model::Model::declared(fencelock::Variant::CommitOldTermByCount);
         assert_eq!(plan.cells[1].model, declared);
     }
@@ -338,19 +339,49 @@ mod tests {
     fn bad_files_are_one_line_naming_the_key() {
         let cases = [
             ("[sweep]\nseeds = 5\n[axes]\nlease = [1]\n", "s.toml: axis `lease` is not a model key"),
-            ("[sweep]\nseeds = 5\n[axes]\nlease_ms = [50, 500]\n", "s.toml: cell lease_ms=50: model key `lease_ms` must be in 100..=600000, got 50"),
-            ("[sweep]\nseeds = 5\n[axes]\nlease_ms = { from = 900, to = 500, step = 100 }\n", "s.toml: axis `lease_ms`: the range 900 to 500 is empty"),
-            ("[sweep]\nseeds = 5\n[axes]\nlease_ms = { from = 500, to = 900, step = 0 }\n", "s.toml: axis `lease_ms`: step must be positive, got 0"),
+            (
+                "[sweep]\nseeds = 5\n[axes]\nlease_ms = [50, 500]\n",
+                "s.toml: cell lease_ms=50: model key `lease_ms` must be in 100..=600000, got 50",
+            ),
+            (
+                "[sweep]\nseeds = 5\n[axes]\nlease_ms = { from = 900, to = 500, step = 100 }\n",
+                "s.toml: axis `lease_ms`: the range 900 to 500 is empty",
+            ),
+            (
+                "[sweep]\nseeds = 5\n[axes]\nlease_ms = { from = 500, to = 900, step = 0 }\n",
+                "s.toml: axis `lease_ms`: step must be positive, got 0",
+            ),
             ("[sweep]\nseeds = 5\n[axes]\nlease_ms = []\n", "s.toml: axis `lease_ms` has no values"),
-            ("[sweep]\nseeds = 5\n[axes]\nvariant = [\"default\", \"nope\"]\n", "s.toml: axis `variant` value \"nope\": unknown variant `nope`"),
-            ("[sweep]\nseeds = 5\n[axes]\nlease_ms = [\"long\"]\n", "s.toml: axis `lease_ms` value \"long\": invalid type"),
-            ("[sweep]\nseeds = 5\n[model]\nnodez = 3\n[axes]\nlease_ms = [500]\n", "s.toml: [model] key `nodez` is not a model key"),
+            (
+                "[sweep]\nseeds = 5\n[axes]\nvariant = [\"default\", \"nope\"]\n",
+                "s.toml: axis `variant` value \"nope\": unknown variant `nope`",
+            ),
+            (
+                "[sweep]\nseeds = 5\n[axes]\nlease_ms = [\"long\"]\n",
+                "s.toml: axis `lease_ms` value \"long\": invalid type",
+            ),
+            (
+                "[sweep]\nseeds = 5\n[model]\nnodez = 3\n[axes]\nlease_ms = [500]\n",
+                "s.toml: [model] key `nodez` is not a model key",
+            ),
             ("[sweep]\nseeds = 0\n[axes]\nlease_ms = [500]\n", "s.toml: [sweep] seeds must be a count (at least 1)"),
-            ("[sweep]\nseeds = \"9..3\"\n[axes]\nlease_ms = [500]\n", "s.toml: [sweep] seeds must be a count or a range"),
+            (
+                "[sweep]\nseeds = \"9..3\"\n[axes]\nlease_ms = [500]\n",
+                "s.toml: [sweep] seeds must be a count or a range",
+            ),
             ("[sweep]\nseeds = 5\n[axes]\n", "s.toml: [axes] must name 1 to 3 model keys, got 0"),
-            ("[sweep]\nseeds = 5\nmodel = \"gone.toml\"\n[axes]\nlease_ms = [500]\n", "s.toml: cannot read model file gone.toml"),
-            ("[sweep]\nseeds = 5\n[model]\nlease_ms = 500\n[axes]\nlease_ms = [500]\n", "s.toml: key `lease_ms` is both in [model] and an axis"),
-            ("[sweep]\nseeds = 5\n[axes]\nheartbeat_ms = [20, 80]\n", "s.toml: cell heartbeat_ms=80: model key `election_ms_min` must be at least twice `heartbeat_ms`"),
+            (
+                "[sweep]\nseeds = 5\nmodel = \"gone.toml\"\n[axes]\nlease_ms = [500]\n",
+                "s.toml: cannot read model file gone.toml",
+            ),
+            (
+                "[sweep]\nseeds = 5\n[model]\nlease_ms = 500\n[axes]\nlease_ms = [500]\n",
+                "s.toml: key `lease_ms` is both in [model] and an axis",
+            ),
+            (
+                "[sweep]\nseeds = 5\n[axes]\nheartbeat_ms = [20, 80]\n",
+                "s.toml: cell heartbeat_ms=80: model key `election_ms_min` must be at least twice `heartbeat_ms`",
+            ),
             ("[sweep]\nseeds = 5\nextra = 1\n[axes]\nlease_ms = [500]\n", "s.toml: unknown field `extra`"),
         ];
         for (text, start) in cases {

@@ -225,12 +225,8 @@ mod tests {
             holder: Holder { client, request: RequestId(request) },
         };
         let mut h = History::new();
-        let request = |client, r| EventKind::Requested {
-            client,
-            request: RequestId(r),
-            to: NodeId(0),
-            body: acquire.clone(),
-        };
+        let request =
+            |client, r| EventKind::Requested { client, request: RequestId(r), to: NodeId(0), body: acquire.clone() };
         let applied = |index, command, result| EventKind::Applied {
             node: NodeId(0),
             index: LogIndex(index),
@@ -250,9 +246,15 @@ mod tests {
         h.record(10_000, request(b, 2));
         // A retry of the same request does not restart the clock.
         h.record(12_000, request(b, 2));
-        h.record(20_000, applied(2, Command::Expire { key: key.clone(), token: Token(41) }, ApplyResult::Expired { existed: true }));
+        h.record(
+            20_000,
+            applied(2, Command::Expire { key: key.clone(), token: Token(41) }, ApplyResult::Expired { existed: true }),
+        );
         // A second server applying the same entry changes nothing.
-        h.record(21_000, applied(2, Command::Expire { key: key.clone(), token: Token(41) }, ApplyResult::Expired { existed: true }));
+        h.record(
+            21_000,
+            applied(2, Command::Expire { key: key.clone(), token: Token(41) }, ApplyResult::Expired { existed: true }),
+        );
         h.record(70_000, applied(3, grant(b, 2), ApplyResult::Granted { token: Token(42) }));
         h.record(75_000, granted(b, 2, 42));
         let (latency, longest_us) = availability(&h);
