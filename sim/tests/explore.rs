@@ -61,7 +61,7 @@ fn a_tiny_sweep_end_to_end_and_resumed() {
     assert!(lines[2].starts_with("sink-unfenced,500,4,"), "{}", lines[2]);
     assert_eq!(lines[0].split(',').count(), lines[1].split(',').count());
     let failing_svg = std::fs::read_to_string(plots.join("failing.svg")).unwrap();
-    assert!(failing_svg.starts_with("<svg") && failing_svg.contains("variant = sink-unfenced"));
+    assert!(failing_svg.starts_with("<svg") && failing_svg.contains(">sink-unfenced</text>"));
     assert!(failing_svg.contains(">lease_ms</text>"));
 
     // Resume: keep 5 of the 16 records and a torn sixth line; the rest run again.
