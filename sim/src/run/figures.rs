@@ -115,12 +115,13 @@ impl Reader {
     fn observe(&mut self, event: &Event) {
         let at = event.at_us;
         match &event.kind {
-            EventKind::Requested { client, request, body: ClientRequest::Acquire { key, .. }, .. } => {
-                if !self.acquires.contains_key(&(*client, *request)) {
-                    self.acquires.insert((*client, *request), (at, key.clone()));
-                    self.key(key).waiting.insert((*client, *request));
-                    self.settle(key, at, false);
-                }
+            // A retry (same request id) keeps the first send's time.
+            EventKind::Requested { client, request, body: ClientRequest::Acquire { key, .. }, .. }
+                if !self.acquires.contains_key(&(*client, *request)) =>
+            {
+                self.acquires.insert((*client, *request), (at, key.clone()));
+                self.key(key).waiting.insert((*client, *request));
+                self.settle(key, at, false);
             }
             EventKind::Answered { client, request, reply, .. } => match reply {
                 ClientReply::NotLeader { .. } | ClientReply::Unavailable => {}
