@@ -33,6 +33,8 @@ pub enum Command {
     Merge(MergeArgs),
     /// Print the standard model as a commented TOML file: every key, its default, range and meaning.
     Model,
+    /// Sweep model keys over a grid of cells: rates, exposures and availability per cell.
+    Explore(ExploreArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -84,6 +86,27 @@ pub struct HuntArgs {
     /// Append one JSON line per seed to this file; seeds already in it are skipped (resume).
     #[arg(long)]
     pub records: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ExploreArgs {
+    /// Sweep file (TOML): `[sweep]` seeds and model, `[model]` keys, `[axes]`.
+    pub file: PathBuf,
+    /// Worker threads (default: the number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Write one CSV row per cell.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Print one JSON object on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write one SVG chart per figure into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Append one JSON line per seed to this file; seeds already in it are skipped (resume).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -1,18 +1,22 @@
-//! The `fencesim` command line (CLI.md): hunt, replay, run, variants, bench, shrink, merge, model.
+//! The `fencesim` command line (CLI.md): hunt, replay, run, variants, bench, shrink, merge, model, explore.
 //!
 //! Every input error is one line on stderr and exit code 2; a violated
 //! property is exit code 1; anything else is 0.
 
 pub mod args;
 pub mod bench;
+pub mod cells;
+pub mod explore;
 pub mod hunt;
 pub mod merge;
 pub mod output;
+pub mod plot;
 pub mod records;
 pub mod replay;
 pub mod shard;
 pub mod shrink;
 pub mod summary;
+pub mod sweep_file;
 pub mod variants;
 
 use args::{Cli, Command, InputError};
@@ -79,5 +83,6 @@ fn execute(cli: Cli) -> Result<ExitCode, InputError> {
             crate::outln!("{}", crate::model::Model::commented_toml().trim_end());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Explore(args) => explore::explore(&args),
     }
 }

@@ -2,6 +2,7 @@
 //! the trace and its hash, what explains a run around it, and scenario files.
 
 pub mod explain;
+pub mod figures;
 pub mod scenario;
 pub mod seed;
 pub mod sweep;

@@ -6,6 +6,7 @@
 
 use crate::checker::{Counters, Exposure, Property, Violation};
 use crate::model::Model;
+use crate::run::figures::{self, SeedFigures};
 use crate::run::scenario::for_failure;
 use crate::run::seed::run_seed;
 use indicatif::ProgressBar;
@@ -30,6 +31,8 @@ pub struct SeedResult {
     pub linearizable: LinearizableCost,
     /// The scenario file text for a failing seed.
     pub scenario: Option<String>,
+    /// Availability and fencing figures (`explore`), from the history.
+    pub figures: SeedFigures,
 }
 
 /// What the `linearizable` search cost, on one seed or folded over many.
@@ -195,6 +198,13 @@ fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
             });
         }
     }
+    let (acquire_us, unheld_waiting_us_max) = figures::availability(&outcome.history);
+    let figures = SeedFigures {
+        grants: outcome.grants,
+        stale_writes_rejected: outcome.stale_writes_rejected,
+        acquire_us,
+        unheld_waiting_us_max,
+    };
     let scenario = if violations.is_empty() {
         None
     } else {
@@ -213,6 +223,7 @@ fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
         linearizable: LinearizableCost::of(&outcome.counters),
         wall_ms: started.elapsed().as_millis() as u64,
         scenario,
+        figures,
     }
 }
 
