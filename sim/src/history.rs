@@ -164,6 +164,15 @@ pub enum EventKind {
         path: WritePath,
         verdict: WriteVerdict,
     },
+
+    // ---- the workers' own stalls (last: a new kind keeps the others' encoding, so their trace hashes) ----
+    /// A worker stalls `ms` between its lease check and its write (model
+    /// keys `stalls`, `stall_ms_max`); a `Resumed` ends it. Drawn by the
+    /// worker at run time, so not in the fault schedule.
+    Stalled {
+        client: ClientId,
+        ms: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

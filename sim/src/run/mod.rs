@@ -1,6 +1,8 @@
 //! Running seeds: one run on its own thread and its verdict, sweeps of many,
-//! the trace and its hash, and scenario files.
+//! the trace and its hash, what explains a run around it, and scenario files.
 
+pub mod explain;
+pub mod figures;
 pub mod scenario;
 pub mod seed;
 pub mod sweep;

@@ -51,6 +51,9 @@ fn describe(kind: &EventKind) -> (String, String) {
         K::Restarted { actor: a } => (actor(*a), "restarted".into()),
         K::Paused { actor: a } => (actor(*a), "paused".into()),
         K::Resumed { actor: a } => (actor(*a), "resumed".into()),
+        K::Stalled { client, ms } => {
+            (client.to_string(), format!("stalls {ms}ms between its lease check and its write"))
+        }
         K::NodeRestored { node, backup_at_us } => {
             (node.to_string(), format!("restored from its backup of {}ms", backup_at_us / 1_000))
         }
