@@ -205,7 +205,12 @@ pub const KEYS: &[KeyInfo] = &[
         int("liveness_ms", 0, DAY_MS, "Length of the liveness phase (faults healed); 0: no liveness phase."),
         "0, or at least 1000",
     ),
-    int("drift_ppm_max", 0, 100_000, "The clock drift bound the protocol assumes (leases and checker), parts per million."),
+    int(
+        "drift_ppm_max",
+        0,
+        100_000,
+        "The clock drift bound the protocol assumes (leases and checker), parts per million.",
+    ),
     int(
         "drift_ppm_real_max",
         0,
@@ -213,7 +218,10 @@ pub const KEYS: &[KeyInfo] = &[
         "How far the clocks really drift, ppm; absent, drift_ppm_max. Above it, overlaps are lease exposures.",
     ),
     with(
-        flag("drift_beyond_bound", "One or two clocks drift 3-20 times the bound, the others within drift_ppm_real_max."),
+        flag(
+            "drift_beyond_bound",
+            "One or two clocks drift 3-20 times the bound, the others within drift_ppm_real_max.",
+        ),
         "with true, drift_ppm_max at most 25000",
     ),
     int("pause_ms_max", 0, DAY_MS, "Longest process pause; also sets the default stall_ms_max."),
@@ -229,12 +237,7 @@ pub const KEYS: &[KeyInfo] = &[
     int("token_floor", 0, 1 << 31, "The token the cluster starts above (40 makes the first grant 41)."),
     flag("pauses", "Process pauses (GC stalls) of servers and workers: the fault plan's pause events."),
     flag("stalls", "A quarter of a worker's writes stall between its lease check and the write (worker A's GC pause)."),
-    int(
-        "stall_ms_max",
-        1,
-        STALL_MS_MAX,
-        "Longest such stall; absent, 2*lease_ms + min(pause_ms_max, lease_ms) - 1.",
-    ),
+    int("stall_ms_max", 1, STALL_MS_MAX, "Longest such stall; absent, 2*lease_ms + min(pause_ms_max, lease_ms) - 1."),
     flag("resource_crashes", "Crashes and restarts of the protected resource."),
     flag("leader_churn", "With crashes: stretches in which every new leader is struck down as it takes office."),
     int("entries_per_message_max", 1, 1_024, "Raft entries per append message."),
