@@ -506,6 +506,19 @@ mod tests {
     }
 
     #[test]
+    fn an_unfenced_equal_token_from_another_holder_leaves_the_fence_with_the_first() {
+        // Unfenced, B's write with A's token is accepted; the fence still names A,
+        // whose write first reached that token, so fenced again, B is rejected.
+        let mut db = ResourceState::new();
+        db.write(&write(worker_a(), 41, 10, WritePath::Status, "open"), Variant::SinkUnfenced);
+        let equal = write(worker_b(), 41, 20, WritePath::Status, "forged");
+        assert_eq!(db.write(&equal, Variant::SinkUnfenced), WriteVerdict::Accepted);
+        assert_eq!(db.fence(&invoice()), Some(Fence { token: Token(41), holder: worker_a() }));
+        let status = write(worker_b(), 41, 22, WritePath::Status, "forged");
+        assert_eq!(db.write(&status, Variant::Default), WriteVerdict::RejectedEqualToken { highest: Token(41) });
+    }
+
+    #[test]
     fn second_path_unfenced_only_opens_the_ledger_path() {
         let mut db = ResourceState::new();
         let variant = Variant::SecondPathUnfenced;

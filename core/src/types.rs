@@ -30,10 +30,41 @@ id_newtype!(
     /// A position in the replicated log; 0 means "before the first entry".
     LogIndex(u64), "i"
 );
-id_newtype!(
-    /// A fencing token: strictly increasing, never reissued.
-    Token(u64), "tok"
-);
+/// A fencing token: strictly increasing, never reissued. After the `e`-th
+/// whole-cluster restore tokens are above `e · 2^32` (ARCHITECTURE.md,
+/// "Tokens across restores"): the high bits are the restore epoch, the low
+/// bits the counter within it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Token(pub u64);
+
+impl Token {
+    /// Bits of the counter within one restore epoch.
+    pub const EPOCH_SHIFT: u32 = 32;
+
+    /// The lowest token of restore epoch `epoch`.
+    pub fn epoch_base(epoch: u32) -> Token {
+        Token(u64::from(epoch) << Token::EPOCH_SHIFT)
+    }
+
+    pub fn epoch(self) -> u64 {
+        self.0 >> Token::EPOCH_SHIFT
+    }
+
+    pub fn counter(self) -> u64 {
+        self.0 & ((1 << Token::EPOCH_SHIFT) - 1)
+    }
+}
+
+/// `tok41` before any restore; `tok5@e1` is counter 5 of restore epoch 1.
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.epoch() {
+            0 => write!(f, "tok{}", self.0),
+            epoch => write!(f, "tok{}@e{epoch}", self.counter()),
+        }
+    }
+}
 id_newtype!(
     /// A client (worker) of the lock service.
     ClientId(u32), "c"
@@ -70,5 +101,18 @@ pub struct Holder {
 impl fmt::Display for Holder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.client, self.request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Token;
+
+    #[test]
+    fn a_token_shows_its_restore_epoch() {
+        assert_eq!(Token(41).to_string(), "tok41");
+        assert_eq!(Token(4_294_967_301).to_string(), "tok5@e1");
+        assert_eq!(Token::epoch_base(2).to_string(), "tok0@e2");
+        assert!(Token::epoch_base(1) > Token((1 << 32) - 1), "every token of epoch 1 is above epoch 0's");
     }
 }

@@ -165,6 +165,15 @@ pub enum EventKind {
         path: WritePath,
         verdict: WriteVerdict,
     },
+
+    // ---- the workers' own stalls (last: a new kind keeps the others' encoding, so their trace hashes) ----
+    /// A worker stalls `ms` between its lease check and its write (model
+    /// keys `stalls`, `stall_ms_max`); a `Resumed` ends it. Drawn by the
+    /// worker at run time, so not in the fault schedule.
+    Stalled {
+        client: ClientId,
+        ms: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -325,9 +334,10 @@ impl EventKind {
             K::Requested { client, to: node, .. } | K::Answered { client, from: node, .. } => {
                 vec![Actor::Client(*client), Actor::Server(*node)]
             }
-            K::BeliefStart { client, .. } | K::BeliefEnd { client, .. } | K::GaveUp { client, .. } => {
-                vec![Actor::Client(*client)]
-            }
+            K::BeliefStart { client, .. }
+            | K::BeliefEnd { client, .. }
+            | K::GaveUp { client, .. }
+            | K::Stalled { client, .. } => vec![Actor::Client(*client)],
             K::WriteSent { client, .. } => vec![Actor::Client(*client), Actor::Resource],
             K::WriteDone { client, .. } => vec![Actor::Resource, Actor::Client(*client)],
         }
@@ -344,6 +354,9 @@ impl EventKind {
             K::Crashed { actor: a } => (actor(*a), "crashed".into()),
             K::Restarted { actor: a } => (actor(*a), "restarted".into()),
             K::Paused { actor: a } => (actor(*a), "paused".into()),
+            K::Stalled { client, ms } => {
+                (client.to_string(), format!("stalls {ms}ms between its lease check and its write"))
+            }
             K::Resumed { actor: a } => (actor(*a), "resumed".into()),
             K::NodeRestored { node, backup_at_us } => {
                 (node.to_string(), format!("restored from its backup of {}ms", backup_at_us / 1_000))

@@ -32,3 +32,11 @@ pub mod script;
 pub mod shrink;
 
 pub mod cli;
+
+/// `1 seed`, `2 seeds`: a count and its noun, for every line people read.
+pub fn plural(n: impl Into<u64>, noun: &str) -> String {
+    match n.into() {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
+}

@@ -3,6 +3,20 @@
 use fencelock::Variant;
 use serde::{Deserialize, Serialize};
 
+/// The fastest real drift a model may draw, parts per million: a clock
+/// runs between half and one and a half times true time.
+pub const DRIFT_PPM_REAL_MAX: u64 = 500_000;
+
+/// With `drift_beyond_bound`, a beyond clock drifts up to this many times the
+/// assumed bound (or [`BEYOND_BOUND_BASE_PPM_MIN`], if the bound is smaller).
+pub const BEYOND_BOUND_FACTOR_MAX: u64 = 20;
+
+/// A zero or tiny bound still needs a visible excess: beyond-bound draws count from 50 ppm at least.
+pub const BEYOND_BOUND_BASE_PPM_MIN: u64 = 50;
+
+/// The longest stall between a worker's lease check and its write (one hour).
+pub const STALL_MS_MAX: u64 = 3_600_000;
+
 /// A run's model. Every key is optional in a model file; missing keys take
 /// the standard model's value. Unknown keys are an input error.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -20,9 +34,20 @@ pub struct Model {
     pub safety_ms: u64,
     /// Length of the liveness phase (faults healed).
     pub liveness_ms: u64,
-    /// Bound on clock drift the protocol assumes, parts per million.
+    /// Bound on clock drift the protocol assumes, parts per million: what
+    /// the leases' safety margin is computed with, and what the checker
+    /// judges a clock against.
     pub drift_ppm_max: u64,
-    /// Some clocks drift beyond the bound.
+    /// How far the clocks really drift (extension of CLI.md): every clock
+    /// draws its rate from `-drift_ppm_real_max..=drift_ppm_real_max`.
+    /// Absent, it is `drift_ppm_max` (the clocks keep the assumed bound);
+    /// above it, clocks leave the bound the protocol assumes. At most
+    /// [`DRIFT_PPM_REAL_MAX`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift_ppm_real_max: Option<u64>,
+    /// The older way to leave the bound: one or two clocks (drawn per seed)
+    /// drift 3 to 20 times `drift_ppm_max` (times 50 ppm for a smaller
+    /// bound), the others draw within `drift_ppm_real_max`.
     pub drift_beyond_bound: bool,
     /// Longest process pause.
     pub pause_ms_max: u64,
@@ -35,8 +60,19 @@ pub struct Model {
     pub corruption: bool,
     /// The token the cluster starts above (40 makes the first grant 41).
     pub token_floor: u64,
-    /// Process pauses of servers and workers (extension of CLI.md).
+    /// Process pauses of servers and workers (extension of CLI.md): the
+    /// fault plan's `pause` events, up to `pause_ms_max`.
     pub pauses: bool,
+    /// A worker's stall between its lease check and its write (extension of
+    /// CLI.md): a quarter of the writes stall (worker A's GC pause); false:
+    /// no worker stalls there. Independent of `pauses`.
+    pub stalls: bool,
+    /// Longest such stall, in ms (extension of CLI.md); a stall lasts
+    /// `min(lease_ms, stall_ms_max) / 2..=stall_ms_max`. Absent, it is
+    /// `2 * lease_ms + min(pause_ms_max, lease_ms) - 1` (5,999 in the
+    /// standard model), the range of the stalls before the key existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stall_ms_max: Option<u64>,
     /// Crashes and restarts of the protected resource (extension of CLI.md).
     pub resource_crashes: bool,
     /// With `crashes`: stretches in which every new leader is struck down
@@ -82,6 +118,7 @@ impl Default for Model {
             safety_ms: 30_000,
             liveness_ms: 10_000,
             drift_ppm_max: 500,
+            drift_ppm_real_max: None,
             drift_beyond_bound: false,
             pause_ms_max: 5_000,
             loss_rate: 0.02,
@@ -93,6 +130,8 @@ impl Default for Model {
             corruption: true,
             token_floor: 40,
             pauses: true,
+            stalls: true,
+            stall_ms_max: None,
             resource_crashes: true,
             leader_churn: true,
             entries_per_message_max: 64,
@@ -108,6 +147,170 @@ impl Default for Model {
     }
 }
 
+/// What values a model key takes (checked by [`Model::validate`], printed by `fencesim model`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Valid {
+    Bool,
+    /// An integer in `min..=max`.
+    Int {
+        min: u64,
+        max: u64,
+    },
+    /// A number in `min..=max` (NaN is out of range).
+    Float {
+        min: f64,
+        max: f64,
+    },
+}
+
+/// One model key: its name, the values it takes, and what it means. The
+/// default is the standard model's value ([`Model::default`]).
+#[derive(Clone, Copy, Debug)]
+pub struct KeyInfo {
+    pub name: &'static str,
+    pub valid: Valid,
+    /// Rules besides the range, as `fencesim model` prints them (checked in [`Model::validate`]).
+    pub also: &'static str,
+    pub meaning: &'static str,
+}
+
+const DAY_MS: u64 = 86_400_000;
+
+const fn int(name: &'static str, min: u64, max: u64, meaning: &'static str) -> KeyInfo {
+    KeyInfo { name, valid: Valid::Int { min, max }, also: "", meaning }
+}
+
+const fn flag(name: &'static str, meaning: &'static str) -> KeyInfo {
+    KeyInfo { name, valid: Valid::Bool, also: "", meaning }
+}
+
+const fn rate(name: &'static str, min: f64, max: f64, meaning: &'static str) -> KeyInfo {
+    KeyInfo { name, valid: Valid::Float { min, max }, also: "", meaning }
+}
+
+const fn with(key: KeyInfo, also: &'static str) -> KeyInfo {
+    KeyInfo { also, ..key }
+}
+
+/// Every model key, in the order `fencesim model` prints them. A new key is
+/// a field of [`Model`], its default, and one row here (a test checks the
+/// rows and the fields agree).
+pub const KEYS: &[KeyInfo] = &[
+    with(int("nodes", 1, 9, "Raft servers."), "odd"),
+    int("clients", 0, 64, "Workers competing for locks (0: the cluster idles)."),
+    int("keys", 1, 64, "Lock keys: invoice/B-1042, then invoice/B-1043, ..."),
+    int("lease_ms", 100, 600_000, "Lease length workers ask for."),
+    int("safety_ms", 0, DAY_MS, "Length of the safety phase (faults on), simulated ms."),
+    with(
+        int("liveness_ms", 0, DAY_MS, "Length of the liveness phase (faults healed); 0: no liveness phase."),
+        "0, or at least 1000",
+    ),
+    int(
+        "drift_ppm_max",
+        0,
+        100_000,
+        "The clock drift bound the protocol assumes (leases and checker), parts per million.",
+    ),
+    int(
+        "drift_ppm_real_max",
+        0,
+        DRIFT_PPM_REAL_MAX,
+        "How far the clocks really drift, ppm; absent, drift_ppm_max. Above it, overlaps are lease exposures.",
+    ),
+    with(
+        flag(
+            "drift_beyond_bound",
+            "One or two clocks drift 3-20 times the bound, the others within drift_ppm_real_max.",
+        ),
+        "with true, drift_ppm_max at most 25000",
+    ),
+    int("pause_ms_max", 0, DAY_MS, "Longest process pause; also sets the default stall_ms_max."),
+    rate("loss_rate", 0.0, 0.5, "Per-packet loss probability during the safety phase."),
+    rate("dup_rate", 0.0, 0.5, "Per-packet duplication probability during the safety phase."),
+    flag("partitions", "The network family: partitions, one-way cuts, leader isolation, workers cut off."),
+    flag("crashes", "Server crashes and restarts, and the disk family (slow and dying disks, power losses)."),
+    flag("restores", "Single-node restores from stale backups, and whole-cluster restores."),
+    flag("clock_steps", "Clock steps and drift changes during the run (initial drift is always drawn)."),
+    flag("corruption", "1% of packets get one bit flipped (detected by the checksum and dropped)."),
+    // Tokens from 2^32 up belong to the restore epochs (`Token::EPOCH_SHIFT`):
+    // a floor there would be taken over by the first restore's, and tokens reissued.
+    int("token_floor", 0, 1 << 31, "The token the cluster starts above (40 makes the first grant 41)."),
+    flag("pauses", "Process pauses (GC stalls) of servers and workers: the fault plan's pause events."),
+    flag("stalls", "A quarter of a worker's writes stall between its lease check and the write (worker A's GC pause)."),
+    int("stall_ms_max", 1, STALL_MS_MAX, "Longest such stall; absent, 2*lease_ms + min(pause_ms_max, lease_ms) - 1."),
+    flag("resource_crashes", "Crashes and restarts of the protected resource."),
+    flag("leader_churn", "With crashes: stretches in which every new leader is struck down as it takes office."),
+    int("entries_per_message_max", 1, 1_024, "Raft entries per append message."),
+    int("inflight_max", 1, 64, "Raft appends in flight per follower."),
+    int("jobs_max", 1, 1_000_000, "Jobs each worker does before it idles; absent, workers never stop."),
+    rate("fault_rate", 0.01, 10.0, "How often every fault family strikes, relative to the standard model."),
+    flag("swarm", "Swarm testing: each seed draws its configuration with this model's values as the limits."),
+    // At most 990: the election timeout must fit twice the heartbeat below 2000.
+    with(int("heartbeat_ms", 10, 990, "Raft heartbeat interval."), "a multiple of the 10 ms tick"),
+    with(
+        int("election_ms_min", 20, 1_990, "Raft election timeouts are drawn from [election_ms_min, election_ms_max)."),
+        "a multiple of the tick, at least twice heartbeat_ms",
+    ),
+    with(
+        int("election_ms_max", 30, 2_000, "Upper end (exclusive) of the election timeout."),
+        "a multiple of the tick, above election_ms_min",
+    ),
+];
+
+impl KeyInfo {
+    /// The row of a key name.
+    pub fn named(name: &str) -> Option<&'static KeyInfo> {
+        KEYS.iter().find(|key| key.name == name)
+    }
+
+    /// The values it takes, as people read them: `1..=9, odd`.
+    pub fn valid_text(&self) -> String {
+        let range = match self.valid {
+            Valid::Bool => "true or false".to_string(),
+            Valid::Int { min, max } => format!("{min}..={max}"),
+            Valid::Float { min, max } => format!("{min:?}..={max:?}"),
+        };
+        if self.also.is_empty() {
+            range
+        } else {
+            format!("{range}, {}", self.also)
+        }
+    }
+
+    /// Checks a value (as the model serializes to JSON) against the range.
+    fn check(&self, value: &serde_json::Value) -> Result<(), String> {
+        let name = self.name;
+        let fits = match self.valid {
+            Valid::Bool => value.is_boolean(),
+            Valid::Int { min, max } => value.as_u64().is_some_and(|v| (min..=max).contains(&v)),
+            // NaN serializes as null, which fits no range.
+            Valid::Float { min, max } => value.as_f64().is_some_and(|v| (min..=max).contains(&v)),
+        };
+        if fits {
+            return Ok(());
+        }
+        let got = if value.is_null() { "NaN".to_string() } else { value.to_string() };
+        Err(format!("model key `{name}` must be in {}, got {got}", self.valid_text()))
+    }
+}
+
+/// The closest name of `known` to `name`, if it is close enough to be a
+/// typo: a name that contains it (`pause_ms` → `pause_ms_max`), else the most
+/// similar one.
+pub fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let known: Vec<&str> = known.into_iter().collect();
+    let containing = known.iter().filter(|k| name.len() >= 3 && k.contains(name)).min_by_key(|k| k.len());
+    if let Some(close) = containing {
+        return Some(close);
+    }
+    known
+        .into_iter()
+        .map(|candidate| (strsim::jaro_winkler(name, candidate), candidate))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, candidate)| candidate)
+}
+
 impl Model {
     /// The model a variant runs on when no `--model` is given: the standard
     /// model with the keys the variant declares (`VariantInfo::model`).
@@ -118,56 +321,63 @@ impl Model {
         model
     }
 
-    /// Checks the ranges a TOML type cannot express; the error names the key.
+    /// Checks every key against its row of [`KEYS`], then the rules that
+    /// tie keys together; the error names the key.
     pub fn validate(&self) -> Result<(), String> {
-        if self.nodes == 0 || self.nodes > 9 || self.nodes.is_multiple_of(2) {
+        let values = match serde_json::to_value(self).expect("a model always serializes") {
+            serde_json::Value::Object(values) => values,
+            _ => unreachable!("a model serializes as a map"),
+        };
+        for key in KEYS {
+            // Absent: an optional key left out (`jobs_max`).
+            if let Some(value) = values.get(key.name) {
+                key.check(value)?;
+            }
+        }
+        if self.nodes.is_multiple_of(2) {
             return Err(format!("model key `nodes` must be odd and in 1..=9, got {}", self.nodes));
-        }
-        if self.clients > 64 {
-            return Err(format!("model key `clients` must be at most 64, got {}", self.clients));
-        }
-        if self.keys == 0 || self.keys > 64 {
-            return Err(format!("model key `keys` must be in 1..=64, got {}", self.keys));
-        }
-        if self.lease_ms < 100 || self.lease_ms > 600_000 {
-            return Err(format!("model key `lease_ms` must be in 100..=600000, got {}", self.lease_ms));
-        }
-        if self.safety_ms > 86_400_000 || self.liveness_ms > 86_400_000 {
-            return Err("model keys `safety_ms` and `liveness_ms` must be at most 86400000 (one day)".into());
         }
         // 0 is a run without a liveness phase (a shrunk safety scenario ends
         // just after its violation); a phase shorter than a second proves nothing.
         if self.liveness_ms != 0 && self.liveness_ms < 1_000 {
             return Err(format!("model key `liveness_ms` must be 0 or at least 1000, got {}", self.liveness_ms));
         }
-        if self.jobs_max == Some(0) {
-            return Err("model key `jobs_max` must be at least 1 (leave it out for no limit)".into());
-        }
+        self.validate_drift()?;
+        self.validate_raft_timing()
+    }
+
+    /// The assumed bound, the real range, and the older `drift_beyond_bound`:
+    /// every rate a clock can draw stays physical (a clock moves forward).
+    fn validate_drift(&self) -> Result<(), String> {
         if self.drift_ppm_max > 100_000 {
             return Err(format!("model key `drift_ppm_max` must be at most 100000, got {}", self.drift_ppm_max));
         }
-        for (name, rate) in [("loss_rate", self.loss_rate), ("dup_rate", self.dup_rate)] {
-            if !(0.0..=0.5).contains(&rate) {
-                return Err(format!("model key `{name}` must be in 0.0..=0.5, got {rate}"));
+        if let Some(real) = self.drift_ppm_real_max {
+            if real > DRIFT_PPM_REAL_MAX {
+                return Err(format!("model key `drift_ppm_real_max` must be at most {DRIFT_PPM_REAL_MAX}, got {real}"));
             }
         }
-        if !(1..=1_024).contains(&self.entries_per_message_max) {
+        let beyond_max = BEYOND_BOUND_FACTOR_MAX * self.drift_ppm_max.max(BEYOND_BOUND_BASE_PPM_MIN);
+        if self.drift_beyond_bound && beyond_max > DRIFT_PPM_REAL_MAX {
             return Err(format!(
-                "model key `entries_per_message_max` must be in 1..=1024, got {}",
-                self.entries_per_message_max
+                "model key `drift_ppm_max` must be at most {} with `drift_beyond_bound = true` (its clocks drift up to \
+                 {BEYOND_BOUND_FACTOR_MAX} times the bound, at most {DRIFT_PPM_REAL_MAX} ppm), got {}; to set how far \
+                 clocks really drift, use `drift_ppm_real_max`",
+                DRIFT_PPM_REAL_MAX / BEYOND_BOUND_FACTOR_MAX,
+                self.drift_ppm_max
             ));
         }
-        if !(1..=64).contains(&self.inflight_max) {
-            return Err(format!("model key `inflight_max` must be in 1..=64, got {}", self.inflight_max));
-        }
-        if !(0.01..=10.0).contains(&self.fault_rate) {
-            return Err(format!("model key `fault_rate` must be in 0.01..=10.0, got {}", self.fault_rate));
-        }
-        self.validate_raft_timing()?;
-        if self.token_floor > (1 << 40) {
-            return Err(format!("model key `token_floor` must be at most 2^40, got {}", self.token_floor));
-        }
         Ok(())
+    }
+
+    /// How far the clocks really drift: `drift_ppm_real_max`, or the assumed bound.
+    pub fn drift_ppm_real(&self) -> u64 {
+        self.drift_ppm_real_max.unwrap_or(self.drift_ppm_max)
+    }
+
+    /// The longest stall between a worker's lease check and its write (see `stall_ms_max`).
+    pub fn stall_ms_longest(&self) -> u64 {
+        self.stall_ms_max.unwrap_or(2 * self.lease_ms + self.pause_ms_max.min(self.lease_ms) - 1)
     }
 
     /// Heartbeat and election timeouts: multiples of the tick, the heartbeat
@@ -183,16 +393,13 @@ impl Model {
                 return Err(format!("model key `{name}` must be a positive multiple of the {tick} ms tick, got {ms}"));
             }
         }
-        if self.heartbeat_ms > 1_000 {
-            return Err(format!("model key `heartbeat_ms` must be at most 1000, got {}", self.heartbeat_ms));
-        }
         if self.election_ms_min < 2 * self.heartbeat_ms {
             return Err(format!(
                 "model key `election_ms_min` must be at least twice `heartbeat_ms` ({}), got {}",
                 self.heartbeat_ms, self.election_ms_min
             ));
         }
-        if self.election_ms_max <= self.election_ms_min || self.election_ms_max > 2_000 {
+        if self.election_ms_max <= self.election_ms_min {
             return Err(format!(
                 "model key `election_ms_max` must be above `election_ms_min` ({}) and at most 2000, got {}",
                 self.election_ms_min, self.election_ms_max
@@ -203,9 +410,61 @@ impl Model {
 
     /// Parses a model file's text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<Model, String> {
-        let model: Model = toml::from_str(text).map_err(|e| format!("{origin}: {}", one_line(&e.to_string())))?;
+        let model: Model = toml::from_str(text).map_err(|e| toml_error(origin, text, &e))?;
         model.validate().map_err(|e| format!("{origin}: {e}"))?;
         Ok(model)
+    }
+
+    /// This model with `key=value` settings (`--set`) applied in order,
+    /// checked like a model file's keys.
+    pub fn with_settings(&self, settings: &[String]) -> Result<Model, String> {
+        if settings.is_empty() {
+            return Ok(self.clone());
+        }
+        let mut table = toml::Table::try_from(self).map_err(|e| format!("the model does not serialize: {e}"))?;
+        for setting in settings {
+            let (name, value) =
+                setting.split_once('=').ok_or_else(|| format!("--set wants key=value, got `{setting}`"))?;
+            let name = name.trim();
+            if KeyInfo::named(name).is_none() {
+                return Err(format!("--set {setting}: {}", unknown_key(name, KEYS.iter().map(|k| k.name))));
+            }
+            let value: toml::Table = toml::from_str(&format!("value = {}", value.trim()))
+                .map_err(|_| format!("--set {setting}: the value is not a number or true/false"))?;
+            table.insert(name.to_string(), value["value"].clone());
+            // A value of the wrong type is named with its setting.
+            Model::deserialize(table.clone()).map_err(|e| format!("--set {setting}: {}", e.message()))?;
+        }
+        let model = Model::deserialize(table).map_err(|e| format!("--set: {}", e.message()))?;
+        model.validate().map_err(|e| format!("--set: {e}"))?;
+        Ok(Model { variant: self.variant, ..model })
+    }
+
+    /// The standard model as a commented TOML file (`fencesim model`): every
+    /// key with its default, the values it takes and what it means.
+    pub fn commented_toml() -> String {
+        let defaults = toml::Table::try_from(Model::default()).expect("the standard model serializes");
+        let mut out = String::from(
+            "# The standard model of fencesim (`fencesim model`): every key, its default,\n\
+             # the values it takes and what it means. Every key is optional in a model\n\
+             # file (`--model FILE`); a missing key takes the value below, and\n\
+             # `--set key=value` overrides one after the file.\n",
+        );
+        for key in KEYS {
+            out.push_str(&format!("\n# {}\n# valid: {}\n", key.meaning, key.valid_text()));
+            match defaults.get(key.name) {
+                Some(value) => out.push_str(&format!("{} = {value}\n", key.name)),
+                None => {
+                    let example = match key.valid {
+                        Valid::Int { min, .. } => min.to_string(),
+                        Valid::Float { min, .. } => format!("{min:?}"),
+                        Valid::Bool => "false".to_string(),
+                    };
+                    out.push_str(&format!("# absent by default\n# {} = {example}\n", key.name));
+                }
+            }
+        }
+        out
     }
 
     /// The name of lock key `i`; the first is the invoice of seed 000.
@@ -218,7 +477,129 @@ impl Model {
     }
 }
 
-/// toml's errors span several lines (a source excerpt); keep the message and location.
+/// A TOML error as a compiler prints one: `FILE:LINE:COL: message` on the
+/// first line, then the line of the file with a caret under the place. An
+/// unknown key gets a "did you mean".
+pub fn toml_error(origin: &str, text: &str, error: &toml::de::Error) -> String {
+    let message = error.message().trim();
+    let message = match unknown_field(message) {
+        Some((name, expected)) => unknown_key(name, expected),
+        None => message.to_string(),
+    };
+    let Some(span) = error.span() else { return format!("{origin}: {message}") };
+    let start = span.start.min(text.len());
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |i| start + i);
+    let line_text = text[line_start..line_end].trim_end_matches('\r');
+    let line = text[..start].matches('\n').count() + 1;
+    let column = text[line_start..start].chars().count() + 1;
+    let width = text[start..span.end.clamp(start, line_end)].chars().count().max(1);
+    let gutter = " ".repeat(line.to_string().len());
+    format!(
+        "{origin}:{line}:{column}: {message}\n{gutter} |\n{line} | {line_text}\n{gutter} | {}{}",
+        " ".repeat(column - 1),
+        "^".repeat(width)
+    )
+}
+
+/// `unknown field `x`, expected one of `a`, `b``: the name and the names expected.
+fn unknown_field(message: &str) -> Option<(&str, Vec<&str>)> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (name, rest) = rest.split_once('`')?;
+    let expected = rest.split('`').skip(1).step_by(2).collect();
+    Some((name, expected))
+}
+
+/// "unknown key `x`", with the closest known key when one is close.
+pub fn unknown_key<'a>(name: &str, known: impl IntoIterator<Item = &'a str> + Clone) -> String {
+    let model_keys = known.clone().into_iter().all(|k| KeyInfo::named(k).is_some());
+    if name == "variant" && model_keys {
+        return "`variant` is not a model key: use --variant".to_string();
+    }
+    let hint = match did_you_mean(name, known.clone()) {
+        Some(close) => format!("did you mean `{close}`?"),
+        None if model_keys => "`fencesim model` lists every key".to_string(),
+        None => {
+            format!("expected one of {}", known.into_iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "))
+        }
+    };
+    format!("unknown key `{name}`; {hint}")
+}
+
+/// A message from a JSON parser (one line already) for an error line.
 pub fn one_line(message: &str) -> String {
     message.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('|')).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{did_you_mean, KeyInfo, Model, KEYS};
+
+    #[test]
+    fn every_model_field_has_one_row_and_every_row_a_field() {
+        let all = Model { jobs_max: Some(3), ..Model::default() };
+        let fields: Vec<String> = match serde_json::to_value(all).unwrap() {
+            serde_json::Value::Object(map) => map.keys().cloned().collect(),
+            _ => unreachable!(),
+        };
+        let mut rows: Vec<String> = KEYS.iter().map(|k| k.name.to_string()).collect();
+        rows.sort();
+        let mut sorted = fields.clone();
+        sorted.sort();
+        assert_eq!(rows, sorted, "KEYS and Model's fields must agree");
+        assert!(KEYS.iter().all(|k| !k.meaning.is_empty()), "every key says what it means");
+    }
+
+    #[test]
+    fn the_commented_model_parses_back_as_the_standard_model() {
+        let text = Model::commented_toml();
+        assert_eq!(Model::from_toml(&text, "model").unwrap(), Model::default());
+        for key in KEYS {
+            assert!(text.contains(&format!("# valid: {}\n", key.valid_text())), "{} is documented", key.name);
+        }
+    }
+
+    #[test]
+    fn every_range_end_is_valid_alone_and_one_past_it_is_not() {
+        for key in KEYS {
+            let super::Valid::Int { min, max } = key.valid else { continue };
+            let (name, partner) = match key.name {
+                // Cross-key rules: move the partner keys out of the way.
+                "heartbeat_ms" => (key.name, vec!["election_ms_min=1980", "election_ms_max=2000"]),
+                "election_ms_min" => (key.name, vec!["election_ms_max=2000", "heartbeat_ms=10"]),
+                "election_ms_max" => (key.name, vec!["election_ms_min=20", "heartbeat_ms=10"]),
+                _ => (key.name, vec![]),
+            };
+            let settings = |value: u64| {
+                let mut list: Vec<String> = partner.iter().map(|s| s.to_string()).collect();
+                list.push(format!("{name}={value}"));
+                list
+            };
+            let legal = |v: u64| match name {
+                "nodes" => !v.is_multiple_of(2),
+                "liveness_ms" => v == 0 || v >= 1_000,
+                "heartbeat_ms" | "election_ms_min" | "election_ms_max" => v.is_multiple_of(10),
+                _ => true,
+            };
+            for value in [min, max].into_iter().filter(|&v| legal(v)) {
+                let result = Model::default().with_settings(&settings(value));
+                assert!(result.is_ok(), "{name}={value}: {result:?}");
+            }
+            let above = Model::default().with_settings(&settings(max + 1)).unwrap_err();
+            assert!(above.contains(&format!("`{name}`")), "{name}={}: {above}", max + 1);
+            if min > 0 {
+                assert!(Model::default().with_settings(&settings(min - 1)).is_err(), "{name}={}", min - 1);
+            }
+        }
+        assert!(KeyInfo::named("pause_ms_max").is_some());
+    }
+
+    #[test]
+    fn a_typo_gets_the_key_it_resembles() {
+        let names = || KEYS.iter().map(|k| k.name);
+        assert_eq!(did_you_mean("pause_ms", names()), Some("pause_ms_max"));
+        assert_eq!(did_you_mean("node", names()), Some("nodes"));
+        assert_eq!(did_you_mean("leese_ms", names()), Some("lease_ms"));
+        assert_eq!(did_you_mean("flux_capacitor", names()), None);
+    }
 }

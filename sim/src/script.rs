@@ -261,6 +261,7 @@ pub fn story(history: &History) -> String {
             EventKind::Restarted { actor } => format!("{actor} restarted"),
             EventKind::Paused { actor } => format!("{actor} paused"),
             EventKind::Resumed { actor } => format!("{actor} resumed"),
+            EventKind::Stalled { client, ms } => format!("{client} stalls {ms}ms before its write"),
             EventKind::NodeRestored { node, .. } => format!("{node} restored from a stale backup"),
             EventKind::GhostReleaseProposed { key, token, .. } => format!("ghost release proposed {key} {token}"),
             _ => continue,

@@ -1,4 +1,5 @@
-//! Bad input gets one clear line on stderr and exit code 2, never a panic.
+//! Bad input gets one clear line on stderr and exit code 2, never a panic
+//! (a TOML error adds the file's line with a caret under the place).
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -29,13 +30,106 @@ fn assert_input_error(args: &[&str], needle: &str) {
 #[test]
 fn unknown_model_key() {
     let model = scratch("unknown-key.toml", "nodes = 3\nflux_capacitor = true\n");
-    assert_input_error(&["replay", "--seed", "1", "--model", model.to_str().unwrap()], "flux_capacitor");
+    let first = "unknown key `flux_capacitor`; `fencesim model` lists every key";
+    assert_toml_error(&["replay", "--seed", "1", "--model", model.to_str().unwrap()], first, "| ^^^^^^^^^^^^^^");
+}
+
+/// A TOML error: exit 2, a first line `FILE:LINE:COL: message` naming
+/// `needle`, then the file's line with a caret under the place (as the toml
+/// crate points at it), never flattened.
+#[track_caller]
+fn assert_toml_error(args: &[&str], first_line: &str, caret_line: &str) {
+    let output = fencesim(args);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{args:?} should exit 2; stderr: {stderr}");
+    let lines: Vec<&str> = stderr.trim_end().lines().collect();
+    assert!(lines[0].contains(first_line), "{args:?}: first line should hold `{first_line}`, got: {stderr}");
+    assert!(lines.iter().any(|l| l.ends_with(caret_line)), "{args:?}: a caret line `{caret_line}`, got: {stderr}");
+    assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
 }
 
 #[test]
 fn wrong_type_in_model() {
     let model = scratch("wrong-type.toml", "nodes = \"five\"\n");
-    assert_input_error(&["replay", "--seed", "1", "--model", model.to_str().unwrap()], "nodes");
+    let path = model.to_str().unwrap();
+    let first = format!("{path}:1:9: invalid type: string \"five\", expected u8");
+    assert_toml_error(&["replay", "--seed", "1", "--model", path], &first, "|         ^^^^^^");
+}
+
+#[test]
+fn unknown_model_key_gets_a_did_you_mean() {
+    let model = scratch("typo.toml", "nodes = 3\npause_ms = 3000\n");
+    let path = model.to_str().unwrap();
+    let first = format!("{path}:2:1: unknown key `pause_ms`; did you mean `pause_ms_max`?");
+    assert_toml_error(&["replay", "--seed", "1", "--model", path], &first, "| ^^^^^^^^");
+    let scenario = scratch("typo-scenario.toml", "name = \"x\"\nseed = 1\nexpct = \"pass\"\n");
+    let path = scenario.to_str().unwrap();
+    assert_toml_error(&["run", path], "unknown key `expct`; did you mean `expect`?", "| ^^^^^");
+}
+
+#[test]
+fn pause_longer_than_a_day() {
+    let model = scratch("long-pause.toml", "pause_ms_max = 100000000000\n");
+    assert_input_error(
+        &["hunt", "--seeds", "0..1", "--model", model.to_str().unwrap()],
+        "`pause_ms_max` must be in 0..=86400000",
+    );
+}
+
+#[test]
+fn token_floor_inside_the_restore_epochs() {
+    assert_input_error(
+        &["replay", "--seed", "1", "--set", "token_floor=4294967296"],
+        "`token_floor` must be in 0..=2147483648",
+    );
+}
+
+#[test]
+fn set_with_an_unknown_key_a_bad_value_or_no_equals() {
+    assert_input_error(
+        &["replay", "--seed", "1", "--set", "pause_ms=4"],
+        "--set pause_ms=4: unknown key `pause_ms`; did you mean `pause_ms_max`?",
+    );
+    assert_input_error(
+        &["hunt", "--seeds", "1", "--set", "nodes=true"],
+        "--set nodes=true: invalid type: boolean `true`, expected u8",
+    );
+    assert_input_error(&["shrink", "--seed", "1", "--set", "nodes=4"], "model key `nodes` must be odd");
+    assert_input_error(&["replay", "--seed", "1", "--set", "nodes"], "--set wants key=value, got `nodes`");
+    assert_input_error(&["replay", "--seed", "1", "--set", "variant=sink-unfenced"], "use --variant");
+}
+
+#[test]
+fn replay_without_its_seed_names_the_missing_argument() {
+    assert_input_error(&["replay"], "the following required arguments were not provided: --seed <SEED>");
+    assert_input_error(&["run"], "the following required arguments were not provided: <FILE|DIR>...");
+}
+
+#[test]
+fn empty_and_malformed_seed_counts_on_every_command() {
+    for command in ["hunt", "variants", "bench"] {
+        let extra: &[&str] = if command == "variants" { &["--score"] } else { &[] };
+        for (seeds, needle) in
+            [("7..7", "7..7 is empty"), ("0", "--seeds 0 is empty"), ("x", "a count N (seeds 0..N) or a range A..B")]
+        {
+            let mut args = vec![command, "--seeds", seeds];
+            args.extend_from_slice(extra);
+            assert_input_error(&args, needle);
+        }
+    }
+}
+
+#[test]
+fn run_with_a_directory_of_no_scenarios() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-tests").join("empty-dir");
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    assert_input_error(&["run", dir.to_str().unwrap()], "no scenario files");
+}
+
+#[test]
+fn run_with_a_timeline_of_two_scenarios() {
+    let seeds = concat!(env!("CARGO_MANIFEST_DIR"), "/../seeds");
+    assert_input_error(&["run", seeds, "--timeline", "x.svg"], "--timeline draws one scenario");
 }
 
 #[test]
@@ -97,7 +191,8 @@ fn missing_scenario_file() {
 #[test]
 fn unparsable_scenario_file() {
     let file = scratch("garbage.toml", "name = \"x\"\nseed = [1, 2\n");
-    assert_input_error(&["run", file.to_str().unwrap()], "garbage.toml");
+    let path = file.to_str().unwrap();
+    assert_toml_error(&["run", path], &format!("{path}:3:1: invalid array"), "^");
 }
 
 #[test]

@@ -48,6 +48,7 @@ impl LockServer {
         for read in ready.read_states {
             self.on_read_state(read, now_local_ms);
         }
+        self.settle_parked_checks(now_local_ms);
         self.serve_waiters(now_local_ms);
         self.compact_if_due();
     }

@@ -11,11 +11,15 @@
 //!   `Granted` may be sent, ghost-lock cleanup, compaction.
 //! - `leases`: lease timers on the leader's local clock, confirmed expiry,
 //!   confirmed renew, restarting every lease when a new leader takes office.
+//! - `checks`: the answers that report a key's state without a log entry
+//!   (a try-lock's `Busy`, a wait's `TimedOut`), sent only from confirmed
+//!   leadership and committed state.
 //!
 //! Architecture invariant: a lock only ends through a committed Expire or
 //! Release; the local clock only decides *when the leader asks* for one.
 
 mod apply;
+mod checks;
 mod leases;
 mod requests;
 #[cfg(test)]
@@ -146,6 +150,8 @@ pub const READS_MAX: usize = 1_024;
 pub const OUTPUTS_MAX: usize = 65_536;
 /// The longest wait a client may ask for; longer waits are cut to it.
 pub const WAIT_MS_MAX: u64 = 600_000;
+/// The clients whose last `Busy` or `TimedOut` a node remembers (one entry per client).
+pub const ANSWERED_MAX: usize = 4_096;
 /// A leadership confirmation for an expiry that has not come back after this
 /// many ticks (about an election timeout) is asked for again.
 pub const CONFIRM_RETRY_TICKS: u64 = 30;
@@ -212,6 +218,8 @@ enum ReadPurpose {
         key: Key,
         token: Token,
     },
+    /// Answer a try-lock `Busy` or a wait `TimedOut` (`checks`).
+    Check(Check),
     /// Answer `Granted` for this applied Grant once leadership is confirmed
     /// by a round asked at `asked_local_ms`.
     Grant {
@@ -221,6 +229,32 @@ enum ReadPurpose {
         token: Token,
         asked_local_ms: u64,
     },
+}
+
+/// An answer that states a key's condition without a log entry. It leaves
+/// only after a read-index round confirms this node still leads and once
+/// every Grant this leader has in flight for the key has applied (`checks`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Check {
+    holder: Holder,
+    key: Key,
+    kind: CheckKind,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CheckKind {
+    /// A try-lock found the key held, being granted, or waited for: `Busy`.
+    TryLock,
+    /// A waiter's deadline passed: `TimedOut`.
+    WaitEnded,
+}
+
+/// A confirmed check waiting for the log to apply up to `after` (a Grant in flight).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ParkedCheck {
+    term: Term,
+    after: LogIndex,
+    check: Check,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -256,6 +290,12 @@ pub struct LockServer {
     leases: BTreeMap<Key, Lease>,
     reads: BTreeMap<u64, ReadRound>,
     read_ctx_last: u64,
+    /// Confirmed checks waiting for a Grant in flight to apply; at most `READS_MAX`.
+    checks_parked: Vec<ParkedCheck>,
+    /// The last `Busy` or `TimedOut` this node sent each client, with its
+    /// request: a late copy of that request gets the same answer, an older
+    /// request none (its client has moved on). Volatile, like the rest.
+    answered: BTreeMap<ClientId, (RequestId, ClientReply)>,
     /// When this node applied the Grant of each held lock (local ms); only the
     /// `NoLeaseRestartOnNewLeader` variant uses it.
     applied_at_ms: BTreeMap<Key, (Token, u64)>,
@@ -280,6 +320,8 @@ impl LockServer {
             leases: BTreeMap::new(),
             reads: BTreeMap::new(),
             read_ctx_last: 0,
+            checks_parked: Vec::new(),
+            answered: BTreeMap::new(),
             applied_at_ms: BTreeMap::new(),
         };
         server.applied_index = server.raft.applied_index();
@@ -369,7 +411,9 @@ impl LockServer {
             return;
         }
         self.seen = now;
-        // Read rounds of the old role can never be acted upon safely.
+        // Read rounds of the old role can never be acted upon safely; the
+        // clients of its checks are sent on at once, like its waiters.
+        self.redirect_checks();
         self.reads.clear();
         if self.office.is_some() {
             self.leave_office();

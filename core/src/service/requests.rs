@@ -10,11 +10,12 @@
 //! what lets a worker move to other work), `wait_ms > 0` waits in a bounded
 //! FIFO queue per key until the key frees (then a Grant is proposed for the
 //! head of the queue) or the wait deadline on the leader's clock passes
-//! (`TimedOut`).
+//! (`TimedOut`). `Busy` and `TimedOut` leave through a leadership check
+//! (`checks`).
 
 use super::{
-    ClientReply, ClientRequest, LockServer, Output, Pending, PendingKind, Waiter, PENDING_MAX, WAITING_KEYS_MAX,
-    WAIT_MS_MAX,
+    Check, CheckKind, ClientReply, ClientRequest, LockServer, Output, Pending, PendingKind, Waiter, PENDING_MAX,
+    WAITING_KEYS_MAX, WAIT_MS_MAX,
 };
 use crate::command::{ApplyResult, Command};
 use crate::raft::ProposeError;
@@ -22,7 +23,7 @@ use crate::types::{ClientId, Holder, Key, LogIndex, RequestId, Token};
 use crate::variant::Variant;
 
 /// Whether a key can be granted now, as the leader sees it.
-enum KeyStatus {
+pub(super) enum KeyStatus {
     /// No lock, no Grant in flight, nobody queued.
     Free,
     /// Held by, or being granted to, this very request: a retry.
@@ -89,6 +90,15 @@ impl LockServer {
         if self.waiters.get(&key).is_some_and(|queue| queue.iter().any(|waiter| waiter.holder == holder)) {
             return;
         }
+        if self.check_in_flight(holder) {
+            return;
+        }
+        if let Some(repeat) = self.answered_before(holder) {
+            if let Some(reply) = repeat {
+                self.reply(holder.client, holder.request, reply);
+            }
+            return;
+        }
         if let Some(ApplyResult::Granted { token }) = self.state.session_result(holder) {
             // A retry of a Grant already applied whose lock has ended since is
             // answered `NotHeld` at once, whoever holds the key now: answering
@@ -111,9 +121,9 @@ impl LockServer {
                     key = %key,
                     client = %holder.client,
                     remaining_ms,
-                    "grant refused: the key is held or promised (try-lock answered Busy)"
+                    "try-lock finds the key held or promised: Busy once a read-index round confirms it"
                 );
-                self.reply(holder.client, holder.request, ClientReply::Busy { remaining_ms })
+                self.start_check(Check { holder, key, kind: CheckKind::TryLock })
             }
             KeyStatus::Busy { remaining_ms } => {
                 let deadline_local_ms = now_local_ms.saturating_add(wait_ms.min(WAIT_MS_MAX));
@@ -129,7 +139,7 @@ impl LockServer {
         }
     }
 
-    fn key_status(&self, key: &Key, holder: Holder, now_local_ms: u64) -> KeyStatus {
+    pub(super) fn key_status(&self, key: &Key, holder: Holder, now_local_ms: u64) -> KeyStatus {
         if let Some(lock) = self.state.lock(key) {
             if lock.holder == holder {
                 return KeyStatus::Ours;
@@ -168,6 +178,18 @@ impl LockServer {
         })
     }
 
+    /// The index of the Grant for `key` this leader has in flight, if any.
+    pub(super) fn inflight_grant_index(&self, key: &Key) -> Option<LogIndex> {
+        let term = self.office?.term;
+        self.pending
+            .iter()
+            .find(|(_, pending)| {
+                pending.term == term
+                    && matches!(&pending.kind, PendingKind::Acquire { key: pending_key, .. } if pending_key == key)
+            })
+            .map(|(index, _)| *index)
+    }
+
     /// The index of a proposal of this request made in the current term, if still unapplied.
     pub(super) fn pending_request_index(&self, client: ClientId, request: RequestId) -> Option<LogIndex> {
         let term = self.office?.term;
@@ -188,21 +210,22 @@ impl LockServer {
         self.waiters.entry(key).or_default().push_back(waiter);
     }
 
-    /// Answers `TimedOut` to every waiter whose deadline passed.
+    /// Takes every waiter whose deadline passed out of its queue; each is
+    /// answered `TimedOut` once leadership is confirmed (`checks`).
     pub(super) fn time_out_waiters(&mut self, now_local_ms: u64) {
         let mut timed_out = Vec::new();
-        for queue in self.waiters.values_mut() {
+        for (key, queue) in self.waiters.iter_mut() {
             queue.retain(|waiter| {
                 let alive = now_local_ms < waiter.deadline_local_ms;
                 if !alive {
-                    timed_out.push(waiter.holder);
+                    timed_out.push(Check { holder: waiter.holder, key: key.clone(), kind: CheckKind::WaitEnded });
                 }
                 alive
             });
         }
         self.waiters.retain(|_, queue| !queue.is_empty());
-        for holder in timed_out {
-            self.reply(holder.client, holder.request, ClientReply::TimedOut);
+        for check in timed_out {
+            self.start_check(check);
         }
     }
 

@@ -20,12 +20,21 @@
 //! `core/src/service/leases.rs`). A step long before the window cannot
 //! shorten a lease measured after it, so it excuses nothing; a step or a
 //! clock beyond the bound inside it excuses the overlap.
+//!
+//! Every exposure is kept as an [`Exposure`]: the two beliefs, their window,
+//! and what in it excused the overlap (each clock beyond the bound, each
+//! step, each whole-cluster restore), so a trace and a JSON report can say why.
 
 use super::state::{Context, Facts};
 use super::{CheckConfig, Family, Property, Report, Violation};
 use crate::history::{Actor, Event, EventKind};
 use fencelock::{ClientId, Key, Token};
+use serde::{Serialize, Serializer};
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// The causes an exposure's sentence names; the JSON lists them all.
+const CAUSES_TOLD_MAX: usize = 4;
 
 /// One million: rates are in parts per million.
 const PPM_ONE: i128 = 1_000_000;
@@ -99,14 +108,124 @@ struct Piece {
 }
 
 /// One stretch of belief in true time.
-#[derive(Clone, Debug)]
-struct Interval {
-    client: ClientId,
-    token: Token,
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Belief {
+    pub client: ClientId,
+    pub token: Token,
     /// No later than the first send of the request behind the belief.
-    sent_us: u64,
-    start_us: u64,
-    end_us: u64,
+    pub sent_us: u64,
+    pub start_us: u64,
+    pub end_us: u64,
+}
+
+/// What broke the protocol's assumptions inside an overlap's window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "cause", rename_all = "kebab-case")]
+pub enum Cause {
+    /// A clock ran beyond the assumed drift bound from `from_us` (until
+    /// `to_us`; none: to the end of the run).
+    BeyondBound {
+        #[serde(serialize_with = "as_name")]
+        actor: Actor,
+        rate_ppm: i64,
+        from_us: u64,
+        to_us: Option<u64>,
+    },
+    /// A clock was stepped by `delta_us` (local time) at `at_us`.
+    Step {
+        #[serde(serialize_with = "as_name")]
+        actor: Actor,
+        at_us: u64,
+        delta_us: i64,
+    },
+    /// The whole cluster was restored from a backup at `at_us`.
+    ClusterRestore { at_us: u64 },
+}
+
+fn as_name<S: Serializer>(actor: &Actor, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(actor)
+}
+
+impl Cause {
+    /// Where the cause begins, for ordering.
+    fn begins_us(&self) -> u64 {
+        match *self {
+            Cause::BeyondBound { from_us, .. } => from_us,
+            Cause::Step { at_us, .. } | Cause::ClusterRestore { at_us } => at_us,
+        }
+    }
+
+    /// Whether it touches the true-time window `from_us..end_us`.
+    fn inside(&self, from_us: u64, end_us: u64) -> bool {
+        match *self {
+            Cause::BeyondBound { from_us: since, to_us, .. } => since < end_us && to_us.is_none_or(|to| to >= from_us),
+            Cause::Step { at_us, .. } | Cause::ClusterRestore { at_us } => at_us >= from_us && at_us < end_us,
+        }
+    }
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Cause::BeyondBound { actor, rate_ppm, from_us, to_us: Some(to_us) } => write!(
+                f,
+                "{actor}'s clock ran {rate_ppm:+}ppm, beyond the bound, from {}ms to {}ms",
+                from_us / 1_000,
+                to_us / 1_000
+            ),
+            Cause::BeyondBound { actor, rate_ppm, from_us, to_us: None } => {
+                write!(f, "{actor}'s clock ran {rate_ppm:+}ppm, beyond the bound, from {}ms on", from_us / 1_000)
+            }
+            Cause::Step { actor, at_us, delta_us } => {
+                write!(f, "{actor}'s clock stepped {:+}ms at {}ms", delta_us / 1_000, at_us / 1_000)
+            }
+            Cause::ClusterRestore { at_us } => write!(f, "the cluster was restored at {}ms", at_us / 1_000),
+        }
+    }
+}
+
+/// Two clients believed they held one key at once, excused by a broken
+/// assumption (a lease exposure): fencing must contain it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Exposure {
+    /// When the overlap began (the later belief's start), true time.
+    pub at_us: u64,
+    /// When it ended (the earlier of the two beliefs' ends).
+    pub end_us: u64,
+    pub key: Key,
+    /// The two beliefs, the earlier first.
+    pub beliefs: [Belief; 2],
+    /// The overlap was in the making from here (the first send of the earlier request).
+    pub window_start_us: u64,
+    /// What broke an assumption inside the window, in time order.
+    pub causes: Vec<Cause>,
+}
+
+impl fmt::Display for Exposure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [a, b] = &self.beliefs;
+        write!(
+            f,
+            "lease exposure at {}ms: {} ({}, believed from {}ms) and {} ({}, from {}ms) both believed they held {} \
+             until {}ms; in the window from {}ms: ",
+            self.at_us / 1_000,
+            a.client,
+            a.token,
+            a.start_us / 1_000,
+            b.client,
+            b.token,
+            b.start_us / 1_000,
+            self.key,
+            self.end_us / 1_000,
+            self.window_start_us / 1_000
+        )?;
+        let told: Vec<String> = self.causes.iter().take(CAUSES_TOLD_MAX).map(Cause::to_string).collect();
+        f.write_str(&told.join("; "))?;
+        if self.causes.len() > CAUSES_TOLD_MAX {
+            write!(f, "; and {} more", self.causes.len() - CAUSES_TOLD_MAX)?;
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug)]
@@ -116,11 +235,11 @@ pub(crate) struct LeaseChecker {
     /// Each clock's current mapping, to tell a step from a rate change; a
     /// restarted process may come back with a new clock.
     current: BTreeMap<Actor, ClockMap>,
-    /// Stretches of true time in which some clock was beyond the bound (`end_us`
-    /// `u64::MAX` while it still is), and steps as stretches of one instant.
-    bad_clock: Vec<(u64, u64)>,
-    /// Clocks beyond the bound now, since when.
-    beyond_since: BTreeMap<Actor, u64>,
+    /// Each clock's stretches beyond the bound (`to_us` none while it still
+    /// is) and its steps.
+    bad_clock: Vec<Cause>,
+    /// Clocks beyond the bound now: since when, at what rate.
+    beyond_since: BTreeMap<Actor, (u64, i64)>,
     pieces: Vec<Piece>,
     open: BTreeMap<(ClientId, Key), usize>,
 }
@@ -144,15 +263,27 @@ impl LeaseChecker {
         }
     }
 
-    fn judge_overlap(&self, ctx: &Context, key: &Key, a: &Interval, b: &Interval, report: &mut Report) {
+    fn judge_overlap(&self, ctx: &Context, key: &Key, a: &Belief, b: &Belief, report: &mut Report) {
         let (start_us, end_us) = (b.start_us, a.end_us.min(b.end_us));
         let window_start_us = a.sent_us.min(b.sent_us);
-        let clocks_good = !self.bad_clock.iter().any(|&(from_us, to_us)| from_us < end_us && to_us >= window_start_us);
+        let mut causes: Vec<Cause> =
+            self.bad_clock.iter().filter(|c| c.inside(window_start_us, end_us)).cloned().collect();
         // A restore inside the window: a lease the old cluster granted or
         // renewed lost its guarantee, even if its answer arrived after it.
-        let same_epoch = ctx.restores_until(window_start_us) == ctx.restores_until(end_us);
-        if !(clocks_good && same_epoch) {
+        let restores = ctx.restores_at_us.iter().filter(|&&at_us| at_us > window_start_us && at_us <= end_us);
+        causes.extend(restores.map(|&at_us| Cause::ClusterRestore { at_us }));
+        if !causes.is_empty() {
+            causes.sort_by_key(Cause::begins_us);
             report.counters.lease_exposures += 1;
+            let beliefs = [*a, *b];
+            report.exposures.push(Exposure {
+                at_us: start_us,
+                end_us,
+                key: key.clone(),
+                beliefs,
+                window_start_us,
+                causes,
+            });
             return;
         }
         let detail = format!(
@@ -178,22 +309,18 @@ impl Family for LeaseChecker {
             EventKind::Clock { actor, local_us, rate_ppm, within_bound } => {
                 let map = ClockMap { at_us, local_us: *local_us, rate_ppm: *rate_ppm };
                 let beyond = !*within_bound || rate_ppm.unsigned_abs() > self.drift_ppm_max;
-                let stepped = self
-                    .current
-                    .get(actor)
-                    .is_some_and(|prev| (prev.local_at(at_us) - i128::from(*local_us)).abs() > STEP_TOLERANCE_US);
-                if stepped {
-                    self.bad_clock.push((at_us, at_us));
+                let delta_us = self.current.get(actor).map_or(0, |prev| i128::from(*local_us) - prev.local_at(at_us));
+                if delta_us.abs() > STEP_TOLERANCE_US {
+                    let delta_us = i64::try_from(delta_us).unwrap_or(if delta_us < 0 { i64::MIN } else { i64::MAX });
+                    self.bad_clock.push(Cause::Step { actor: *actor, at_us, delta_us });
                 }
-                match (beyond, self.beyond_since.get(actor).copied()) {
-                    (true, None) => {
-                        self.beyond_since.insert(*actor, at_us);
-                    }
-                    (false, Some(since_us)) => {
-                        self.beyond_since.remove(actor);
-                        self.bad_clock.push((since_us, at_us));
-                    }
-                    _ => {}
+                // A new rate closes a stretch beyond the bound (and opens
+                // another if it is still beyond): each stretch has one rate.
+                if let Some((from_us, rate_ppm)) = self.beyond_since.remove(actor) {
+                    self.bad_clock.push(Cause::BeyondBound { actor: *actor, rate_ppm, from_us, to_us: Some(at_us) });
+                }
+                if beyond {
+                    self.beyond_since.insert(*actor, (at_us, *rate_ppm));
                 }
                 self.current.insert(*actor, map);
                 self.maps.entry(*actor).or_default().push(map);
@@ -237,9 +364,15 @@ impl Family for LeaseChecker {
     fn finish(&mut self, ctx: &Context, report: &mut Report) {
         let run_end_us = ctx.config.run_end_us;
         let still_beyond = std::mem::take(&mut self.beyond_since);
-        self.bad_clock.extend(still_beyond.into_values().map(|since_us| (since_us, u64::MAX)));
+        let open = still_beyond.into_iter().map(|(actor, (from_us, rate_ppm))| Cause::BeyondBound {
+            actor,
+            rate_ppm,
+            from_us,
+            to_us: None,
+        });
+        self.bad_clock.extend(open);
         let lease_us = ctx.config.lease_ms.saturating_mul(1_000);
-        let mut by_key: BTreeMap<Key, Vec<Interval>> = BTreeMap::new();
+        let mut by_key: BTreeMap<Key, Vec<Belief>> = BTreeMap::new();
         for piece in &self.pieces {
             let maps = self.maps.get(&Actor::Client(piece.client)).map(Vec::as_slice).unwrap_or(&[]);
             let expiry_us = true_us_reaching(maps, piece.start_us, piece.until_local_us).unwrap_or(u64::MAX);
@@ -249,7 +382,7 @@ impl Family for LeaseChecker {
                 let sent_local_us = piece.until_local_us.saturating_sub(lease_us);
                 let sent_us = true_us_reaching(maps, 0, sent_local_us).unwrap_or(0).min(piece.start_us);
                 let (client, token, start_us) = (piece.client, piece.token, piece.start_us);
-                let interval = Interval { client, token, sent_us, start_us, end_us };
+                let interval = Belief { client, token, sent_us, start_us, end_us };
                 by_key.entry(piece.key.clone()).or_default().push(interval);
             }
         }

@@ -32,7 +32,7 @@ use serde::Serialize;
 use std::collections::BTreeSet;
 use std::fmt;
 
-pub use lease_checker::true_us_reaching;
+pub use lease_checker::{true_us_reaching, Belief, Cause, Exposure};
 
 pub use fencelock::Property;
 
@@ -163,10 +163,12 @@ impl CheckConfig {
     }
 }
 
-/// A run's verdict: every violation, in the order of the history, and the counters.
+/// A run's verdict: every violation, in the order of the history, the
+/// lease exposures (in time order, one per `lease_exposures`), and the counters.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Verdict {
     pub violations: Vec<Violation>,
+    pub exposures: Vec<Exposure>,
     pub counters: Counters,
 }
 
@@ -185,6 +187,7 @@ impl Verdict {
 #[derive(Debug, Default)]
 pub(crate) struct Report {
     pub violations: Vec<Violation>,
+    pub exposures: Vec<Exposure>,
     pub counters: Counters,
 }
 
@@ -260,7 +263,10 @@ impl Checker {
         violations.sort_by_key(|v| v.at_us);
         let mut seen = BTreeSet::new();
         violations.retain(|v| seen.insert((v.property, v.at_us, v.detail.clone())));
-        Verdict { violations, counters: self.report.counters }
+        let mut exposures = self.report.exposures;
+        exposures.sort_by_key(|e| (e.at_us, e.end_us));
+        assert_eq!(exposures.len() as u64, self.report.counters.lease_exposures, "each exposure is counted once");
+        Verdict { violations, exposures, counters: self.report.counters }
     }
 }
 
@@ -271,6 +277,18 @@ pub fn check(history: &History, config: CheckConfig) -> Verdict {
         checker.observe(event);
     }
     checker.finish()
+}
+
+/// The `linearizable` family alone over a whole history: what `bench` times
+/// to tell what the clients' view adds to a run.
+pub fn check_linearizable(history: &History, config: CheckConfig) -> Verdict {
+    let mut family = linearizable::LinearizableChecker::new(&config);
+    for event in history.events() {
+        family.observe_event(event);
+    }
+    let mut report = Report::default();
+    family.finish(&state::Context::new(config), &mut report);
+    Verdict { violations: report.violations, exposures: report.exposures, counters: report.counters }
 }
 
 #[cfg(test)]

@@ -196,11 +196,6 @@ impl Context {
         self.nodes.get(&node).map(|n| n.slot(key)).unwrap_or(LockSlot::Free)
     }
 
-    /// Whole-cluster restores at or before `at_us`.
-    pub fn restores_until(&self, at_us: u64) -> usize {
-        self.restores_at_us.iter().filter(|r| **r <= at_us).count()
-    }
-
     pub fn facts(&self, event: &Event) -> Facts {
         let EventKind::Applied { node, index, command, result, .. } = &event.kind else {
             return Facts::default();

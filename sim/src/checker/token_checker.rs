@@ -6,18 +6,26 @@
 //! node to apply an index defines what the cluster issued). A retried Grant
 //! answered with its holder's original token is not a new issue. Tokens
 //! presented at the resource are checked too: a token the lock service never
-//! produced (a client's clock reading, say) is no fencing token at all.
+//! produced (a client's clock reading, say) is no fencing token at all, and a
+//! client that believes it holds a key writes with the token of that belief
+//! (its latest grant), never with an issued token its client library kept
+//! from an earlier grant. The worker writes with the token the client library
+//! hands out, and records its beliefs from the service's answers, so a library
+//! that keeps an old token shows here.
 
 use super::state::{Context, Facts};
 use super::{Family, Property, Report, Violation};
-use crate::history::{Event, EventKind};
-use fencelock::{ApplyResult, ClientId, Command, Token};
-use std::collections::BTreeSet;
+use crate::history::{Actor, Event, EventKind};
+use fencelock::{ApplyResult, ClientId, Command, Key, Token};
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Default)]
 pub(crate) struct TokenChecker {
     reported_issues: BTreeSet<Token>,
     foreign_writes: BTreeSet<(ClientId, Token)>,
+    /// The token of each client's open belief per key (`BeliefStart` to `BeliefEnd` or a crash).
+    believed: BTreeMap<(ClientId, Key), Token>,
+    superseded_writes: BTreeSet<(ClientId, Token)>,
 }
 
 impl TokenChecker {}
@@ -85,6 +93,28 @@ impl Family for TokenChecker {
                 report.push(
                     Violation::new(Property::TokenMonotonic, event.at_us, detail).clients(&[*client]).tokens(&[*token]),
                 );
+            }
+            EventKind::WriteSent { client, key, token, path, .. } => {
+                let Some(&believed) = self.believed.get(&(*client, key.clone())) else { return };
+                // A token the service never produced was reported just above.
+                if believed == *token || !ctx.token_seen(*token) || !self.superseded_writes.insert((*client, *token)) {
+                    return;
+                }
+                let detail = format!(
+                    "{client} wrote {key} on the {path:?} path with {token} while its grant for {key} was \
+                     {believed}: a client writes with the token of its latest grant"
+                );
+                let v = Violation::new(Property::TokenMonotonic, event.at_us, detail);
+                report.push(v.clients(&[*client]).tokens(&[*token, believed]));
+            }
+            EventKind::BeliefStart { client, key, token, .. } => {
+                self.believed.insert((*client, key.clone()), *token);
+            }
+            EventKind::BeliefEnd { client, key, .. } => {
+                self.believed.remove(&(*client, key.clone()));
+            }
+            EventKind::Crashed { actor: Actor::Client(client) } => {
+                self.believed.retain(|(c, _), _| c != client);
             }
             _ => {}
         }
@@ -161,5 +191,27 @@ mod tests {
             .check();
         assert_only(&verdict, Property::TokenMonotonic);
         assert_eq!(verdict.violations.len(), 1, "one report per client and token");
+    }
+
+    #[test]
+    fn a_write_with_a_token_kept_from_an_earlier_grant_breaks_token_monotonic() {
+        // c1 was granted 43 at 3.1 s (its belief is open) but writes with 41, its grant before.
+        let verdict = happy()
+            .at_ms(3_200)
+            .write(1, 6, "k", 41, WritePath::Status, WriteVerdict::RejectedStale { highest: Token(42) })
+            .check();
+        assert_only(&verdict, Property::TokenMonotonic);
+        assert_eq!(verdict.violations[0].tokens, vec![Token(41), Token(43)]);
+    }
+
+    #[test]
+    fn a_write_after_the_belief_ended_is_judged_by_fencing_alone() {
+        // happy's stale write of c1 with 41 comes after c1 released 41: no belief, no check here.
+        let verdict = happy()
+            .at_ms(3_200)
+            .belief_end(1, "k", 43)
+            .write(1, 6, "k", 43, WritePath::Status, WriteVerdict::Accepted)
+            .check();
+        assert_clean(&verdict);
     }
 }

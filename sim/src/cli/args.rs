@@ -21,7 +21,7 @@ pub enum Command {
     Hunt(HuntArgs),
     /// Run one seed, optionally printing its whole trace.
     Replay(ReplayArgs),
-    /// Run a scenario file; its `expect` decides the exit code.
+    /// Run scenario files (or directories of them); each `expect` decides the exit code.
     Run(RunArgs),
     /// List the protocol variants (and score the checker against them).
     Variants(VariantsArgs),
@@ -31,6 +31,10 @@ pub enum Command {
     Shrink(ShrinkArgs),
     /// Fold the seed records of many hunts (shards) into one summary.
     Merge(MergeArgs),
+    /// Print the standard model as a commented TOML file: every key, its default, range and meaning.
+    Model,
+    /// Sweep model keys over a grid of cells: rates, exposures and availability per cell.
+    Explore(ExploreArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -45,11 +49,14 @@ pub struct ModelArgs {
     /// the cluster size and batching, within the model's limits (model key `swarm`).
     #[arg(long)]
     pub swarm: bool,
+    /// Set one model key after the model file, as in a model file (`--set nodes=3`); repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub settings: Vec<String>,
 }
 
 #[derive(Args, Debug)]
 pub struct HuntArgs {
-    /// Half-open seed range `A..B`.
+    /// Seeds: `N` (0..N) or the half-open range `A..B`.
     #[arg(long, default_value = "0..1000")]
     pub seeds: String,
     /// Worker threads (default: the number of cores).
@@ -79,6 +86,27 @@ pub struct HuntArgs {
     /// Append one JSON line per seed to this file; seeds already in it are skipped (resume).
     #[arg(long)]
     pub records: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ExploreArgs {
+    /// Sweep file (TOML): `[sweep]` seeds and model, `[model]` keys, `[axes]`.
+    pub file: PathBuf,
+    /// Worker threads (default: the number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Write one CSV row per cell.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Print one JSON object on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write one SVG chart per figure into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
+    /// Append one JSON line per seed to this file; seeds already in it are skipped (resume).
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -183,14 +211,18 @@ pub struct ShrinkArgs {
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// Scenario file (TOML).
-    pub file: PathBuf,
+    /// Scenario files (TOML), or directories of them (`*.toml`).
+    #[arg(required = true, value_name = "FILE|DIR")]
+    pub files: Vec<PathBuf>,
     /// Print the event trace, one event per line.
     #[arg(long)]
     pub trace: bool,
     #[command(flatten)]
     pub view: TraceArgs,
-    /// Write a picture of the run: `FILE.html` (zoomable page) or `FILE.svg`.
+    /// Print each scenario's postmortem after its verdict line.
+    #[arg(long)]
+    pub postmortem: bool,
+    /// Write a picture of the run: `FILE.html` (zoomable page) or `FILE.svg` (one scenario only).
     #[arg(long, value_name = "FILE")]
     pub timeline: Option<PathBuf>,
     #[arg(long)]
@@ -202,9 +234,9 @@ pub struct VariantsArgs {
     /// Run each unsafe variant until its first violation (the mutation score).
     #[arg(long)]
     pub score: bool,
-    /// Most seeds tried per variant with --score.
-    #[arg(long, default_value_t = 1000)]
-    pub seeds: u64,
+    /// Seeds tried per variant with --score: `N` (0..N) or `A..B`.
+    #[arg(long, default_value = "1000")]
+    pub seeds: String,
     /// With --score: swarm testing on the standard model instead of each variant's declared model.
     #[arg(long)]
     pub swarm: bool,
@@ -214,9 +246,9 @@ pub struct VariantsArgs {
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
-    /// Seeds of the default hunt to time.
-    #[arg(long, default_value_t = 20)]
-    pub seeds: u64,
+    /// Seeds of the default hunt to time: `N` (0..N) or `A..B`.
+    #[arg(long, default_value = "20")]
+    pub seeds: String,
     #[arg(long)]
     pub json: bool,
 }
@@ -247,31 +279,65 @@ pub fn load_model(args: &ModelArgs) -> Result<Model, InputError> {
     };
     model.variant = variant;
     model.swarm |= args.swarm;
-    Ok(model)
+    Ok(model.with_settings(&args.settings)?)
 }
 
-/// Parses `A..B` (half-open, non-empty).
+/// Parses `--seeds`: `N` is `0..N`, `A..B` the half-open range; never empty.
+/// Seed `u64::MAX` is beyond every half-open range (`replay --seed` runs it).
 pub fn parse_seeds(text: &str) -> Result<Range<u64>, InputError> {
-    let malformed = || InputError(format!("--seeds must be a range A..B of seeds, got `{text}`"));
-    let (a, b) = text.split_once("..").ok_or_else(malformed)?;
-    let start: u64 = a.trim().parse().map_err(|_| malformed())?;
-    let end: u64 = b.trim().parse().map_err(|_| malformed())?;
+    let malformed = || InputError(format!("--seeds must be a count N (seeds 0..N) or a range A..B, got `{text}`"));
+    let (start, end) = match text.split_once("..") {
+        Some((a, b)) => (a.trim().parse().map_err(|_| malformed())?, b.trim().parse().map_err(|_| malformed())?),
+        None => (0, text.trim().parse().map_err(|_| malformed())?),
+    };
     if start >= end {
-        return Err(InputError(format!("--seeds {text} is empty: A..B needs A < B")));
+        return Err(InputError(format!("--seeds {text} is empty: N needs N >= 1, A..B needs A < B")));
     }
     Ok(start..end)
 }
 
-/// The one line that replays a failure.
+/// The one line that replays a failure, as it runs when pasted.
 pub fn replay_line(seed: u64, model_args: &ModelArgs) -> String {
-    let mut line = format!("fencesim replay --seed {seed} --variant {}", model_args.variant);
+    let mut line = format!("{} replay --seed {seed} --variant {}", invocation(), model_args.variant);
     if let Some(path) = &model_args.model {
         line.push_str(&format!(" --model {}", path.display()));
     }
     if model_args.swarm {
         line.push_str(" --swarm");
     }
+    for setting in &model_args.settings {
+        let (name, value) = setting.split_once('=').unwrap_or((setting, ""));
+        line.push_str(&format!(" --set {}={}", name.trim(), value.trim()));
+    }
     line
+}
+
+/// How a line to paste runs this program: `fencesim` when that name on the
+/// PATH is this very file (`cargo install --path sim`); else, for a build in
+/// a Cargo target directory, `cargo run` of the same profile, which works
+/// anywhere in the clone; else this file's path.
+pub fn invocation() -> &'static str {
+    static INVOCATION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    INVOCATION.get_or_init(|| {
+        let Some(exe) = std::env::current_exe().ok().and_then(|p| p.canonicalize().ok()) else {
+            return "fencesim".to_string();
+        };
+        let on_path = std::env::var_os("PATH").is_some_and(|paths| {
+            std::env::split_paths(&paths).any(|dir| dir.join("fencesim").canonicalize().is_ok_and(|p| p == exe))
+        });
+        if on_path {
+            return "fencesim".to_string();
+        }
+        let name =
+            |p: Option<&std::path::Path>| p.and_then(|p| p.file_name()).and_then(|n| n.to_str()).map(str::to_owned);
+        let profile = name(exe.parent());
+        let in_target = name(exe.parent().and_then(|p| p.parent())).as_deref() == Some("target");
+        match profile.as_deref() {
+            Some("release") if in_target => "cargo run --release -p fencesim --".to_string(),
+            Some("debug") if in_target => "cargo run -p fencesim --".to_string(),
+            _ => exe.display().to_string(),
+        }
+    })
 }
 
 pub fn exit_for(ok: bool) -> ExitCode {
@@ -279,5 +345,25 @@ pub fn exit_for(ok: bool) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_seeds;
+
+    #[test]
+    fn seeds_are_a_count_or_a_range_up_to_the_last_seed() {
+        assert_eq!(parse_seeds("5").unwrap(), 0..5);
+        assert_eq!(parse_seeds("3..7").unwrap(), 3..7);
+        assert_eq!(parse_seeds("18446744073709551615").unwrap(), 0..u64::MAX);
+        let last = parse_seeds("18446744073709551614..18446744073709551615").unwrap();
+        assert_eq!(last.collect::<Vec<_>>(), vec![u64::MAX - 1], "the last range holds one seed and ends");
+        for empty in ["0", "4..4", "5..2"] {
+            assert!(parse_seeds(empty).unwrap_err().0.contains("is empty"), "{empty}");
+        }
+        for bad in ["", "x", "1..", "..3", "-1..2", "18446744073709551616"] {
+            assert!(parse_seeds(bad).is_err(), "{bad}");
+        }
     }
 }

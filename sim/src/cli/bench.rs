@@ -5,10 +5,14 @@
 //! (b) the full stack on the standard model: messages per wall second,
 //! simulated-to-wall speedup and seeds per second on one thread;
 //! (c) `overhead_ratio` = baseline ÷ full-stack messages per second;
-//! (d) peak memory (VmHWM) of one run of one simulated hour.
+//! (d) peak memory (VmHWM) of one run of one simulated hour;
+//! (e) what the `linearizable` check adds to a run: the same seeds run again,
+//!     each history checked a second time by that family alone, timed apart.
 
-use crate::cli::args::{BenchArgs, InputError};
+use crate::checker::{check_linearizable, CheckConfig};
+use crate::cli::args::{parse_seeds, BenchArgs, InputError};
 use crate::model::Model;
+use crate::plural;
 use crate::run::seed::run_seed;
 use crate::run::sweep::sweep;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -23,9 +27,8 @@ const BASELINE_SIM_S: u64 = 60;
 const BASELINE_MESSAGES: u64 = BASELINE_NODES as u64 * BASELINE_SIM_S * 1_000;
 
 pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
-    if args.seeds == 0 {
-        return Err(InputError("--seeds must be at least 1".into()));
-    }
+    let seeds = parse_seeds(&args.seeds)?;
+    let seed_count = seeds.end - seeds.start;
     // The hour run goes first so the process's peak memory is its own.
     let hour = hour_run();
     let (baseline_messages, baseline_wall_s) = baseline();
@@ -33,14 +36,15 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
 
     let model = Model::default();
     let started = Instant::now();
-    let results = sweep(0..args.seeds, &model, 1, false, None);
+    let results = sweep(seeds.clone(), &model, 1, false, None);
     let wall_s = started.elapsed().as_secs_f64().max(1e-9);
     let sim_s: f64 = results.iter().map(|r| r.sim_ms as f64 / 1_000.0).sum();
     let messages: u64 = results.iter().map(|r| r.messages).sum();
     let stack_msgs_per_s = messages as f64 / wall_s;
-    let seeds_per_s = args.seeds as f64 / wall_s;
+    let seeds_per_s = seed_count as f64 / wall_s;
     let sim_speedup = sim_s / wall_s;
     let overhead_ratio = baseline_msgs_per_s / stack_msgs_per_s.max(1e-9);
+    let linearizable_pct = linearizable_share(&model, seeds);
     if args.json {
         crate::outln!(
             "{}",
@@ -50,17 +54,18 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
                 "overhead_ratio": (overhead_ratio * 100.0).round() / 100.0,
                 "sim_speedup": sim_speedup.round(),
                 "seeds_per_s": (seeds_per_s * 100.0).round() / 100.0,
-                "seeds": args.seeds,
+                "seeds": seed_count,
                 "hour_run_peak_mib": hour.peak_mib,
                 "hour_run_wall_s": (hour.wall_s * 10.0).round() / 10.0,
                 "hour_run_messages": hour.messages,
+                "linearizable_check_pct": (linearizable_pct * 10.0).round() / 10.0,
             })
         );
     } else {
         crate::outln!("baseline (madsim Endpoint, {BASELINE_NODES} nodes x 1 msg/ms x {BASELINE_SIM_S} s): {baseline_msgs_per_s:.0} messages/s");
         crate::outln!(
-            "full stack (standard model, {} seeds, 1 thread): {stack_msgs_per_s:.0} messages/s, {sim_speedup:.0}x real time, {seeds_per_s:.2} seeds/s",
-            args.seeds
+            "full stack (standard model, {}, 1 thread): {stack_msgs_per_s:.0} messages/s, {sim_speedup:.0}x real time, {seeds_per_s:.2} seeds/s",
+            plural(seed_count, "seed")
         );
         crate::outln!("overhead_ratio: {overhead_ratio:.2}");
         crate::outln!(
@@ -69,8 +74,28 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
             hour.wall_s,
             hour.messages
         );
+        crate::outln!("linearizable check: adds {linearizable_pct:.1}% to a run's wall time");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the `linearizable` check adds to a standard run's wall time, in
+/// percent: each of `seeds` runs (checks included) is timed, then its history
+/// is checked again by that family alone; the family's time is compared with
+/// the rest of the run.
+fn linearizable_share(model: &Model, seeds: std::ops::Range<u64>) -> f64 {
+    let (mut run_s, mut check_s) = (0.0, 0.0);
+    for seed in seeds {
+        let started = Instant::now();
+        let outcome = run_seed(seed, model);
+        run_s += started.elapsed().as_secs_f64();
+        let config = CheckConfig { run_end_us: outcome.sim_ms * 1_000, ..CheckConfig::for_model(model) };
+        let started = Instant::now();
+        let verdict = check_linearizable(&outcome.history, config);
+        check_s += started.elapsed().as_secs_f64();
+        std::hint::black_box(verdict);
+    }
+    100.0 * check_s / (run_s - check_s).max(1e-9)
 }
 
 /// Bare madsim: every node sends one message per simulated ms to the next

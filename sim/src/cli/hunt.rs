@@ -8,16 +8,18 @@
 //! line it prints, with the exit code of what it found. `--shard` and
 //! `--records` split a campaign across machines and resume a killed shard.
 
+use crate::checker::Exposure;
 use crate::cli::args::{exit_for, load_model, parse_seeds, replay_line, HuntArgs, InputError};
 use crate::cli::output::try_write_line;
 use crate::cli::records::{Origin, Place, Record, RecordFile};
 use crate::cli::shard::{parse_shard, Shard};
 use crate::cli::shrink::{catch_ctrl_c, shrink_failures};
 use crate::cli::summary::{SeedFacts, Summary};
+use crate::plural;
 use crate::run::sweep::{default_jobs, quiet_panics, sweep_each, Flow, SeedResult, Sweep};
 use crate::shrink::INTERRUPTED;
 use fencelock::Property;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
@@ -28,22 +30,49 @@ use std::time::Instant;
 /// The exit code of a hunt ended by Ctrl-C (128 + SIGINT, as shells report it).
 const EXIT_INTERRUPTED: u8 = 130;
 
+/// Lease exposures `hunt --json` explains one by one; the summary counts them all.
+const EXPOSURES_JSON_MAX: usize = 1_000;
+
 fn progress_bar(len: u64) -> Option<ProgressBar> {
     if !std::io::stderr().is_terminal() {
         return None;
     }
     let bar = ProgressBar::new(len);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} seeds  {per_sec}  {msg}  eta {eta}")
-            .expect("a valid progress template"),
-    );
+    bar.set_style(progress_style(len));
     Some(bar)
 }
+
+/// The bar and its text fit in 80 columns: the text takes what the seed
+/// count needs (`pos/len seeds`, the rate, `N failures`, the ETA) and the
+/// bar the rest, so it never wraps on a standard terminal.
+fn progress_style(len: u64) -> ProgressStyle {
+    ProgressStyle::with_template(&progress_template(len)).expect("a valid progress template").with_key(
+        "rate",
+        |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+            let rate = state.per_sec();
+            let _ = if rate < 10.0 { write!(out, "{rate:.1}/s") } else { write!(out, "{rate:.0}/s") };
+        },
+    )
+}
+
+/// The widest text beside the bar, with `len`'s digits in both counts.
+const PROGRESS_TEXT_WIDEST: &str = "/ seeds  99999/s  99999 failures  eta 59m";
+
+fn progress_template(len: u64) -> String {
+    let text = 2 * len.to_string().len() + PROGRESS_TEXT_WIDEST.len();
+    let bar = COLUMNS.saturating_sub(text + 2).clamp(10, 40);
+    format!("{{bar:{bar}}} {{pos}}/{{len}} seeds  {{rate}}  {{msg}}  eta {{eta}}")
+}
+
+/// The width the progress line stays within.
+const COLUMNS: usize = 80;
 
 #[derive(Serialize)]
 struct HuntJson {
     variant: String,
     violations: Vec<HuntViolationJson>,
+    /// The first lease exposures (up to `EXPOSURES_JSON_MAX`), in seed order.
+    exposures: Vec<HuntExposureJson>,
     /// `seeds_run`, `sim_ms` and `messages` (as always), and the counts per
     /// property and of lease exposures.
     #[serde(flatten)]
@@ -57,6 +86,16 @@ struct HuntJson {
     shard: Option<String>,
     /// Seeds found in the records file and not run again (counted in the summary).
     seeds_resumed: u64,
+}
+
+/// One lease exposure of one seed, explained (`replay` shows it in the trace).
+#[derive(Serialize)]
+struct HuntExposureJson {
+    seed: u64,
+    detail: String,
+    #[serde(flatten)]
+    exposure: Exposure,
+    replay: String,
 }
 
 #[derive(Serialize)]
@@ -77,6 +116,9 @@ struct Hunt<'a> {
     records: Option<RecordFile>,
     bar: Option<ProgressBar>,
     violations_json: Vec<HuntViolationJson>,
+    exposures_json: Vec<HuntExposureJson>,
+    /// The first seed with a lease exposure: the summary points at it.
+    exposure_seed: Option<u64>,
     /// With --shrink: failures wait for the shrinks (and print after them).
     to_shrink: Vec<SeedResult>,
     seeds_resumed: u64,
@@ -102,6 +144,9 @@ impl Hunt<'_> {
     fn resumed(&mut self, place: &Place, record: &Record) {
         self.seeds_resumed += 1;
         self.summary.add(record.facts());
+        if record.lease_exposures > 0 {
+            self.exposure_seed.get_or_insert(record.seed);
+        }
         if record.properties.is_empty() {
             return;
         }
@@ -137,8 +182,10 @@ impl Hunt<'_> {
             lease_exposures: result.lease_exposures,
         };
         self.summary.add(facts);
+        self.exposures(&result, &replay);
+        self.summary.linearizable.add(&result.linearizable);
         if let Some(bar) = &self.bar {
-            bar.set_message(format!("{} failures", self.summary.failing_seeds));
+            bar.set_message(plural(self.summary.failing_seeds, "failure"));
             bar.inc(1);
         }
         if result.violations.is_empty() {
@@ -167,6 +214,25 @@ impl Hunt<'_> {
         } else {
             Flow::Continue
         }
+    }
+
+    /// Keeps what the summary and `--json` say of the seed's lease exposures.
+    fn exposures(&mut self, result: &SeedResult, replay: &str) {
+        if result.exposures.is_empty() {
+            return;
+        }
+        self.exposure_seed.get_or_insert(result.seed);
+        if !self.args.json {
+            return;
+        }
+        let room = EXPOSURES_JSON_MAX.saturating_sub(self.exposures_json.len());
+        let json = result.exposures.iter().take(room).map(|exposure| HuntExposureJson {
+            seed: result.seed,
+            detail: exposure.to_string(),
+            exposure: exposure.clone(),
+            replay: format!("{replay} --trace"),
+        });
+        self.exposures_json.extend(json);
     }
 
     /// With --save: the seed's scenario file (the shrunk one once shrunk).
@@ -213,6 +279,8 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         records: None,
         bar: None,
         violations_json: Vec::new(),
+        exposures_json: Vec::new(),
+        exposure_seed: None,
         to_shrink: Vec::new(),
         seeds_resumed: 0,
         stdout_closed: false,
@@ -276,6 +344,7 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         let json = HuntJson {
             variant: hunt.variant.clone(),
             violations: std::mem::take(&mut hunt.violations_json),
+            exposures: std::mem::take(&mut hunt.exposures_json),
             summary: hunt.summary.clone(),
             wall_ms,
             shrunk: shrunk.iter().map(|s| s.json.clone()).collect(),
@@ -288,6 +357,12 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         for line in hunt.summary.detail_lines() {
             hunt.say(format_args!("{line}"));
         }
+        if let Some(seed) = hunt.exposure_seed {
+            let replay = replay_line(seed, &args.model);
+            hunt.say(format_args!(
+                "  the first is seed {seed}, explained in its trace (EXPOSURE lines): {replay} --trace"
+            ));
+        }
         if let Some(text) = &shard_text {
             hunt.say(format_args!(
                 "shard {text}: seeds s of {} with s mod {} = {}",
@@ -296,11 +371,12 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         }
         if let Some(path) = &args.records {
             let resumed = hunt.seeds_resumed;
-            hunt.say(format_args!("records: {} ({resumed} seeds resumed from it, not run again)", path.display()));
+            let resumed = plural(resumed, "seed");
+            hunt.say(format_args!("records: {} ({resumed} resumed from it, not run again)", path.display()));
         }
         if interrupted {
-            let run = hunt.summary.seeds_run;
-            hunt.say(format_args!("interrupted: the summary covers the {run} seeds finished"));
+            let run = plural(hunt.summary.seeds_run, "seed");
+            hunt.say(format_args!("interrupted: the summary covers the {run} finished"));
         }
         let last = hunt.summary.last_line(&hunt.variant, wall_ms);
         hunt.say(format_args!("{last}"));
@@ -309,4 +385,19 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{progress_template, COLUMNS, PROGRESS_TEXT_WIDEST};
+
+    #[test]
+    fn the_progress_line_fits_80_columns() {
+        for len in [1, 200, 1_000_000, 1_000_000_000_000] {
+            let template = progress_template(len);
+            let bar: usize = template["{bar:".len()..template.find('}').unwrap()].parse().unwrap();
+            let line = bar + 1 + 2 * len.to_string().len() + PROGRESS_TEXT_WIDEST.len();
+            assert!(line <= COLUMNS, "{len} seeds: {line} columns");
+        }
+    }
 }

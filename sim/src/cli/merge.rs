@@ -8,6 +8,7 @@ use crate::cli::args::{exit_for, InputError, MergeArgs};
 use crate::cli::output::try_write_line;
 use crate::cli::records::{read_records, Origin, Place, Record};
 use crate::cli::summary::Summary;
+use crate::plural;
 use fencelock::Property;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -221,10 +222,10 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
     }
     lines.extend(merge.summary.detail_lines());
     lines.push(format!(
-        "merge: {} records from {} files, {} duplicates, in {} ms; the wall time below is the seeds' own, summed",
-        merge.records,
-        files.len(),
-        merge.duplicates,
+        "merge: {} from {}, {}, in {} ms; the wall time below is the seeds' own, summed",
+        plural(merge.records, "record"),
+        plural(files.len() as u64, "file"),
+        plural(merge.duplicates, "duplicate"),
         started.elapsed().as_millis()
     ));
     lines.push(merge.summary.last_line(&variant, merge.wall_ms));

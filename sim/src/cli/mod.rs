@@ -1,4 +1,4 @@
-//! The `fencesim` command line (CLI.md): hunt, replay, run, variants, bench, shrink;
+//! The `fencesim` command line (CLI.md): hunt, replay, run, variants, bench, shrink, merge, model, explore;
 //! `view` is how replay and run show a trace.
 //!
 //! Every input error is one line on stderr and exit code 2; a violated
@@ -6,14 +6,18 @@
 
 pub mod args;
 pub mod bench;
+pub mod cells;
+pub mod explore;
 pub mod hunt;
 pub mod merge;
 pub mod output;
+pub mod plot;
 pub mod records;
 pub mod replay;
 pub mod shard;
 pub mod shrink;
 pub mod summary;
+pub mod sweep_file;
 pub mod variants;
 pub mod view;
 
@@ -35,7 +39,9 @@ pub fn main_with(args: Vec<String>) -> ExitCode {
     }
 }
 
-/// clap's help and version go to stdout with code 0; its errors become one line and code 2.
+/// clap's help and version go to stdout with code 0; its errors become one
+/// line and code 2: the message with what it names (the missing argument,
+/// the bad value), without the usage and the pointer to --help.
 fn clap_error(error: clap::Error) -> ExitCode {
     use clap::error::ErrorKind;
     match error.kind() {
@@ -44,11 +50,25 @@ fn clap_error(error: clap::Error) -> ExitCode {
             ExitCode::SUCCESS
         }
         _ => {
-            let rendered = error.render().to_string();
-            let line = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
-            eprintln!("{}", line.trim());
+            eprintln!("{}", error_line(&error.render().to_string()));
             ExitCode::from(2)
         }
+    }
+}
+
+/// The first paragraph of clap's rendered error, joined onto one line.
+fn error_line(rendered: &str) -> String {
+    let paragraph: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .skip_while(|line| line.is_empty())
+        .take_while(|line| !line.is_empty() && !line.starts_with("Usage:"))
+        .collect();
+    let line = paragraph.join(" ");
+    if line.is_empty() {
+        "error: invalid arguments".to_string()
+    } else {
+        line
     }
 }
 
@@ -56,10 +76,15 @@ fn execute(cli: Cli) -> Result<ExitCode, InputError> {
     match cli.command {
         Command::Hunt(args) => hunt::hunt(&args),
         Command::Replay(args) => replay::replay(&args),
-        Command::Run(args) => replay::run_file(&args),
+        Command::Run(args) => replay::run_files(&args),
         Command::Variants(args) => variants::variants(&args),
         Command::Bench(args) => bench::bench(&args),
         Command::Shrink(args) => shrink::shrink(&args),
         Command::Merge(args) => merge::merge(&args),
+        Command::Model => {
+            crate::outln!("{}", crate::model::Model::commented_toml().trim_end());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Explore(args) => explore::explore(&args),
     }
 }

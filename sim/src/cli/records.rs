@@ -7,6 +7,7 @@
 use crate::cli::args::InputError;
 use crate::cli::summary::SeedFacts;
 use crate::model::Model;
+use crate::run::figures::SeedFigures;
 use crate::run::sweep::SeedResult;
 use crate::run::trace;
 use fencelock::Property;
@@ -51,6 +52,9 @@ pub struct Record {
     /// The line that replays a failing seed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<String>,
+    /// `explore --out` records only: the seed's availability figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub figures: Option<SeedFigures>,
 }
 
 /// What records of one campaign share: merging others is refused.
@@ -93,6 +97,7 @@ impl Record {
             messages: result.messages,
             lease_exposures: result.lease_exposures,
             replay: failed.then_some(replay),
+            figures: None,
         }
     }
 
@@ -248,6 +253,7 @@ mod tests {
             messages: 100,
             lease_exposures: 0,
             replay: Some(format!("fencesim replay --seed {seed} --variant default")),
+            figures: None,
         }
     }
 

@@ -94,7 +94,7 @@ mod tests {
             assert_eq!(shards.iter().filter(|s| s.contains(seed)).count(), 1);
         }
         for shard in shards {
-            for range in [0..100, 3..17, 5..6, 6..7] {
+            for range in [0..100, 3..17, 5..6, 6..7, u64::MAX - 9..u64::MAX] {
                 let walked = range.clone().filter(|&s| shard.contains(s)).count() as u64;
                 assert_eq!(shard.count_in(&range), walked, "{shard:?} {range:?}");
             }

@@ -2,8 +2,10 @@
 //! prints it over records: counts folded in one seed at a time, so it costs
 //! the same for ten seeds or ten million.
 
+use crate::plural;
+use crate::run::sweep::LinearizableCost;
 use fencelock::Property;
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
 /// What the summary needs of one seed (from a run or from a record).
@@ -34,6 +36,34 @@ pub struct Summary {
     pub lease_exposure_seeds: u64,
     pub sim_ms: u64,
     pub messages: u64,
+    /// The cost of the `linearizable` search over the seeds run here (records
+    /// do not keep it, so a merge or a resumed hunt counts only what it ran).
+    #[serde(serialize_with = "linearizable_json", skip_serializing_if = "nothing_judged")]
+    pub linearizable: LinearizableCost,
+}
+
+fn nothing_judged(cost: &LinearizableCost) -> bool {
+    cost.keys == 0
+}
+
+/// `{"keys", "unknown", "steps_max", "ops_per_key_p99", "ops_per_key_max"}`.
+fn linearizable_json<S: Serializer>(cost: &LinearizableCost, serializer: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Json {
+        keys: u64,
+        unknown: u64,
+        steps_max: u64,
+        ops_per_key_p99: u64,
+        ops_per_key_max: u64,
+    }
+    Json {
+        keys: cost.keys,
+        unknown: cost.unknown,
+        steps_max: cost.steps_max,
+        ops_per_key_p99: cost.ops_per_key_quantile(990),
+        ops_per_key_max: cost.keys_by_ops.keys().next_back().copied().unwrap_or(0),
+    }
+    .serialize(serializer)
 }
 
 impl Summary {
@@ -83,23 +113,15 @@ impl Summary {
     pub fn last_line(&self, variant: &str, wall_ms: u64) -> String {
         let wall_s = (wall_ms as f64 / 1_000.0).max(0.001);
         format!(
-            "hunt: {} seeds of variant {variant}, {} failing; {:.1} seeds/s, {:.0} simulated s in {:.1} s wall ({:.0}x real time), {} messages",
-            self.seeds_run,
+            "hunt: {} of variant {variant}, {} failing; {:.1} seeds/s, {:.0} simulated s in {:.1} s wall ({:.0}x real time), {}",
+            plural(self.seeds_run, "seed"),
             self.failing_seeds,
             self.seeds_run as f64 / wall_s,
             self.sim_ms as f64 / 1_000.0,
             wall_s,
             self.sim_ms as f64 / 1_000.0 / wall_s,
-            self.messages
+            plural(self.messages, "message")
         )
-    }
-}
-
-fn plural(n: u64, word: &str) -> String {
-    if n == 1 {
-        format!("1 {word}")
-    } else {
-        format!("{n} {word}s")
     }
 }
 

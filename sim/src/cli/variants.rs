@@ -1,11 +1,13 @@
 //! `variants`: the protocol variants, and with `--score` the checker's
 //! mutation score: seeds of each unsafe variant until its first detection.
 
-use crate::cli::args::{exit_for, InputError, VariantsArgs};
+use crate::cli::args::{exit_for, parse_seeds, InputError, VariantsArgs};
 use crate::model::Model;
+use crate::plural;
 use crate::run::sweep::{default_jobs, quiet_panics, sweep, SeedResult};
 use fencelock::{Property, Variant, VARIANTS};
 use serde::Serialize;
+use std::ops::Range;
 use std::process::ExitCode;
 
 #[derive(Serialize)]
@@ -41,28 +43,28 @@ pub fn variants(args: &VariantsArgs) -> Result<ExitCode, InputError> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    if args.seeds == 0 {
-        return Err(InputError("--seeds must be at least 1".into()));
-    }
+    let seeds = parse_seeds(&args.seeds)?;
+    let seeds_max = seeds.end - seeds.start;
     quiet_panics();
     let jobs = default_jobs();
     let mut rows = Vec::new();
     for info in VARIANTS.iter().filter(|v| !v.variant.is_safe()) {
-        let row = score_one(score_model(info.variant, args.swarm), args.seeds, jobs);
+        let row = score_one(score_model(info.variant, args.swarm), seeds.clone(), jobs);
         if !args.json {
             match (row.seed, row.property) {
                 (Some(seed), Some(property)) => crate::outln!(
-                    "{:<32} breaks {:<18} found {:<18} after {:>4} seeds (seed {seed})",
+                    "{:<32} breaks {:<18} found {:<18} after {:>4} {} (seed {seed})",
                     info.name,
                     info.breaks.map_or("-", Property::id),
                     property,
-                    row.seeds_to_detection.unwrap_or(0)
+                    row.seeds_to_detection.unwrap_or(0),
+                    if row.seeds_to_detection == Some(1) { "seed " } else { "seeds" }
                 ),
                 _ => crate::outln!(
-                    "{:<32} breaks {:<18} NOT DETECTED in {} seeds",
+                    "{:<32} breaks {:<18} NOT DETECTED in {}",
                     info.name,
                     info.breaks.map_or("-", Property::id),
-                    args.seeds
+                    plural(seeds_max, "seed")
                 ),
             }
         }
@@ -71,7 +73,7 @@ pub fn variants(args: &VariantsArgs) -> Result<ExitCode, InputError> {
     if args.json {
         crate::outln!("{}", serde_json::to_string(&rows).expect("scores serialize"));
     } else {
-        crate::outln!("{}", score_summary(&rows, args.seeds));
+        crate::outln!("{}", score_summary(&rows, seeds_max));
     }
     Ok(exit_for(rows.iter().all(|r| r.detected)))
 }
@@ -99,8 +101,9 @@ fn score_summary(rows: &[ScoreJson], seeds_max: u64) -> String {
     };
     let max = seeds.last().map_or("-".to_string(), |n| show(*n));
     format!(
-        "score: {detected} of {} unsafe variants detected within {seeds_max} seeds; seeds to detection: median {median}, max {max}",
-        rows.len()
+        "score: {detected} of {} unsafe variants detected within {}; seeds to detection: median {median}, max {max}",
+        rows.len(),
+        plural(seeds_max, "seed")
     )
 }
 
@@ -115,14 +118,14 @@ fn score_model(variant: Variant, swarm: bool) -> Model {
     }
 }
 
-/// Seeds of a variant on its model until one violates the property
-/// the variant is expected to break (`breaks`); other violations on the way
-/// (symptoms of the same flaw) do not count as detection.
-fn score_one(model: Model, seeds_max: u64, jobs: usize) -> ScoreJson {
+/// Seeds of a variant on its model, in order, until one violates the
+/// property the variant is expected to break (`breaks`); other violations on
+/// the way (symptoms of the same flaw) do not count as detection.
+fn score_one(model: Model, seeds: Range<u64>, jobs: usize) -> ScoreJson {
     let info = model.variant.info();
-    let mut start = 0;
-    while start < seeds_max {
-        let end = (start + jobs as u64 * 2).min(seeds_max);
+    let mut start = seeds.start;
+    while start < seeds.end {
+        let end = start.saturating_add(jobs as u64 * 2).min(seeds.end);
         let results = sweep(start..end, &model, jobs, false, None);
         let hit = |r: &&SeedResult| r.violations.iter().any(|v| Some(v.property) == info.breaks);
         if let Some(first) = results.iter().find(hit) {
@@ -130,7 +133,7 @@ fn score_one(model: Model, seeds_max: u64, jobs: usize) -> ScoreJson {
                 name: info.name,
                 breaks: info.breaks,
                 detected: true,
-                seeds_to_detection: Some(first.seed + 1),
+                seeds_to_detection: Some(first.seed - seeds.start + 1),
                 seed: Some(first.seed),
                 property: info.breaks,
             };

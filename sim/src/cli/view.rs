@@ -7,6 +7,7 @@ use crate::history::History;
 use crate::model::Model;
 use crate::run::filter::TraceFilter;
 use crate::run::log::{LogSettings, Record, LOG_ENV};
+use crate::run::seed::Outcome;
 
 /// A trace to show: what to tell and what to keep of it.
 pub struct TraceView {
@@ -43,14 +44,23 @@ impl TraceView {
 
     /// Prints the kept records as trace lines; a filtered trace first says
     /// how much of the whole it shows.
-    pub fn print(&self, records: Vec<Record>, history: &History) {
+    /// Prints the kept lines, each of the checker's `findings` (time, line)
+    /// right after the events of its instant.
+    pub fn print(&self, records: Vec<Record>, outcome: &Outcome, findings: &[(u64, String)]) {
         let all = records.len();
-        let kept = self.keep(records, history);
+        let kept = self.keep(records, &outcome.history);
         if self.filter.is_active() {
             crate::outln!("trace: {} of {all} lines kept by the filters", kept.len());
         }
+        let mut marks = findings.iter().peekable();
         for record in &kept {
+            while let Some((_, line)) = marks.next_if(|(at_us, _)| *at_us < record.at_us) {
+                crate::outln!("{line}");
+            }
             crate::outln!("{}", record.line());
+        }
+        for (_, line) in marks {
+            crate::outln!("{line}");
         }
     }
 }

@@ -9,7 +9,7 @@
 
 use crate::actor::Actor;
 use crate::machine::net::Addr;
-use crate::model::Model;
+use crate::model::{Model, BEYOND_BOUND_BASE_PPM_MIN, BEYOND_BOUND_FACTOR_MAX, DRIFT_PPM_REAL_MAX};
 use fencelock::{ClientId, NodeId, Term};
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -343,8 +343,8 @@ impl Planner<'_> {
         }
     }
 
-    /// Drift within the bound for every clock; with `drift_beyond_bound`, one
-    /// or two actors drift 3-20 times the bound. Returns those actors.
+    /// Drift within the real range for every clock; with `drift_beyond_bound`,
+    /// one or two actors drift 3-20 times the assumed bound. Returns those actors.
     fn initial_rates(&mut self, rng: &mut ChaCha8Rng) -> Vec<Actor> {
         let actors = self.clocked_actors();
         let beyond: Vec<Actor> = if self.model.drift_beyond_bound && !actors.is_empty() {
@@ -360,19 +360,25 @@ impl Planner<'_> {
         beyond
     }
 
+    /// A clock's rate: within the real drift range (`drift_ppm_real_max`,
+    /// the assumed bound unless set), or for the clocks `drift_beyond_bound`
+    /// picked, 3-20 times the assumed bound. Validation keeps both inside
+    /// `DRIFT_PPM_REAL_MAX`, so every clock moves forward.
     fn rate(&self, rng: &mut ChaCha8Rng, beyond_bound: bool) -> i64 {
-        let bound = i64::try_from(self.model.drift_ppm_max).expect("validated drift bound");
-        if beyond_bound {
-            // A zero bound still needs a visible excess.
-            let magnitude = rng.gen_range(3..=20) * bound.max(50);
+        let ppm = if beyond_bound {
+            let base = self.model.drift_ppm_max.max(BEYOND_BOUND_BASE_PPM_MIN);
+            let magnitude = i64::try_from(rng.gen_range(3..=BEYOND_BOUND_FACTOR_MAX) * base).expect("validated bound");
             if rng.gen_bool(0.5) {
                 magnitude
             } else {
                 -magnitude
             }
         } else {
-            rng.gen_range(-bound..=bound)
-        }
+            let real = i64::try_from(self.model.drift_ppm_real()).expect("validated drift range");
+            rng.gen_range(-real..=real)
+        };
+        assert!(ppm.unsigned_abs() <= DRIFT_PPM_REAL_MAX, "drift {ppm} ppm beyond what a model may draw");
+        ppm
     }
 
     /// Partitions, one-way cuts, leader isolation and cut-off clients, one at

@@ -244,6 +244,57 @@ fn initial_clock_rates_respect_the_bound_unless_told_not_to() {
     }
 }
 
+/// Every rate a model can draw, initial or later, with its actor.
+fn rates(model: &Model, seed: u64) -> Vec<i64> {
+    plan(model, seed)
+        .iter()
+        .filter_map(|e| match e.fault {
+            Fault::ClockRate { ppm, .. } => Some(ppm),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn clocks_draw_from_the_real_drift_range_while_the_protocol_assumes_its_bound() {
+    // "The protocol assumes 500 ppm, the clocks really drift up to 3,000."
+    let model = Model { drift_ppm_real_max: Some(3_000), ..Model::default() };
+    assert_eq!((model.drift_ppm_max, model.drift_ppm_real()), (500, 3_000));
+    let drawn: Vec<i64> = (0..50).flat_map(|seed| rates(&model, seed)).collect();
+    assert!(drawn.iter().all(|ppm| ppm.unsigned_abs() <= 3_000), "{drawn:?}");
+    assert!(drawn.iter().filter(|ppm| ppm.unsigned_abs() > 500).count() > drawn.len() / 2, "most leave the bound");
+    // Absent, the real range is the bound: the standard model's draws.
+    assert_eq!(rates(&Model::default(), 7), rates(&Model { drift_ppm_real_max: Some(500), ..Model::default() }, 7));
+}
+
+#[test]
+fn every_drift_a_valid_model_draws_keeps_the_clock_moving_forward() {
+    // The largest bound `drift_beyond_bound` allows, and the largest real range.
+    let beyond = Model { drift_ppm_max: 25_000, drift_beyond_bound: true, ..Model::default() };
+    let real = Model { drift_ppm_max: 100_000, drift_ppm_real_max: Some(500_000), ..Model::default() };
+    for model in [beyond, real] {
+        assert_eq!(model.validate(), Ok(()));
+        for seed in 0..50 {
+            let drawn = rates(&model, seed);
+            assert!(drawn.iter().all(|ppm| ppm.unsigned_abs() <= crate::model::DRIFT_PPM_REAL_MAX), "{drawn:?}");
+        }
+    }
+    // What made 54 of 100 seeds panic ("a local clock must move forward") is refused.
+    let crash = Model { drift_ppm_max: 100_000, drift_beyond_bound: true, ..Model::default() };
+    assert!(crash.validate().unwrap_err().contains("`drift_ppm_max` must be at most 25000 with `drift_beyond_bound"));
+}
+
+#[test]
+fn a_fault_file_clock_must_stay_physical() {
+    let model = Model::default();
+    let backwards =
+        [FaultEvent { at_ms: 0, fault: Fault::ClockRate { actor: Actor::Server(NodeId(0)), ppm: -1_900_000 } }];
+    assert!(validate(&backwards, &model).unwrap_err().contains("a clock rate must be within"));
+    let step = Fault::ClockStep { actor: Actor::Client(ClientId(0)), delta_ms: i64::MIN };
+    let far = [FaultEvent { at_ms: 1_000, fault: step }];
+    assert!(validate(&far, &model).unwrap_err().contains("a clock step must be within"));
+}
+
 #[test]
 fn cluster_restores_are_rare_and_follow_a_backup() {
     let model = Model::default();

@@ -3,7 +3,10 @@
 
 use super::{Fault, FaultEvent, EVENTS_MAX};
 use crate::actor::Actor;
-use crate::model::Model;
+use crate::model::{Model, DRIFT_PPM_REAL_MAX};
+
+/// The longest clock step a fault file may hold (one day).
+const STEP_MS_MAX: u64 = 86_400_000;
 
 /// Checks a plan read from a file against `model`: every server, worker and
 /// address it names exists, and every event but the initial clock rates is
@@ -21,9 +24,15 @@ pub fn validate(plan: &[FaultEvent], model: &Model) -> Result<(), String> {
         let names_ok = event.fault.named().iter().all(exists);
         if !names_ok {
             return Err(format!(
-                "event {i} ({} at {} ms) names a server or worker the model does not have ({} servers, {} workers)",
-                event.fault, event.at_ms, model.nodes, model.clients
+                "event {i} ({} at {} ms) names a server or worker the model does not have ({}, {})",
+                event.fault,
+                event.at_ms,
+                crate::plural(model.nodes, "server"),
+                crate::plural(model.clients, "worker")
             ));
+        }
+        if let Some(problem) = physical(&event.fault) {
+            return Err(format!("event {i} ({} at {} ms): {problem}", event.fault, event.at_ms));
         }
         if event.at_ms >= model.safety_ms && !(event.at_ms == 0 && matches!(event.fault, Fault::ClockRate { .. })) {
             return Err(format!(
@@ -33,4 +42,18 @@ pub fn validate(plan: &[FaultEvent], model: &Model) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Clock faults a clock can take: a rate within what a model may draw (so
+/// the clock moves forward), a step within a day.
+fn physical(fault: &Fault) -> Option<String> {
+    match *fault {
+        Fault::ClockRate { ppm, .. } if ppm.unsigned_abs() > DRIFT_PPM_REAL_MAX => {
+            Some(format!("a clock rate must be within -{DRIFT_PPM_REAL_MAX}..={DRIFT_PPM_REAL_MAX} ppm"))
+        }
+        Fault::ClockStep { delta_ms, .. } if delta_ms.unsigned_abs() > STEP_MS_MAX => {
+            Some(format!("a clock step must be within -{STEP_MS_MAX}..={STEP_MS_MAX} ms (one day)"))
+        }
+        _ => None,
+    }
 }

@@ -136,10 +136,12 @@ impl Worker {
             _ => return,
         };
         let holder = Holder { client: self.id, request: acquire };
-        if !self.work(&key, token, lease_ms).await {
+        // The write uses the token the client library hands out, not the one the
+        // grant's event carried: `token-monotonic` checks it is the client's latest grant.
+        let Some(write_token) = self.work(&key, token, lease_ms).await else {
             return;
-        }
-        self.write(&key, token, holder).await;
+        };
+        self.write(&key, write_token, holder).await;
         self.finish(&key, token).await;
     }
 
@@ -169,10 +171,11 @@ impl Worker {
         self.mailbox = self.ctx.net.bind(Addr::Client(self.id));
     }
 
-    /// Works on the job; returns false when the lock was lost and the job dropped.
+    /// Works on the job; returns the token the client library then holds for
+    /// the write, or `None` when the lock was lost and the job dropped.
     /// A long job renews its lease every `RENEW_EVERY_PERMILLE` of a lease, as a
     /// careful worker does, so renewals meet leader changes and partitions.
-    async fn work(&mut self, key: &Key, token: Token, lease_ms: u64) -> bool {
+    async fn work(&mut self, key: &Key, token: Token, lease_ms: u64) -> Option<Token> {
         let long = self.rng.gen_bool(0.25);
         let work_ms = if long {
             self.rng.gen_range(lease_ms * 8 / 10..lease_ms * 3)
@@ -191,25 +194,25 @@ impl Worker {
                 break;
             }
             if renews && !self.renew(key, token).await {
-                return false;
+                return None;
             }
         }
         // The worker-side check: a careful worker does not write once it knows
         // its lease is gone. It cannot stop a stall between this check and the
         // write; only the resource's token check can.
-        if self.client.belief(key, self.now()).is_none() {
+        let Some(believed) = self.client.belief(key, self.now()) else {
             self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
-            return false;
-        }
-        if self.rng.gen_bool(0.25) {
+            return None;
+        };
+        if self.ctx.model.stalls && self.rng.gen_bool(0.25) {
             // Worker A: a stop-the-world stall (GC) between the check and the write.
-            let stall_ms = self.rng.gen_range(lease_ms / 2..lease_ms * 2 + self.ctx.model.pause_ms_max.min(lease_ms));
-            let actor = Actor::Client(self.id);
-            self.ctx.record(EventKind::Paused { actor });
-            madsim::time::sleep(Duration::from_millis(stall_ms)).await;
-            self.ctx.record(EventKind::Resumed { actor });
+            let longest_ms = self.ctx.model.stall_ms_longest();
+            let ms = self.rng.gen_range(lease_ms.min(longest_ms) / 2..=longest_ms);
+            self.ctx.record(EventKind::Stalled { client: self.id, ms });
+            madsim::time::sleep(Duration::from_millis(ms)).await;
+            self.ctx.record(EventKind::Resumed { actor: Actor::Client(self.id) });
         }
-        true
+        Some(believed)
     }
 
     /// Renews the lease on `key`; returns false when the service says it is lost.

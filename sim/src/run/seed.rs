@@ -1,7 +1,7 @@
 //! Running seeds: each on a fresh OS thread with a fresh madsim runtime
 //! (std's HashMap seeds are per thread; MADSIM.md), then checking its history.
 
-use crate::checker::{self, CheckConfig, Counters, Property, Violation};
+use crate::checker::{self, CheckConfig, Counters, Exposure, Property, Violation};
 use crate::faults::{self, FaultEvent};
 use crate::history::History;
 use crate::machine::net::NetStats;
@@ -29,6 +29,8 @@ pub struct Outcome {
     pub elections: u64,
     pub first_leader_ms: Option<u64>,
     pub lease_exposures: u64,
+    /// Each lease exposure explained: the beliefs, their window, what excused it.
+    pub exposures: Vec<Exposure>,
     #[serde(skip)]
     pub counters: Counters,
     #[serde(skip)]
@@ -119,6 +121,7 @@ pub(crate) fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: Run
         elections: counters.elections,
         first_leader_ms: counters.first_leader_us.map(|us| us / 1_000),
         lease_exposures: counters.lease_exposures,
+        exposures: verdict.exposures,
         counters,
         history: record.history,
         plan,

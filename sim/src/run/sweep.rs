@@ -4,8 +4,9 @@
 //! timing. [`sweep_each`] hands each result over as soon as the seeds before
 //! it are done and keeps nothing, so a hunt of any length runs in flat memory.
 
-use crate::checker::{Property, Violation};
+use crate::checker::{Counters, Exposure, Property, Violation};
 use crate::model::Model;
+use crate::run::figures::{self, SeedFigures};
 use crate::run::scenario::for_failure;
 use crate::run::seed::run_seed;
 use indicatif::ProgressBar;
@@ -24,10 +25,66 @@ pub struct SeedResult {
     pub sim_ms: u64,
     pub messages: u64,
     pub lease_exposures: u64,
+    pub exposures: Vec<Exposure>,
     /// Wall time of the seed's runs, for reports only (never inside a run).
     pub wall_ms: u64,
+    pub linearizable: LinearizableCost,
     /// The scenario file text for a failing seed.
     pub scenario: Option<String>,
+    /// Availability and fencing figures (`explore`), from the history.
+    pub figures: SeedFigures,
+}
+
+/// What the `linearizable` search cost, on one seed or folded over many.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinearizableCost {
+    /// Keys judged.
+    pub keys: u64,
+    /// Keys whose search hit a bound: neither passed nor failed.
+    pub unknown: u64,
+    /// The most search nodes one key's search explored.
+    pub steps_max: u64,
+    /// How many keys had each count of client operations (bounded by the
+    /// search's operations-per-key limit, so the map stays small).
+    pub keys_by_ops: BTreeMap<u64, u64>,
+}
+
+impl LinearizableCost {
+    pub fn of(counters: &Counters) -> LinearizableCost {
+        let mut keys_by_ops = BTreeMap::new();
+        for ops in &counters.linearizable_ops_per_key {
+            *keys_by_ops.entry(*ops).or_default() += 1;
+        }
+        LinearizableCost {
+            keys: counters.linearizable_keys,
+            unknown: counters.linearizable_unknown,
+            steps_max: counters.linearizable_steps_max,
+            keys_by_ops,
+        }
+    }
+
+    pub fn add(&mut self, other: &LinearizableCost) {
+        self.keys += other.keys;
+        self.unknown += other.unknown;
+        self.steps_max = self.steps_max.max(other.steps_max);
+        for (ops, keys) in &other.keys_by_ops {
+            *self.keys_by_ops.entry(*ops).or_default() += keys;
+        }
+    }
+
+    /// The operations per key that `permille`/1000 of the keys do not exceed.
+    pub fn ops_per_key_quantile(&self, permille: u64) -> u64 {
+        let total: u64 = self.keys_by_ops.values().sum();
+        let wanted = (total * permille).div_ceil(1_000).max(1);
+        let mut seen = 0;
+        for (ops, keys) in &self.keys_by_ops {
+            seen += keys;
+            if seen >= wanted {
+                return *ops;
+            }
+        }
+        0
+    }
 }
 
 /// Runs `seeds` of `model` on `jobs` threads; with `twice`, every seed runs a
@@ -45,7 +102,7 @@ pub fn sweep(
     sweep_each(seeds, model, Sweep { jobs, twice, stop: &never }, |result| {
         failures += u64::from(!result.violations.is_empty());
         if let Some(bar) = progress {
-            bar.set_message(format!("{failures} failures"));
+            bar.set_message(crate::plural(failures, "failure"));
             bar.inc(1);
         }
         results.push(result);
@@ -141,6 +198,13 @@ fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
             });
         }
     }
+    let (acquire_us, unheld_waiting_us_max) = figures::availability(&outcome.history);
+    let figures = SeedFigures {
+        grants: outcome.grants,
+        stale_writes_rejected: outcome.stale_writes_rejected,
+        acquire_us,
+        unheld_waiting_us_max,
+    };
     let scenario = if violations.is_empty() {
         None
     } else {
@@ -155,8 +219,11 @@ fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
         sim_ms: outcome.sim_ms,
         messages: outcome.messages,
         lease_exposures: outcome.lease_exposures,
+        exposures: outcome.exposures,
+        linearizable: LinearizableCost::of(&outcome.counters),
         wall_ms: started.elapsed().as_millis() as u64,
         scenario,
+        figures,
     }
 }
 

@@ -56,17 +56,16 @@ pub fn postmortem(report: &Report) -> String {
     let (before, after, model) = (&report.before, &report.after, &report.case.model);
     let mut out = format!(
         "Shrunk by `fencesim shrink` from {} faults, {} trace lines and {} simulated ms to {} faults, {} lines and {} ms \
-         ({} servers, {} workers, {} key{}{}).\n",
+         ({}, {}, {}{}).\n",
         before.faults,
         before.trace_lines,
         before.sim_ms,
         after.faults,
         after.trace_lines,
         after.sim_ms,
-        model.nodes,
-        model.clients,
-        model.keys,
-        if model.keys == 1 { "" } else { "s" },
+        crate::plural(model.nodes, "server"),
+        crate::plural(model.clients, "worker"),
+        crate::plural(model.keys, "key"),
         model.jobs_max.map(|j| format!(", {j} jobs each")).unwrap_or_default()
     );
     out.push_str(&format!("The flaw ({}): {}\n", model.variant.name(), model.variant.info().about));

@@ -79,15 +79,15 @@ impl Backups {
     pub(super) fn cluster_restore(&mut self, variant: Variant) -> Option<ClusterRestore> {
         let backup = self.cluster.clone()?;
         self.epoch += 1;
-        let epoch_base = u64::from(self.epoch) << 32;
+        let epoch_base = Token::epoch_base(self.epoch);
         let mut state = backup.state.clone();
         // The one place `restore-naive` changes: the counter stays as backed up.
         if variant != Variant::RestoreNaive {
-            state.raise_token_floor(Token(epoch_base));
+            state.raise_token_floor(epoch_base);
         }
         let token_floor = state.token_last();
         self.nodes.clear();
-        let term = Term(backup.term.0.max(epoch_base));
+        let term = Term(backup.term.0.max(epoch_base.0));
         let image = NodeImage {
             hard_state: HardState { term, vote: None, commit: backup.index },
             snapshot: Some(Snapshot { index: backup.index, term: backup.term, state }),

@@ -184,6 +184,37 @@ fn a_deposed_leader_does_not_answer_its_lost_proposals() {
     assert_eq!(cluster.token_of(old), None, "the uncommitted Grant was overwritten");
 }
 
+/// A leader is cut off after its Release reached both followers but before it
+/// learned the commit. Its successor commits the Release with its no-op; the
+/// old leader applies it as a follower and must not answer: it no longer leads
+/// the term it proposed in (the client retries and the successor answers).
+#[test]
+fn a_deposed_leader_does_not_answer_a_release_its_successor_committed() {
+    let (mut cluster, old) = three(Variant::Default);
+    cluster.request(old, 1, 1, acquire(0));
+    let [ClientReply::Granted { token, .. }] = cluster.answers(1, 1)[..] else {
+        panic!("expected one Granted, got {:?}", cluster.answers(1, 1));
+    };
+    let release_index = LogIndex(cluster.server(old).raft.last_index().0 + 1);
+    cluster.send(old, 1, 2, ClientRequest::Release { key: key(), token });
+    let followers = [other_than(old), NodeId(3 - old.0 - other_than(old).0)];
+    let both_hold_it =
+        |cluster: &Cluster| followers.iter().all(|f| cluster.server(*f).raft.last_index() >= release_index);
+    cluster.settle_until(both_hold_it);
+    assert!(both_hold_it(&cluster), "the Release reached both followers");
+    assert!(cluster.server(old).raft.commit_index() < release_index, "the old leader has not learned the commit");
+    cluster.isolate(old);
+    assert!(cluster.run_until(5_000, |cluster| cluster.leader().is_some_and(|leader| leader != old)));
+    cluster.heal();
+    cluster.run_ms(1_000);
+    assert_ne!(cluster.role(old), Role::Leader);
+    let released = |(command, result): &(Command, ApplyResult)| {
+        matches!(command, Command::Release { .. }) && *result == ApplyResult::Released
+    };
+    assert!(cluster.applied(old).iter().any(released), "the old leader applied the committed Release");
+    assert_eq!(cluster.replies(1, 2), vec![], "only a node leading the proposal's term answers it");
+}
+
 /// A leader stalls (a GC pause) with the answers to its Grant's confirmation
 /// round queued, and its clock is stepped back during the stall by more than
 /// the stall lasted. Meanwhile a successor took office and the lock expired.

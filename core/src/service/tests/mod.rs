@@ -4,6 +4,7 @@
 //! to cut a node off and one to stall it (a GC pause: its messages wait).
 
 mod acquire;
+mod checks;
 mod ghosts;
 mod leases;
 mod revoke;
@@ -159,6 +160,16 @@ impl Cluster {
             self.collect(NodeId(n as u8));
         }
         self.settle();
+    }
+
+    /// One tick on `node` alone, without delivering anything: a node resuming
+    /// from a stall whose first tick comes before the messages that waited for it.
+    pub(super) fn tick_alone(&mut self, node: NodeId) {
+        let n = usize::from(node.0);
+        self.clocks_ms[n] += TICK_MS;
+        let now_ms = self.clocks_ms[n];
+        self.servers[n].tick(now_ms);
+        self.collect(node);
     }
 
     pub(super) fn run_ms(&mut self, ms: u64) {

@@ -161,12 +161,19 @@ fn violation(key: &fencelock::Key, list: &[Op], limits: Limits) -> Violation {
     Violation::new(Property::Linearizable, at_us, detail).clients(&clients)
 }
 
-impl Family for LinearizableChecker {
-    fn observe(&mut self, _ctx: &Context, _facts: &Facts, event: &Event, _report: &mut Report) {
+impl LinearizableChecker {
+    /// Takes one event; this family needs nothing of the applied state.
+    pub(crate) fn observe_event(&mut self, event: &Event) {
         self.log.observe(event.at_us, &event.kind);
         if let EventKind::Clock { actor: Actor::Server(node), local_us, rate_ppm, within_bound } = &event.kind {
             self.on_clock(event.at_us, *node, *local_us, *rate_ppm, *within_bound);
         }
+    }
+}
+
+impl Family for LinearizableChecker {
+    fn observe(&mut self, _ctx: &Context, _facts: &Facts, event: &Event, _report: &mut Report) {
+        self.observe_event(event);
     }
 
     /// Judges every key and the tokens across keys.

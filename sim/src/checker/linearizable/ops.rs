@@ -7,6 +7,11 @@
 //! ended — may have taken effect or not. `Cancel` is not an operation: it is
 //! the client walking away from one. A whole-cluster restore is a fixed-time
 //! step on every key (`Call::Restore`): the lock table becomes the backup's.
+//! The backup also predates the sessions that make a retry take effect once,
+//! so an operation still open across a restore may take effect twice: once
+//! before the restore (lost with it, its answer never sent) and once after,
+//! the one it is answered for. The first is a copy of the operation without
+//! an answer that must take effect before the restore (`per_key`).
 
 use crate::history::{Actor, EventKind};
 use fencelock::service::{ClientReply, ClientRequest};
@@ -148,6 +153,8 @@ pub(crate) fn per_key(ops: &[Op], restores_at_us: &[u64]) -> BTreeMap<Key, Vec<O
         keys.entry(op.key.clone()).or_default().push(op.clone());
     }
     for (key, list) in keys.iter_mut() {
+        let copies: Vec<Op> = list.iter().flat_map(|op| lost_in_restores(op, restores_at_us)).collect();
+        list.extend(copies);
         for at_us in restores_at_us {
             list.push(Op {
                 client: ClientId(0),
@@ -167,6 +174,18 @@ pub(crate) fn per_key(ops: &[Op], restores_at_us: &[u64]) -> BTreeMap<Key, Vec<O
         mark_queue_excuses(list);
     }
     keys
+}
+
+/// For each restore strictly inside `op`'s interval, an unanswered copy of
+/// `op` that must take effect before that restore, if at all: the effect of
+/// an attempt the restore rolled back (its session went with it, so the
+/// retry after the restore took effect again). An operation never answered
+/// may already take effect at any time and needs no copy.
+fn lost_in_restores<'a>(op: &'a Op, restores_at_us: &'a [u64]) -> impl Iterator<Item = Op> + 'a {
+    restores_at_us
+        .iter()
+        .filter(move |at_us| op.answered() && op.inv_us < **at_us && **at_us < op.resp_us)
+        .map(move |at_us| Op { answer: None, resp_us: at_us - 1, ..op.clone() })
 }
 
 /// Marks the `Busy { 0 }` and `TimedOut` answers that a waiting acquire on the key excuses.

@@ -113,7 +113,9 @@ pub(crate) fn is_ambiguous(op: &Op) -> bool {
 pub(crate) fn step(state: &State, op: &Op, index: u32, bound_us: u64, out: &mut Vec<State>) {
     let mut emit = |effect_us: u64, slot: Slot, token_last: Option<Token>| {
         let now_us = state.now_us.max(op.inv_us).max(effect_us);
-        if now_us <= bound_us {
+        // An unanswered operation cut short by a restore (`ops::lost_in_restores`)
+        // has an answer time of its own; every other one is bounded by `bound_us`.
+        if now_us <= bound_us && now_us <= op.resp_us {
             out.push(State { now_us, slot, token_last });
         }
     };

@@ -186,6 +186,50 @@ fn after_a_cluster_restore_the_key_is_unknown() {
     assert_linearizable(&verdict);
 }
 
+/// c1 waits for `k` from 0 ms; c2 is told Busy at 100 ms and granted 42 at
+/// 2,500 ms; the cluster is restored at 3,000 ms; c1 is granted the first
+/// token above the restore's floor at 3,500 ms (`answer_ms`).
+fn granted_across_a_restore(answer_ms: u64) -> H {
+    let waiting = ClientRequest::Acquire { key: key("k"), lease_ms: LEASE_MS, wait_ms: 5_000 };
+    try_lock(H::new().request(1, 1, 0, waiting).at_ms(100), 2, 1, "k")
+        .at_ms(105)
+        .answered(2, 1, busy(1_900))
+        .at_ms(2_500)
+        .acquire_request(2, 2, "k")
+        .at_ms(2_510)
+        .answered(2, 2, reply_granted(42))
+        .at_ms(3_000)
+        .restore(1, 1 << 32)
+        .at_ms(answer_ms)
+        .answered(1, 1, reply_granted((1 << 32) + 1))
+}
+
+#[test]
+fn an_operation_open_across_a_restore_may_take_effect_before_it_and_again_after() {
+    // The Busy at 100 ms is c1's first grant, rolled back by the restore with
+    // its session; c1's retry after the restore was granted again. Its
+    // answered grant cannot explain the Busy: its token is above 42's.
+    assert_linearizable(&granted_across_a_restore(3_500).check());
+    // Answered before the restore, c1's grant takes effect once: either
+    // before the Busy (then 42 comes after 43) or after 42, and the Busy
+    // stays unexplained.
+    let before = H::new()
+        .request(1, 1, 0, ClientRequest::Acquire { key: key("k"), lease_ms: LEASE_MS, wait_ms: 5_000 })
+        .at_ms(100)
+        .acquire_request(2, 1, "k")
+        .at_ms(105)
+        .answered(2, 1, busy(1_900))
+        .at_ms(2_500)
+        .acquire_request(2, 2, "k")
+        .at_ms(2_510)
+        .answered(2, 2, reply_granted(42))
+        .at_ms(2_800)
+        .answered(1, 1, reply_granted(43))
+        .at_ms(3_000)
+        .restore(1, 1 << 32);
+    assert_eq!(found(&before.check()).len(), 1, "a grant answered before the restore takes effect once");
+}
+
 #[test]
 fn an_answer_that_does_not_fit_the_request_has_no_linearization() {
     let verdict = try_lock(H::new(), 1, 1, "k").at_ms(10).answered(1, 1, ClientReply::Released).check();

@@ -87,6 +87,7 @@ fn call_text(call: &Call) -> String {
 fn answer_text(op: &Op) -> String {
     match op.answer {
         None if op.call == Call::Restore => String::new(),
+        None if op.resp_us != u64::MAX => "(rolled back by restore)".to_string(),
         None => "(none)".to_string(),
         Some(ClientReply::Granted { token, lease_ms }) => format!("Granted {token}, {lease_ms} ms"),
         Some(ClientReply::Busy { remaining_ms }) => format!("Busy, {remaining_ms} ms left"),

@@ -122,6 +122,10 @@ impl Clients {
                 let open = Open::new(event, Style::Paused, "paused".into());
                 self.lanes.entry(*client).or_default().paused = Some(open);
             }
+            EventKind::Stalled { client, .. } => {
+                let open = Open::new(event, Style::Paused, "stalled".into());
+                self.lanes.entry(*client).or_default().paused = Some(open);
+            }
             EventKind::Resumed { actor: Actor::Client(client) } => {
                 let lane = self.lanes.entry(*client).or_default();
                 if let Some(open) = lane.paused.take() {

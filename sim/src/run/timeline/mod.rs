@@ -20,7 +20,7 @@ mod clients;
 mod html;
 pub mod layout;
 mod servers;
-mod svg;
+pub mod svg;
 
 use crate::history::Event;
 use crate::run::seed::Outcome;

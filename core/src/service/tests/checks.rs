@@ -1,0 +1,85 @@
+//! `Busy` and `TimedOut` only from confirmed leadership and committed state.
+
+use super::*;
+
+fn busy_or_timed_out(answers: &[ClientReply]) -> bool {
+    answers.iter().any(|reply| matches!(reply, ClientReply::Busy { .. } | ClientReply::TimedOut))
+}
+
+/// c1 holds the key at `old`, c2 waits 300 ms for it; `old` stalls until a
+/// successor has taken office, and its clock runs past c2's deadline.
+fn stalled_leader_with_a_waiter() -> (Cluster, NodeId) {
+    let (mut cluster, old) = three(Variant::Default);
+    cluster.request(old, 1, 1, acquire(0));
+    cluster.request(old, 2, 1, acquire(300));
+    assert_eq!(cluster.answers(2, 1), vec![], "a waiter waits");
+    cluster.pause(old);
+    let successor = |cluster: &Cluster| (0..3).map(NodeId).any(|n| n != old && cluster.server(n).is_serving_leader());
+    assert!(cluster.run_until(5_000, successor), "a successor took office");
+    (cluster, old)
+}
+
+/// The stalled leader resumes and ticks before it reads what waited for it:
+/// c2's deadline has passed on its clock. Its retry may wait at the
+/// successor meanwhile, so a `TimedOut` from the deposed queue would tell
+/// c2 it never got a lock it may be granted there.
+#[test]
+fn a_stalled_leader_does_not_time_out_its_waiters_before_it_knows_it_still_leads() {
+    let (mut cluster, old) = stalled_leader_with_a_waiter();
+    cluster.tick_alone(old);
+    cluster.resume(old);
+    cluster.run_ms(100);
+    assert_ne!(cluster.role(old), Role::Leader);
+    assert!(!busy_or_timed_out(&cluster.answers(2, 1)), "answers: {:?}", cluster.answers(2, 1));
+    assert!(matches!(cluster.answers(2, 1)[..], [ClientReply::NotLeader { .. }]), "sent to the successor");
+}
+
+/// The successor released c1's lock; the stalled leader, not knowing, must
+/// not tell a try-lock `Busy` from its stale table.
+#[test]
+fn a_stalled_leader_does_not_answer_busy_from_its_stale_table() {
+    let (mut cluster, old) = stalled_leader_with_a_waiter();
+    let successor = (0..3).map(NodeId).find(|n| *n != old && cluster.server(*n).is_serving_leader()).expect("one");
+    cluster.request(successor, 1, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    assert_eq!(cluster.answers(1, 2), vec![ClientReply::Released]);
+    cluster.send(old, 3, 1, acquire(0));
+    cluster.resume(old);
+    cluster.run_ms(100);
+    assert!(!busy_or_timed_out(&cluster.answers(3, 1)), "answers: {:?}", cluster.answers(3, 1));
+}
+
+/// A leader cut off from the cluster proposes c1's Grant, which never
+/// commits; c2's try-lock must not be told `Busy` by it.
+#[test]
+fn a_grant_in_flight_makes_no_busy_until_it_applies() {
+    let (mut cluster, old) = three(Variant::Default);
+    cluster.isolate(old);
+    cluster.send(old, 1, 1, acquire(0));
+    cluster.send(old, 2, 1, acquire(0));
+    cluster.settle();
+    assert_eq!(cluster.answers(2, 1), vec![], "no answer before the Grant applies");
+    assert!(cluster.run_until(5_000, |cluster| cluster.role(old) != Role::Leader), "check-quorum deposes it");
+    assert!(!busy_or_timed_out(&cluster.answers(2, 1)), "answers: {:?}", cluster.answers(2, 1));
+    assert_eq!(cluster.token_of(old), None);
+}
+
+/// A resend of c2's wait overtaken by its `TimedOut` arrives after the key
+/// freed: served afresh it would be granted to a client that has moved on.
+#[test]
+fn a_late_copy_of_a_timed_out_wait_is_answered_again_not_granted() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    cluster.request(NodeId(0), 2, 1, acquire(200));
+    cluster.run_ms(200);
+    assert_eq!(cluster.answers(2, 1), vec![ClientReply::TimedOut]);
+    cluster.request(NodeId(0), 1, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    cluster.request(NodeId(0), 2, 1, acquire(200));
+    assert_eq!(cluster.answers(2, 1), vec![ClientReply::TimedOut, ClientReply::TimedOut]);
+    assert_eq!(cluster.token_of(NodeId(0)), None, "the key stays free");
+    // Once a newer request of c2 was answered, a copy of the older one gets nothing at all.
+    cluster.request(NodeId(0), 3, 1, acquire(0));
+    cluster.request(NodeId(0), 2, 2, acquire(0));
+    assert!(matches!(cluster.answers(2, 2)[..], [ClientReply::Busy { .. }]));
+    cluster.request(NodeId(0), 2, 1, acquire(200));
+    assert_eq!(cluster.answers(2, 1).len(), 2);
+}

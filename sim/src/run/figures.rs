@@ -1,0 +1,265 @@
+//! The availability figures of one run, read from its history in one place
+//! (for `explore`, CLI.md "Explore"): how long acquires took from their
+//! first send to `Granted` (true time), and the longest stretch in which a
+//! key had no committed holder while some client was waiting for it.
+//!
+//! "Committed holder" is the lock table as the first server to apply each
+//! entry changed it (as the timeline draws it); "waiting" is an `Acquire`
+//! from its first send until a final answer (anything but `NotLeader` and
+//! `Unavailable`, which the client retries), the client giving up, or the
+//! client crashing. A stretch still open when the history ends is closed
+//! at its last event.
+
+use crate::history::{Actor, Event, EventKind, History};
+use fencelock::service::{ClientReply, ClientRequest};
+use fencelock::{ApplyResult, ClientId, Command, Key, LogIndex, RequestId, Token};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Latencies kept per seed: a histogram of values rounded to three
+/// significant digits (percentiles within 0.5%), so a seed's record stays
+/// a few hundred bytes whatever its number of grants.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Histogram(pub BTreeMap<u64, u64>);
+
+impl Histogram {
+    pub fn add(&mut self, value: u64) {
+        *self.0.entry(round3(value)).or_default() += 1;
+    }
+
+    pub fn merge(&mut self, other: &Histogram) {
+        for (&value, &count) in &other.0 {
+            *self.0.entry(value).or_default() += count;
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.0.values().sum()
+    }
+
+    /// The nearest-rank percentile (`permille` of 1000), `None` when empty.
+    pub fn percentile(&self, permille: u64) -> Option<u64> {
+        assert!(permille <= 1_000, "a percentile is at most 1000 permille");
+        let count = self.count();
+        if count == 0 {
+            return None;
+        }
+        let rank = (count * permille).div_ceil(1_000).max(1);
+        let mut seen = 0;
+        for (&value, &n) in &self.0 {
+            seen += n;
+            if seen >= rank {
+                return Some(value);
+            }
+        }
+        unreachable!("the rank is at most the count")
+    }
+}
+
+/// `value` rounded to three significant digits (half up).
+pub fn round3(value: u64) -> u64 {
+    let mut scale = 1;
+    while value / scale >= 1_000 {
+        scale *= 10;
+    }
+    (value + scale / 2) / scale * scale
+}
+
+/// What `explore` keeps of one seed besides its violations.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeedFigures {
+    /// Grants applied (first apply of each), as the checker counts them.
+    pub grants: u64,
+    /// Writes the resource refused for a stale token.
+    pub stale_writes_rejected: u64,
+    /// Acquire latency, first send to `Granted`, microseconds of true time.
+    pub acquire_us: Histogram,
+    /// The longest stretch any key had no committed holder while a client waited for it.
+    pub unheld_waiting_us_max: u64,
+}
+
+/// Acquires and stretches, read from a history.
+pub fn availability(history: &History) -> (Histogram, u64) {
+    let mut reader = Reader::default();
+    for event in history.events() {
+        reader.observe(event);
+    }
+    let end_us = history.events().last().map_or(0, |e| e.at_us);
+    let keys: Vec<Key> = reader.keys.keys().cloned().collect();
+    for key in keys {
+        reader.settle(&key, end_us, true);
+    }
+    (reader.acquire_us, reader.unheld_waiting_us_max)
+}
+
+#[derive(Default)]
+struct KeyState {
+    holder: Option<Token>,
+    waiting: BTreeSet<(ClientId, RequestId)>,
+    /// Since when the key has been unheld with a waiter.
+    stretch_from_us: Option<u64>,
+}
+
+#[derive(Default)]
+struct Reader {
+    /// Open acquires: first send and key.
+    acquires: BTreeMap<(ClientId, RequestId), (u64, Key)>,
+    keys: BTreeMap<Key, KeyState>,
+    applied: BTreeSet<LogIndex>,
+    acquire_us: Histogram,
+    unheld_waiting_us_max: u64,
+}
+
+impl Reader {
+    fn observe(&mut self, event: &Event) {
+        let at = event.at_us;
+        match &event.kind {
+            // A retry (same request id) keeps the first send's time.
+            EventKind::Requested { client, request, body: ClientRequest::Acquire { key, .. }, .. }
+                if !self.acquires.contains_key(&(*client, *request)) =>
+            {
+                self.acquires.insert((*client, *request), (at, key.clone()));
+                self.key(key).waiting.insert((*client, *request));
+                self.settle(key, at, false);
+            }
+            EventKind::Answered { client, request, reply, .. } => match reply {
+                ClientReply::NotLeader { .. } | ClientReply::Unavailable => {}
+                ClientReply::Granted { .. } => self.close(*client, *request, at, true),
+                _ => self.close(*client, *request, at, false),
+            },
+            EventKind::GaveUp { client, request } => self.close(*client, *request, at, false),
+            EventKind::Crashed { actor: Actor::Client(client) } => {
+                let open: Vec<RequestId> =
+                    self.acquires.keys().filter(|(c, _)| c == client).map(|(_, request)| *request).collect();
+                for request in open {
+                    self.close(*client, request, at, false);
+                }
+            }
+            EventKind::ClusterRestored { .. } => {
+                // The table is the backup's now; the entries are numbered anew.
+                self.applied.clear();
+                let keys: Vec<Key> = self.keys.keys().cloned().collect();
+                for key in keys {
+                    self.key(&key).holder = None;
+                    self.settle(&key, at, false);
+                }
+            }
+            EventKind::Applied { index, command, result, .. } if self.applied.insert(*index) => {
+                self.applied_once(command, result, at);
+            }
+            _ => {}
+        }
+    }
+
+    fn key(&mut self, key: &Key) -> &mut KeyState {
+        self.keys.entry(key.clone()).or_default()
+    }
+
+    fn close(&mut self, client: ClientId, request: RequestId, at_us: u64, granted: bool) {
+        let Some((sent_us, key)) = self.acquires.remove(&(client, request)) else { return };
+        if granted {
+            self.acquire_us.add(at_us - sent_us);
+        }
+        self.key(&key).waiting.remove(&(client, request));
+        self.settle(&key, at_us, false);
+    }
+
+    fn applied_once(&mut self, command: &Command, result: &ApplyResult, at_us: u64) {
+        let key = command.key().clone();
+        let state = self.key(&key);
+        match (command, result) {
+            (Command::Grant { .. }, ApplyResult::Granted { token }) => state.holder = Some(*token),
+            (Command::Release { token, .. }, ApplyResult::Released)
+            | (Command::Expire { token, .. }, ApplyResult::Expired { existed: true })
+                if state.holder == Some(*token) =>
+            {
+                state.holder = None;
+            }
+            _ => {}
+        }
+        self.settle(&key, at_us, false);
+    }
+
+    /// Opens or closes the key's stretch after a change at `at_us`; `end`
+    /// closes it whatever the state (the history's end).
+    fn settle(&mut self, key: &Key, at_us: u64, end: bool) {
+        let state = self.keys.get_mut(key).expect("a settled key is known");
+        let starved = !end && state.holder.is_none() && !state.waiting.is_empty();
+        match (state.stretch_from_us, starved) {
+            (None, true) => state.stretch_from_us = Some(at_us),
+            (Some(from_us), false) => {
+                state.stretch_from_us = None;
+                self.unheld_waiting_us_max = self.unheld_waiting_us_max.max(at_us - from_us);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{availability, round3, Histogram};
+    use crate::history::{EventKind, History};
+    use fencelock::service::{ClientReply, ClientRequest};
+    use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};
+
+    #[test]
+    fn three_significant_digits_and_nearest_rank() {
+        assert_eq!((round3(999), round3(1_004), round3(1_005), round3(123_456)), (999, 1_000, 1_010, 123_000));
+        let mut h = Histogram::default();
+        for v in 1..=100 {
+            h.add(v);
+        }
+        assert_eq!((h.percentile(500), h.percentile(990), h.percentile(1_000)), (Some(50), Some(99), Some(100)));
+        assert_eq!(Histogram::default().percentile(500), None);
+    }
+
+    #[test]
+    fn a_key_unheld_while_a_client_waits_is_a_stretch() {
+        let key = Key::new("k");
+        let (a, b) = (ClientId(0), ClientId(1));
+        let acquire = ClientRequest::Acquire { key: key.clone(), lease_ms: 1_000, wait_ms: 2_000 };
+        let grant = |client, request| Command::Grant {
+            key: key.clone(),
+            lease_ms: 1_000,
+            holder: Holder { client, request: RequestId(request) },
+        };
+        let mut h = History::new();
+        let request =
+            |client, r| EventKind::Requested { client, request: RequestId(r), to: NodeId(0), body: acquire.clone() };
+        let applied = |index, command, result| EventKind::Applied {
+            node: NodeId(0),
+            index: LogIndex(index),
+            term: Term(1),
+            command,
+            result,
+        };
+        let granted = |client, r, token| EventKind::Answered {
+            client,
+            request: RequestId(r),
+            from: NodeId(0),
+            reply: ClientReply::Granted { token: Token(token), lease_ms: 1_000 },
+        };
+        h.record(1_000, request(a, 1));
+        h.record(3_000, applied(1, grant(a, 1), ApplyResult::Granted { token: Token(41) }));
+        h.record(4_000, granted(a, 1, 41));
+        h.record(10_000, request(b, 2));
+        // A retry of the same request does not restart the clock.
+        h.record(12_000, request(b, 2));
+        h.record(
+            20_000,
+            applied(2, Command::Expire { key: key.clone(), token: Token(41) }, ApplyResult::Expired { existed: true }),
+        );
+        // A second server applying the same entry changes nothing.
+        h.record(
+            21_000,
+            applied(2, Command::Expire { key: key.clone(), token: Token(41) }, ApplyResult::Expired { existed: true }),
+        );
+        h.record(70_000, applied(3, grant(b, 2), ApplyResult::Granted { token: Token(42) }));
+        h.record(75_000, granted(b, 2, 42));
+        let (latency, longest_us) = availability(&h);
+        assert_eq!(longest_us, 50_000, "from the expiry (20 ms) to the next grant (70 ms)");
+        assert_eq!(latency.0.into_iter().collect::<Vec<_>>(), vec![(3_000, 1), (65_000, 1)]);
+    }
+}
