@@ -537,7 +537,8 @@ mod tests {
 
     #[test]
     fn every_model_field_has_one_row_and_every_row_a_field() {
-        let all = Model { jobs_max: Some(3), ..Model::default() };
+        let all =
+            Model { jobs_max: Some(3), drift_ppm_real_max: Some(800), stall_ms_max: Some(900), ..Model::default() };
         let fields: Vec<String> = match serde_json::to_value(all).unwrap() {
             serde_json::Value::Object(map) => map.keys().cloned().collect(),
             _ => unreachable!(),

@@ -154,6 +154,8 @@ mod tests {
     fn a_stale_write_accepted_on_the_second_path_breaks_fenced_write() {
         let verdict = happy()
             .at_ms(4_000)
+            // c1 no longer holds its tok43 (its own token is not in question here).
+            .belief_end(1, "k", 43)
             .write(1, 8, "k", 41, WritePath::Ledger, WriteVerdict::Accepted)
             .write(1, 8, "k", 41, WritePath::Ledger, WriteVerdict::Duplicate { accepted: true })
             .check();
@@ -166,6 +168,8 @@ mod tests {
     fn a_resource_restart_does_not_reset_the_highest_token() {
         let verdict = happy()
             .at_ms(4_000)
+            // c1 no longer holds its tok43 (its own token is not in question here).
+            .belief_end(1, "k", 43)
             .crash(crate::history::Actor::Resource)
             .restart(crate::history::Actor::Resource)
             .write(1, 8, "k", 41, WritePath::Status, WriteVerdict::Accepted)
@@ -176,7 +180,11 @@ mod tests {
     #[test]
     fn two_holders_accepted_under_one_token_break_equal_token() {
         // c1 writes with c2's token 42 (a token the service did issue).
-        let verdict = happy().at_ms(4_000).write(1, 8, "k", 42, WritePath::Status, WriteVerdict::Accepted).check();
+        let verdict = happy()
+            .at_ms(4_000)
+            .belief_end(1, "k", 43)
+            .write(1, 8, "k", 42, WritePath::Status, WriteVerdict::Accepted)
+            .check();
         assert_only(&verdict, Property::EqualToken);
         assert_eq!(verdict.violations[0].clients, vec![ClientId(1), ClientId(2)]);
     }
@@ -191,6 +199,8 @@ mod tests {
     fn a_retry_answered_differently_breaks_equal_token() {
         let verdict = happy()
             .at_ms(4_000)
+            // c1 no longer holds its tok43 (its own token is not in question here).
+            .belief_end(1, "k", 43)
             .write(1, 4, "k", 41, WritePath::Ledger, WriteVerdict::Duplicate { accepted: true })
             .check();
         assert_only(&verdict, Property::EqualToken);
@@ -200,6 +210,8 @@ mod tests {
     fn an_equal_token_rejection_is_counted() {
         let verdict = happy()
             .at_ms(4_000)
+            // c1 no longer holds its tok43 (its own token is not in question here).
+            .belief_end(1, "k", 43)
             .write(1, 8, "k", 42, WritePath::Status, WriteVerdict::RejectedEqualToken { highest: Token(42) })
             .check();
         assert_clean(&verdict);
