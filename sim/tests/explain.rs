@@ -58,7 +58,15 @@ fn a_drift_bound_that_would_stop_a_clock_is_refused() {
 fn stall_keys_are_range_checked() {
     assert_model_refused("stall-zero.toml", "stall_ms_max = 0\n", "stall_ms_max");
     assert_model_refused("stall-long.toml", "stall_ms_max = 3600001\n", "stall_ms_max");
-    assert_model_refused("stalls-word.toml", "stalls = \"no\"\n", "stalls");
+    // A value of the wrong type is a TOML error: its line and a caret follow the first line.
+    let model = scratch("stalls-word.toml", "stalls = \"no\"\n");
+    let output = fencesim(&["hunt", "--seeds", "0..2", "--model", model.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.lines().next().is_some_and(|l| l.contains("invalid type") && l.contains("stalls-word.toml")),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -86,9 +94,9 @@ fn a_violation_is_told_in_place_and_at_the_end_and_the_hash_ignores_both() {
     let file = seed_file("0000-sink-unfenced.toml");
     let traced = stdout(&["run", &file, "--trace"]);
     let lines: Vec<&str> = traced.lines().collect();
-    let in_place = lines.iter().position(|l| l.contains("chk   VIOLATION fenced-write at 6488ms")).expect("in place");
-    assert!(lines[in_place - 1].trim_start().starts_with("6488."), "right after its instant's events");
-    assert!(lines.iter().any(|l| l.starts_with("VIOLATION fenced-write at 6488ms")), "and at the end");
+    let in_place = lines.iter().position(|l| l.contains("chk   VIOLATION fenced-write at 6496ms")).expect("in place");
+    assert!(lines[in_place - 1].trim_start().starts_with("6496."), "right after its instant's events");
+    assert!(lines.iter().any(|l| l.starts_with("VIOLATION fenced-write at 6496ms")), "and at the end");
     let plain = stdout(&["run", &file]);
     assert_eq!(
         traced.lines().find(|l| l.starts_with("trace-hash")),

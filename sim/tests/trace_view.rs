@@ -34,6 +34,8 @@ fn trace_lines(stdout: &str) -> Vec<&str> {
     stdout
         .lines()
         .filter(|line| line.trim_start().split_once("ms  ").is_some_and(|(t, _)| t.parse::<f64>().is_ok()))
+        // The checker's findings told in place (`chk`) are not events.
+        .filter(|line| line.split_whitespace().nth(1) != Some("chk"))
         .collect()
 }
 

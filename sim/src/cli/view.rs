@@ -44,14 +44,18 @@ impl TraceView {
 
     /// Prints the kept records as trace lines; a filtered trace first says
     /// how much of the whole it shows.
-    /// Prints the kept lines, each of the checker's `findings` (time, line)
-    /// right after the events of its instant.
+    /// Prints the kept lines; a whole trace also tells each of the checker's
+    /// `findings` (time, line) right after the events of its instant (a
+    /// filtered one keeps them for the end, where every view lists them).
     pub fn print(&self, records: Vec<Record>, outcome: &Outcome, findings: &[(u64, String)]) {
         let all = records.len();
         let kept = self.keep(records, &outcome.history);
-        if self.filter.is_active() {
+        let findings = if self.filter.is_active() {
             crate::outln!("trace: {} of {all} lines kept by the filters", kept.len());
-        }
+            &[]
+        } else {
+            findings
+        };
         let mut marks = findings.iter().peekable();
         for record in &kept {
             while let Some((_, line)) = marks.next_if(|(at_us, _)| *at_us < record.at_us) {
