@@ -300,9 +300,7 @@ fn belief_line(plan: &SweepPlan) -> Option<(Vec<(f64, f64)>, String)> {
         .filter(|&ppm| ppm > 0.0)
         .map(|ppm| (ppm, OVERRUN_LINE_MS / belief_overrun_ms(1.0, ppm, BEYOND_BOUND_FACTOR_MAX)))
         .collect();
-    let label = format!(
-        "belief formula: a clock at {BEYOND_BOUND_FACTOR_MAX:.0}x the bound overruns a lease by {OVERRUN_LINE_MS:.0} ms (more below and right)"
-    );
+    let label = format!("belief formula: a {BEYOND_BOUND_FACTOR_MAX:.0}x-bound clock overruns {OVERRUN_LINE_MS:.0} ms");
     Some((points, label))
 }
 
