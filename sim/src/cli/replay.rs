@@ -203,7 +203,7 @@ fn outcome_json(outcome: &Outcome, trace: Option<(&TraceView, Vec<Record>)>, wit
 /// summary and the trace hash, which every view keeps.
 fn print_outcome(outcome: &Outcome, trace: Option<(&TraceView, Vec<Record>)>) {
     if let Some((view, told)) = trace {
-        view.print(told, outcome, &explain::findings(outcome));
+        view.print(told, outcome);
     }
     for violation in &outcome.violations {
         crate::outln!("VIOLATION {violation}");

@@ -5,6 +5,7 @@
 use crate::cli::args::{InputError, TraceArgs};
 use crate::history::History;
 use crate::model::Model;
+use crate::run::explain;
 use crate::run::filter::TraceFilter;
 use crate::run::log::{LogSettings, Record, LOG_ENV};
 use crate::run::seed::Outcome;
@@ -42,28 +43,20 @@ impl TraceView {
         self.filter.apply(records, history)
     }
 
-    /// Prints the kept records as trace lines; a filtered trace first says
-    /// how much of the whole it shows.
-    /// Prints the kept lines; a whole trace also tells each of the checker's
-    /// `findings` (time, line) right after the events of its instant (a
-    /// filtered one keeps them for the end, where every view lists them).
-    pub fn print(&self, records: Vec<Record>, outcome: &Outcome, findings: &[(u64, String)]) {
+    /// Prints the kept records as trace lines. A filtered trace first says
+    /// how much of the whole it shows; a whole trace also tells each of the
+    /// checker's findings right after the events of its instant (a filtered
+    /// one leaves them to the end, where every view lists them).
+    pub fn print(&self, records: Vec<Record>, outcome: &Outcome) {
         let all = records.len();
         let kept = self.keep(records, &outcome.history);
         let findings = if self.filter.is_active() {
             crate::outln!("trace: {} of {all} lines kept by the filters", kept.len());
-            &[]
+            Vec::new()
         } else {
-            findings
+            explain::findings(outcome)
         };
-        let mut marks = findings.iter().peekable();
-        for record in &kept {
-            while let Some((_, line)) = marks.next_if(|(at_us, _)| *at_us < record.at_us) {
-                crate::outln!("{line}");
-            }
-            crate::outln!("{}", record.line());
-        }
-        for (_, line) in marks {
+        for line in explain::with_findings(kept.iter().map(|r| (r.at_us, r.line())), findings) {
             crate::outln!("{line}");
         }
     }

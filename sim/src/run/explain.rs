@@ -17,16 +17,23 @@ const CHECKER: &str = "chk";
 /// The trace of a run: one line per event, and each violation and lease
 /// exposure as a line of its own right after the events of its instant.
 pub fn trace_lines(outcome: &Outcome) -> Vec<String> {
-    let mut marks = findings(outcome).into_iter().peekable();
-    let mut lines = Vec::with_capacity(outcome.history.events().len() + marks.len());
-    for event in outcome.history.events() {
-        while let Some((_, line)) = marks.next_if(|(at_us, _)| *at_us < event.at_us) {
-            lines.push(line);
+    let events = outcome.history.events().iter().map(|event| (event.at_us, trace::line(event)));
+    with_findings(events, findings(outcome))
+}
+
+/// Trace lines (time, line) with the `findings` (time, line, in time order)
+/// placed among them, each right after the lines of its instant.
+pub fn with_findings(lines: impl IntoIterator<Item = (u64, String)>, findings: Vec<(u64, String)>) -> Vec<String> {
+    let mut marks = findings.into_iter().peekable();
+    let mut out = Vec::new();
+    for (at_us, line) in lines {
+        while let Some((_, mark)) = marks.next_if(|(mark_us, _)| *mark_us < at_us) {
+            out.push(mark);
         }
-        lines.push(trace::line(event));
+        out.push(line);
     }
-    lines.extend(marks.map(|(_, line)| line));
-    lines
+    out.extend(marks.map(|(_, mark)| mark));
+    out
 }
 
 /// The checker's findings as trace lines, in time order (a stable sort: at
