@@ -143,6 +143,44 @@ fn renew_without_leadership_check_variant_acknowledges_at_a_deposed_leader() {
     );
 }
 
+/// A leader stalled while its successor granted a lock gets a renew of that
+/// lock on resuming: its own table does not have the lock, but the lock is
+/// live. Answering `NotHeld` from that table would tell the holder its lease
+/// ended long before it could have; the answer waits for a leadership
+/// confirmation, which a deposed leader never gets.
+fn renew_of_a_successors_grant_at_a_stalled_leader(variant: Variant) -> Vec<ClientReply> {
+    let (mut cluster, old) = three(variant);
+    cluster.pause(old);
+    let successor =
+        |cluster: &Cluster| (0..3).map(NodeId).find(|node| *node != old && cluster.server(*node).is_serving_leader());
+    assert!(cluster.run_until(5_000, |cluster| successor(cluster).is_some()), "a successor is elected");
+    let new = successor(&cluster).expect("just checked");
+    cluster.request(new, 1, 1, acquire(0));
+    let Some(ClientReply::Granted { token, .. }) = cluster.answers(1, 1).first().copied() else {
+        panic!("the successor grants: {:?}", cluster.answers(1, 1));
+    };
+    assert!(cluster.server(old).is_serving_leader(), "the stalled leader still believes it leads");
+    assert_eq!(cluster.token_of(old), None, "and has not heard of the grant");
+    cluster.send(old, 1, 2, renew(token.0));
+    cluster.resume(old);
+    cluster.run_ms(1_000);
+    assert!(!cluster.server(old).is_serving_leader());
+    cluster.answers(1, 2)
+}
+
+#[test]
+fn a_stalled_leader_does_not_answer_not_held_from_a_stale_table() {
+    assert_eq!(renew_of_a_successors_grant_at_a_stalled_leader(Variant::Default), vec![]);
+}
+
+#[test]
+fn renew_without_leadership_check_variant_answers_not_held_from_a_stale_table() {
+    assert_eq!(
+        renew_of_a_successors_grant_at_a_stalled_leader(Variant::RenewWithoutLeadershipCheck),
+        vec![ClientReply::NotHeld]
+    );
+}
+
 /// The confirmation round proves leadership; the deadline is checked again
 /// when it comes back. Here the leader's clock is stepped back while the round
 /// is out, so the deadline lies ahead again: no Expire until it passes anew.
