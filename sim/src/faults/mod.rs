@@ -114,6 +114,24 @@ pub enum Fault {
         node: NodeId,
         fsync_ms: u64,
     },
+    /// Crashes whoever leads when the fault fires (its disk drops unsynced
+    /// writes as in `Crash`) and restarts it `down_ms` later. A plan that
+    /// names the role rather than the node keeps its meaning under another
+    /// seed, where another server wins the election (`shrink` writes these).
+    CrashLeader {
+        torn: bool,
+        down_ms: u64,
+    },
+    /// A stop-the-world stall of `ms` of whoever leads when the fault fires.
+    PauseLeader {
+        ms: u64,
+    },
+    /// The next worker to pass its lease check with a lock held stalls `ms`
+    /// between that check and its write (worker A of seed 002), whoever it
+    /// is: the stall the workload draws (`stalls`), as a planned event.
+    StallHolder {
+        ms: u64,
+    },
     /// For `for_ms`, every server that takes office is struck (crashed or
     /// cut off) up to `within_ms` after it or as it applies its first entries
     /// in office (`world/churn.rs`), and comes back `down_ms` later.
@@ -151,7 +169,7 @@ impl fmt::Display for ChurnEvent {
 
 impl Fault {
     /// Every server and worker the fault names (addresses as actors), in
-    /// the order it names them; the resource and "whoever leads" are not named.
+    /// the order it names them; the resource, "whoever leads" and "whoever holds" are not named.
     pub fn named(&self) -> Vec<Actor> {
         let of = |addr: &Addr| match *addr {
             Addr::Server(node) => Actor::Server(node),
@@ -172,6 +190,9 @@ impl Fault {
                 vec![*actor]
             }
             Fault::IsolateLeader
+            | Fault::CrashLeader { .. }
+            | Fault::PauseLeader { .. }
+            | Fault::StallHolder { .. }
             | Fault::Heal
             | Fault::BackupCluster
             | Fault::RestoreCluster
@@ -195,6 +216,17 @@ impl fmt::Display for Fault {
             }
             Fault::OneWay { from, to } => write!(f, "one-way cut {from} -> {to}"),
             Fault::IsolateLeader => f.write_str("isolate the leader"),
+            Fault::CrashLeader { torn, down_ms } => {
+                let torn = if *torn { " (torn write)" } else { "" };
+                write!(f, "crash the leader{torn}, restart it {down_ms} ms later")
+            }
+            Fault::PauseLeader { ms } => write!(f, "pause the leader for {ms} ms"),
+            Fault::StallHolder { ms } => {
+                write!(
+                    f,
+                    "stall the next worker to write under a lock for {ms} ms between its lease check and its write"
+                )
+            }
             Fault::IsolateLeaderWith { clients, pause_ms } => {
                 let clients: Vec<String> = clients.iter().map(ClientId::to_string).collect();
                 write!(f, "isolate the leader with {}", clients.join(" "))?;

@@ -45,7 +45,8 @@ pub fn validate(plan: &[FaultEvent], model: &Model) -> Result<(), String> {
 }
 
 /// Clock faults a clock can take: a rate within what a model may draw (so
-/// the clock moves forward), a step within a day.
+/// the clock moves forward), a step within a day; stalls and times down
+/// within a day.
 fn physical(fault: &Fault) -> Option<String> {
     match *fault {
         Fault::ClockRate { ppm, .. } if ppm.unsigned_abs() > DRIFT_PPM_REAL_MAX => {
@@ -53,6 +54,11 @@ fn physical(fault: &Fault) -> Option<String> {
         }
         Fault::ClockStep { delta_ms, .. } if delta_ms.unsigned_abs() > STEP_MS_MAX => {
             Some(format!("a clock step must be within -{STEP_MS_MAX}..={STEP_MS_MAX} ms (one day)"))
+        }
+        Fault::CrashLeader { down_ms: ms, .. } | Fault::PauseLeader { ms } | Fault::StallHolder { ms }
+            if ms > STEP_MS_MAX =>
+        {
+            Some(format!("a planned stall or time down must be within 0..={STEP_MS_MAX} ms (one day)"))
         }
         _ => None,
     }

@@ -13,7 +13,7 @@ use crate::nodes::commands::CommandQueue;
 use fencelock::raft::{Role, SoftState};
 use fencelock::resource::ResourceState;
 use fencelock::NodeId;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Mutable world state behind one lock; the simulation is single-threaded so
@@ -26,6 +26,9 @@ pub struct Shared {
     pub incarnations: BTreeMap<Actor, u64>,
     /// Entries each server has applied (commands and no-ops), for leader churn.
     pub applies: BTreeMap<NodeId, u64>,
+    /// Stalls planned by `StallHolder`, in the order they fired, each taken
+    /// by the next worker to pass its lease check with a lock held.
+    pub armed_stalls: VecDeque<u64>,
 }
 
 pub struct Ctx {
@@ -71,6 +74,7 @@ impl Ctx {
                 roles: BTreeMap::new(),
                 incarnations: BTreeMap::new(),
                 applies: BTreeMap::new(),
+                armed_stalls: VecDeque::new(),
             })),
             model,
             script_queues: None,
@@ -111,6 +115,11 @@ impl Ctx {
     /// Encodes and hands one envelope to the simulated network.
     pub fn send(&self, from: Addr, to: Addr, envelope: &Envelope) {
         self.net.send(from, to, wire::encode(envelope));
+    }
+
+    /// The stall a `StallHolder` fault left for the next worker at its write, if any.
+    pub fn take_armed_stall(&self) -> Option<u64> {
+        self.shared().armed_stalls.pop_front()
     }
 
     pub fn note_role(&self, node: NodeId, soft: SoftState) {

@@ -204,10 +204,15 @@ impl Worker {
             self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
             return None;
         };
-        if self.ctx.model.stalls && self.rng.gen_bool(0.25) {
-            // Worker A: a stop-the-world stall (GC) between the check and the write.
-            let longest_ms = self.ctx.model.stall_ms_longest();
-            let ms = self.rng.gen_range(lease_ms.min(longest_ms) / 2..=longest_ms);
+        // Worker A: a stop-the-world stall (GC) between the check and the
+        // write, planned (`StallHolder`) or drawn by the workload.
+        let stall_ms = self.ctx.take_armed_stall().or_else(|| {
+            (self.ctx.model.stalls && self.rng.gen_bool(0.25)).then(|| {
+                let longest_ms = self.ctx.model.stall_ms_longest();
+                self.rng.gen_range(lease_ms.min(longest_ms) / 2..=longest_ms)
+            })
+        });
+        if let Some(ms) = stall_ms {
             self.ctx.record(EventKind::Stalled { client: self.id, ms });
             madsim::time::sleep(Duration::from_millis(ms)).await;
             self.ctx.record(EventKind::Resumed { actor: Actor::Client(self.id) });

@@ -14,7 +14,10 @@
 //! 5. `plan` again, then `sizes`: each remaining fault made smaller and
 //!    shorter, then `length` again, and `plan::prove`: the run without each
 //!    remaining event, which shows it is needed.
-//! 6. `robustness`: a minimal case that fails in fewer than most of a few
+//! 6. `roles`: a fault naming a server is rewritten to name its role ("crash
+//!    the leader"), and the workload's stalls of lock holders become planned
+//!    ones, where the plan then fails in at least as many probe seeds.
+//! 7. `robustness`: a minimal case that fails in fewer than most of a few
 //!    probe seeds gets back time and workload (never faults) until it fails
 //!    in most of them, within a trace-line cap; then the result is measured
 //!    under other seeds (other workloads and timing), so a plan that fails
@@ -28,6 +31,7 @@ mod length;
 mod plan;
 pub mod renumber;
 mod robustness;
+mod roles;
 mod sizes;
 pub mod text;
 mod workload;
@@ -143,6 +147,7 @@ pub fn shrink(case: Case, options: &Options) -> Result<Report, String> {
     let start = case.clone();
     let mut s = Shrinker { property, best: case, best_outcome: outcome, runs: 1, deadline: started + options.budget };
     s.reduce();
+    roles::generalize(&mut s, options.probes);
     let repaired = robustness::repair(&mut s, &start, options.probes);
     let minimal = !s.stopped();
     let needed = if minimal { plan::prove(&mut s) } else { Vec::new() };

@@ -82,6 +82,9 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
         Fault::ClockRate { actor: a, ppm } => Fault::ClockRate { actor: actor(*a, map)?, ppm: *ppm },
         Fault::ClockStep { actor: a, delta_ms } => Fault::ClockStep { actor: actor(*a, map)?, delta_ms: *delta_ms },
         Fault::IsolateLeader
+        | Fault::CrashLeader { .. }
+        | Fault::PauseLeader { .. }
+        | Fault::StallHolder { .. }
         | Fault::Heal
         | Fault::BackupCluster
         | Fault::RestoreCluster

@@ -42,6 +42,8 @@ pub(crate) struct Supervisor {
     churn: Option<Churn>,
     /// The tasks that end timed pauses, aborted when the run ends (`tear_down`).
     pause_ends: Vec<AbortHandle>,
+    /// Leaders crashed by `CrashLeader` and the true instant each comes back, in order.
+    restarts_due: Vec<(u64, NodeId)>,
 }
 
 pub(super) fn is_initial_rate(fault: &Fault) -> bool {
@@ -162,6 +164,7 @@ impl Supervisor {
             rng,
             churn: Some(Churn::new(ctx_seed)),
             pause_ends: Vec::new(),
+            restarts_due: Vec::new(),
         }
     }
 
@@ -196,6 +199,18 @@ impl Supervisor {
                     }
                 }
             }
+            Fault::CrashLeader { torn, down_ms } => {
+                if let Some(leader) = self.live_leader() {
+                    self.crash_server(leader, *torn);
+                    self.restarts_due.push((now_us() + down_ms * 1_000, leader));
+                }
+            }
+            Fault::PauseLeader { ms } => {
+                if let Some(leader) = self.live_leader() {
+                    self.pause(Actor::Server(leader), *ms);
+                }
+            }
+            Fault::StallHolder { ms } => ctx.shared().armed_stalls.push_back(*ms),
             Fault::CutClient { client } => ctx.net.isolate(Addr::Client(*client)),
             Fault::Heal => ctx.net.heal(),
             Fault::Crash { node, torn } => self.crash_server(*node, *torn),
@@ -372,16 +387,33 @@ impl Supervisor {
         self.ctx.record(EventKind::Healed);
     }
 
-    /// Sleeps until `at_us`, doing the churn's work on the way.
+    /// Sleeps until `at_us`, doing the churn's work and bringing crashed
+    /// leaders back on the way.
     pub(crate) async fn sleep_until_us(&mut self, at_us: u64) {
         loop {
             let now = now_us();
-            let wake_us = self.churn_mut().next_wake_us(now).map_or(at_us, |w| w.min(at_us));
-            sleep_until_us(wake_us).await;
+            let churn_wake_us = self.churn_mut().next_wake_us(now).unwrap_or(u64::MAX);
+            let restart_us = self.restarts_due.iter().map(|(due_us, _)| *due_us).min().unwrap_or(u64::MAX);
+            sleep_until_us(at_us.min(churn_wake_us).min(restart_us)).await;
             self.churn_step();
+            self.restart_due_leaders();
             if now_us() >= at_us {
                 return;
             }
+        }
+    }
+
+    /// The leader of the highest term among the live servers, as they last reported.
+    fn live_leader(&self) -> Option<NodeId> {
+        self.live_leaders().into_iter().max_by_key(|(_, term)| *term).map(|(node, _)| node)
+    }
+
+    /// Restarts the leaders crashed by `CrashLeader` whose time down is over.
+    fn restart_due_leaders(&mut self) {
+        let now = now_us();
+        while let Some(i) = self.restarts_due.iter().position(|(due_us, _)| *due_us <= now) {
+            let (_, node) = self.restarts_due.remove(i);
+            self.restart(Actor::Server(node));
         }
     }
 
