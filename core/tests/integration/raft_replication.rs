@@ -183,6 +183,16 @@ fn a_snapshot_acknowledgement_resumes_appends_at_once() {
     // An entry proposed while the snapshot was out, then the acknowledgement, and no tick.
     let last = cluster.propose(leader).expect("the leader accepts proposals");
     cluster.deliver(ack.clone());
+    // The acknowledgement itself sends the entries after the snapshot: not
+    // the next heartbeat, nor the commit broadcast that follows the proposal
+    // (which would also reach the follower, later).
+    let resumed = cluster.queue.iter().any(|message| {
+        message.from == leader
+            && message.to == lagging
+            && matches!(&message.body, MessageBody::Append { prev_index, entries, .. }
+                if *prev_index == snapshot_index && entries.last().map(|entry| entry.index) == Some(last))
+    });
+    assert!(resumed, "the ack sends the entries after the snapshot at once: {:?}", cluster.queue);
     cluster.deliver_all();
     assert_eq!(cluster.node(lagging).last_index(), last, "the entries after the snapshot followed the ack");
     assert_eq!(cluster.node(leader).commit_index(), last);

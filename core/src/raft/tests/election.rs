@@ -46,3 +46,18 @@ fn a_granted_pre_vote_answer_makes_a_candidate_not_a_follower_of_the_future_term
     assert_eq!(node.soft_state().term, Term(1));
     assert_eq!(node.hard_state().vote, Some(NodeId(0)));
 }
+
+/// A pre-candidate that fell behind asks with an older term: the answer is a
+/// refusal carrying our term, from which it learns the term it missed and
+/// stops asking for a future that is already past.
+#[test]
+fn a_pre_vote_of_an_older_term_is_refused_with_our_term() {
+    let config = Config::standard(NodeId(0), vec![NodeId(0), NodeId(1), NodeId(2)]);
+    let hard_state = crate::raft::HardState { term: Term(5), vote: None, commit: LogIndex(0) };
+    let mut node = RaftNode::new(config, DurableState { hard_state, ..DurableState::default() }, 7).expect("valid");
+    node.step(from_peer(Term(3), MessageBody::PreVote { last_index: LogIndex(0), last_term: Term(0) }));
+    assert_eq!(node.soft_state().term, Term(5));
+    let answers: Vec<(NodeId, Term, MessageBody)> =
+        node.ready().messages.into_iter().map(|message| (message.to, message.term, message.body)).collect();
+    assert_eq!(answers, vec![(NodeId(1), Term(5), MessageBody::PreVoteResponse { granted: false })]);
+}

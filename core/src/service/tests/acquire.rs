@@ -355,3 +355,18 @@ fn the_keys_with_waiters_are_bounded() {
     cluster.request(NodeId(0), 4, 1, acquire_key(0, 5_000));
     assert_eq!(cluster.answers(4, 1), vec![], "a key that already has waiters still queues");
 }
+
+/// A retry of a Grant whose lock has since been released and granted to
+/// another client: the retry learns its lock is gone (`NotHeld`), not that
+/// the key is busy, which would say it never held it.
+#[test]
+fn a_retry_of_an_ended_grant_is_not_held_even_while_another_holds_the_key() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    assert_eq!(cluster.answers(1, 1), vec![ClientReply::Granted { token: Token(1), lease_ms: LEASE_MS }]);
+    cluster.request(NodeId(0), 1, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    cluster.request(NodeId(0), 2, 1, acquire(0));
+    assert_eq!(cluster.token_of(NodeId(0)), Some(Token(2)));
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    assert_eq!(cluster.answers(1, 1)[1..], [ClientReply::NotHeld]);
+}
