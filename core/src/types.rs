@@ -22,10 +22,22 @@ id_newtype!(
     /// A Raft server, numbered from 0.
     NodeId(u8), "n"
 );
-id_newtype!(
-    /// A Raft term.
-    Term(u64), "t"
-);
+/// A Raft term. A whole-cluster restore starts its cluster's terms above
+/// `e · 2^32` in restore epoch `e`, as it does tokens: `t3@e1` is term 3 of
+/// epoch 1, `t3` a term before any restore.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Term(pub u64);
+
+impl fmt::Display for Term {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (epoch, term) = (self.0 >> Token::EPOCH_SHIFT, self.0 & ((1 << Token::EPOCH_SHIFT) - 1));
+        match epoch {
+            0 => write!(f, "t{term}"),
+            epoch => write!(f, "t{term}@e{epoch}"),
+        }
+    }
+}
 id_newtype!(
     /// A position in the replicated log; 0 means "before the first entry".
     LogIndex(u64), "i"
@@ -106,7 +118,7 @@ impl fmt::Display for Holder {
 
 #[cfg(test)]
 mod tests {
-    use super::Token;
+    use super::{Term, Token};
 
     #[test]
     fn a_token_shows_its_restore_epoch() {
@@ -114,5 +126,12 @@ mod tests {
         assert_eq!(Token(4_294_967_301).to_string(), "tok5@e1");
         assert_eq!(Token::epoch_base(2).to_string(), "tok0@e2");
         assert!(Token::epoch_base(1) > Token((1 << 32) - 1), "every token of epoch 1 is above epoch 0's");
+    }
+
+    #[test]
+    fn a_term_shows_its_restore_epoch() {
+        assert_eq!(Term(7).to_string(), "t7");
+        assert_eq!(Term(4_294_967_297).to_string(), "t1@e1");
+        assert_eq!(Term(Token::epoch_base(3).0).to_string(), "t0@e3");
     }
 }
