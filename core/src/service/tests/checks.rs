@@ -56,10 +56,17 @@ fn a_grant_in_flight_makes_no_busy_until_it_applies() {
     cluster.isolate(old);
     cluster.send(old, 1, 1, acquire(0));
     cluster.send(old, 2, 1, acquire(0));
+    // A resend while its check is out is the same request, not a second check.
+    cluster.send(old, 2, 1, acquire(0));
     cluster.settle();
     assert_eq!(cluster.answers(2, 1), vec![], "no answer before the Grant applies");
     assert!(cluster.run_until(5_000, |cluster| cluster.role(old) != Role::Leader), "check-quorum deposes it");
     assert!(!busy_or_timed_out(&cluster.answers(2, 1)), "answers: {:?}", cluster.answers(2, 1));
+    assert!(
+        matches!(cluster.answers(2, 1)[..], [ClientReply::NotLeader { .. }]),
+        "the check never settled, so its client is sent on when the node leaves office: {:?}",
+        cluster.answers(2, 1)
+    );
     assert_eq!(cluster.token_of(old), None);
 }
 
@@ -81,5 +88,8 @@ fn a_late_copy_of_a_timed_out_wait_is_answered_again_not_granted() {
     cluster.request(NodeId(0), 2, 2, acquire(0));
     assert!(matches!(cluster.answers(2, 2)[..], [ClientReply::Busy { .. }]));
     cluster.request(NodeId(0), 2, 1, acquire(200));
-    assert_eq!(cluster.answers(2, 1).len(), 2);
+    cluster.run_ms(400);
+    assert_eq!(cluster.answers(2, 1).len(), 2, "not queued, so never timed out again");
+    cluster.request(NodeId(0), 2, 1, acquire(0));
+    assert_eq!(cluster.answers(2, 1).len(), 2, "not judged again as a try-lock");
 }
