@@ -93,3 +93,37 @@ fn a_late_copy_of_a_timed_out_wait_is_answered_again_not_granted() {
     cluster.request(NodeId(0), 2, 1, acquire(0));
     assert_eq!(cluster.answers(2, 1).len(), 2, "not judged again as a try-lock");
 }
+
+/// c1 and c2 are told `Busy` while c3 holds the key; c3 releases; a late
+/// copy of c1's try-lock gets its `Busy` again. Answering one client must
+/// not make the node forget another's answer.
+#[test]
+fn each_client_keeps_its_last_answer_while_the_table_has_room() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 3, 1, acquire(0));
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    cluster.request(NodeId(0), 2, 1, acquire(0));
+    cluster.request(NodeId(0), 3, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    let answers = cluster.answers(1, 1);
+    assert!(matches!(answers[..], [ClientReply::Busy { .. }, ClientReply::Busy { .. }]), "{answers:?}");
+    assert_eq!(cluster.token_of(NodeId(0)), None, "the key stays free");
+}
+
+/// The table of last answers is bounded: past `ANSWERED_MAX` clients the
+/// oldest is forgotten, and a late copy of its request is served afresh
+/// (the price of bounded memory; a copy that late is rare).
+#[test]
+fn the_table_of_last_answers_forgets_the_oldest_client_beyond_its_bound() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 0, 1, acquire(0));
+    let clients = super::super::ANSWERED_MAX as u32 + 1;
+    for client in 1..=clients {
+        cluster.request(NodeId(0), client, 1, acquire(0));
+    }
+    cluster.request(NodeId(0), 0, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    assert!(matches!(cluster.answers(1, 1)[1..], [ClientReply::Granted { .. }]), "{:?}", cluster.answers(1, 1));
+    cluster.request(NodeId(0), clients, 1, acquire(0));
+    assert!(matches!(cluster.answers(clients, 1)[1..], [ClientReply::Busy { .. }]), "the newest is remembered");
+}
