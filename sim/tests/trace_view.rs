@@ -2,7 +2,7 @@
 //! events (`--why`, `--log`) and its JSON form, through the binary.
 //!
 //! Seed 2 of `sink-unfenced` fails twice: c1 stalls holding tok41 of
-//! invoice/B-1042 and writes it at 6765 ms, after c0 wrote tok48.
+//! invoice/B-1042 and writes it at 6762 ms, after c0 wrote tok48.
 
 use std::process::{Command, Output};
 
@@ -92,7 +92,7 @@ fn a_filtered_trace_keeps_the_story_and_the_violation_on_one_screen() {
             .collect::<Vec<_>>()
     };
     assert_eq!(tail(&filtered), tail(&full));
-    assert!(filtered.contains("VIOLATION fenced-write at 6765ms"));
+    assert!(filtered.contains("VIOLATION fenced-write at 6767ms"));
     assert!(filtered.contains("trace-hash: "));
 }
 
