@@ -81,3 +81,16 @@ fn cancelling_a_pending_release_leaves_no_ghost_entry() {
     }
     assert_eq!(cluster.server(NodeId(0)).ghosts.len(), 0, "ghosts of cancelled releases are never removed");
 }
+
+/// Only the cancelled waiter leaves: the one behind it is granted when the key frees.
+#[test]
+fn cancel_of_a_waiter_keeps_the_others_waiting() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 2, 1, acquire(0));
+    cluster.request(NodeId(0), 1, 1, acquire(5_000));
+    cluster.request(NodeId(0), 3, 1, acquire(5_000));
+    cluster.request(NodeId(0), 1, 1, ClientRequest::Cancel);
+    cluster.request(NodeId(0), 2, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    assert_eq!(cluster.answers(1, 1), vec![]);
+    assert_eq!(cluster.answers(3, 1), vec![ClientReply::Granted { token: Token(2), lease_ms: LEASE_MS }]);
+}

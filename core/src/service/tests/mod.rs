@@ -332,6 +332,34 @@ fn follower_redirects_to_the_leader_it_knows() {
     assert_eq!(cluster.token_of(leader), None, "a follower proposes nothing");
 }
 
+/// A follower that has applied c1's grant gets a try-lock and a renew: the
+/// safe server redirects both; `follower-answers-try-lock` answers the
+/// try-lock `Busy` from its own copy of the state, and still redirects the rest.
+fn follower_with_the_key_held(variant: Variant) -> (Vec<ClientReply>, Vec<ClientReply>, NodeId) {
+    let (mut cluster, leader) = three(variant);
+    cluster.request(leader, 1, 1, acquire(0));
+    let follower = other_than(leader);
+    cluster.run_ms(100);
+    assert_eq!(cluster.token_of(follower), Some(Token(1)), "the follower applied the grant");
+    cluster.request(follower, 2, 1, acquire(0));
+    cluster.request(follower, 1, 2, ClientRequest::Renew { key: key(), token: Token(1) });
+    (cluster.answers(2, 1), cluster.answers(1, 2), leader)
+}
+
+#[test]
+fn a_follower_redirects_a_try_lock_even_for_a_key_it_sees_held() {
+    let (try_lock, renew, leader) = follower_with_the_key_held(Variant::Default);
+    assert_eq!(try_lock, vec![ClientReply::NotLeader { leader: Some(leader) }]);
+    assert_eq!(renew, vec![ClientReply::NotLeader { leader: Some(leader) }]);
+}
+
+#[test]
+fn follower_answers_try_lock_variant_answers_busy_from_its_own_state() {
+    let (try_lock, renew, leader) = follower_with_the_key_held(Variant::FollowerAnswersTryLock);
+    assert_eq!(try_lock, vec![ClientReply::Busy { remaining_ms: LEASE_MS }]);
+    assert_eq!(renew, vec![ClientReply::NotLeader { leader: Some(leader) }], "only a try-lock");
+}
+
 #[test]
 fn the_log_is_compacted_every_threshold_applied_entries() {
     let mut cluster = Cluster::with_snapshot_threshold(1, ServiceConfig::standard(Variant::Default), 4);
