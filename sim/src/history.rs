@@ -443,10 +443,7 @@ impl EventKind {
             }
             K::ResourceRestored { restore, backup_at_us } => (
                 "db".into(),
-                format!(
-                    "restored (restore {restore}) from its backup of {}ms: writes unavailable until its floor is read",
-                    backup_at_us / 1_000
-                ),
+                format!("restored (restore {restore}) from its backup of {}ms", backup_at_us / 1_000),
             ),
             K::FloorAsked { restore, read, to } => {
                 ("db".into(), format!("asks {to} for its floor (restore {restore}, read {read})"))
