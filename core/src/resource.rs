@@ -710,7 +710,10 @@ mod tests {
     }
 
     fn held_by_b(token_last: u64) -> LockFloor {
-        LockFloor { token_last: Token(token_last), held: vec![(invoice(), Fence { token: Token(42), holder: worker_b() })] }
+        LockFloor {
+            token_last: Token(token_last),
+            held: vec![(invoice(), Fence { token: Token(42), holder: worker_b() })],
+        }
     }
 
     #[test]

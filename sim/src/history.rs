@@ -441,10 +441,9 @@ impl EventKind {
             K::WriteDone { client, request, key, token, path, verdict } => {
                 ("db".into(), format!("{verdict:?}: {client} {request} {key} {token} via {path:?}"))
             }
-            K::ResourceRestored { restore, backup_at_us } => (
-                "db".into(),
-                format!("restored (restore {restore}) from its backup of {}ms", backup_at_us / 1_000),
-            ),
+            K::ResourceRestored { restore, backup_at_us } => {
+                ("db".into(), format!("restored (restore {restore}) from its backup of {}ms", backup_at_us / 1_000))
+            }
             K::FloorAsked { restore, read, to } => {
                 ("db".into(), format!("asks {to} for its floor (restore {restore}, read {read})"))
             }

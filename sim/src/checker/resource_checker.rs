@@ -348,7 +348,8 @@ mod tests {
         // holder's again (SPEC.md, `fenced-write`; found by the hunt, seed
         // 3479 of the first run with resource restores).
         let verdict = happy_with_backup_at_100ms()
-            .at_ms(4_000).belief_end(1, "k", 43)
+            .at_ms(4_000)
+            .belief_end(1, "k", 43)
             .cluster_restore(1, 100, 1 << 32)
             .resource_restore(1, 100)
             .at_ms(4_100)
@@ -380,7 +381,8 @@ mod tests {
         let verdict = happy_with_backup_at_100ms()
             .at_ms(3_500)
             .resource_backup()
-            .at_ms(4_000).belief_end(1, "k", 43)
+            .at_ms(4_000)
+            .belief_end(1, "k", 43)
             .cluster_restore(1, 100, 1 << 32)
             .resource_restore(1, 3_500)
             .at_ms(4_100)
@@ -394,7 +396,8 @@ mod tests {
         // c2's write 2 was accepted after the backup; the restore forgot it
         // and its answer, so the retry is judged afresh: one effect, not two.
         let verdict = happy_with_backup_at_100ms()
-            .at_ms(4_000).belief_end(1, "k", 43)
+            .at_ms(4_000)
+            .belief_end(1, "k", 43)
             .resource_restore(1, 100)
             .at_ms(4_050)
             .write(2, 2, "k", 42, WritePath::Status, WriteVerdict::Unavailable)

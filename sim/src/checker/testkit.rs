@@ -186,7 +186,11 @@ impl H {
 
     /// A whole-cluster restore from the backup taken at `backup_at_ms`.
     pub fn cluster_restore(self, epoch: u32, backup_at_ms: u64, token_floor: u64) -> H {
-        self.ev(EventKind::ClusterRestored { epoch, backup_at_us: backup_at_ms * 1_000, token_floor: Token(token_floor) })
+        self.ev(EventKind::ClusterRestored {
+            epoch,
+            backup_at_us: backup_at_ms * 1_000,
+            token_floor: Token(token_floor),
+        })
     }
 
     pub fn restore(self, epoch: u32, token_floor: u64) -> H {

@@ -140,10 +140,10 @@ pub async fn run(ctx: Arc<Ctx>) {
                     FloorAnswer::Floor(lock_floor) => {
                         let restore = pending.restore;
                         assert!(state.raise_floor(restore, &lock_floor), "the floor is read for this life's restore");
-                        ctx.resource_disk.lock().expect("disk lock").write(ResourceOp::Floor {
-                            restore,
-                            floor: lock_floor.clone(),
-                        });
+                        ctx.resource_disk
+                            .lock()
+                            .expect("disk lock")
+                            .write(ResourceOp::Floor { restore, floor: lock_floor.clone() });
                         fsync(&ctx.resource_disk).await;
                         let held = lock_floor.held.iter().map(|(key, fence)| (key.clone(), fence.token)).collect();
                         ctx.record(EventKind::FloorRaised {
