@@ -12,6 +12,15 @@
 //! resource's durable state: the simulator persists it, loses unsynced writes
 //! and restores it as one plain value. Only an accepted write of the key may
 //! raise it, and nothing lowers it.
+//!
+//! A restore from a backup is the exception the resource cannot see coming:
+//! the operator puts an older image back, and with it older highest tokens. A
+//! restored image is marked ([`ResourceState::restored`]) and answers every
+//! write [`WriteVerdict::Unavailable`] until a floor read from the lock
+//! service ([`LockFloor`], a linearizable read) raises every key's floor
+//! ([`ResourceState::raise_floor`]): per key, a key held at the read is fenced
+//! at its holder's token (the holder's own equal token still writes); a key
+//! free at the read rejects every token issued before it (README, seed 002).
 
 use crate::types::{ClientId, Holder, Key, RequestId, Token};
 use crate::variant::Variant;
@@ -57,6 +66,9 @@ pub enum WriteVerdict {
     /// A retry older than the client's remembered writes: no effect, and the
     /// original answer is no longer known.
     DuplicateForgotten,
+    /// The resource was restored from a backup and has not raised its floors
+    /// from the lock service yet: no effect, not remembered; send it again.
+    Unavailable,
 }
 
 impl fmt::Display for WritePath {
@@ -80,6 +92,7 @@ impl fmt::Display for WriteVerdict {
                 write!(f, "rejected equal token (highest {highest} from another holder)")
             }
             WriteVerdict::DuplicateForgotten => f.write_str("duplicate, original answer forgotten"),
+            WriteVerdict::Unavailable => f.write_str("unavailable, retry"),
         }
     }
 }
@@ -112,12 +125,23 @@ pub struct Fence {
     pub holder: Holder,
 }
 
+/// What the lock service said at one linearizable read after a restore:
+/// its token counter, and every key held then with its holder and token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockFloor {
+    pub token_last: Token,
+    pub held: Vec<(Key, Fence)>,
+}
+
 /// What the resource stores for one key.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Record {
     /// `None` until the first accepted write (or after a restart that lost it,
     /// under `Variant::SinkMaxInMemory`).
     fence: Option<Fence>,
+    /// Set by a floor read that found the key free: every token at or below
+    /// it was issued before the read, so its holder's lock had ended.
+    stale_through: Option<Token>,
     value: String,
     ledger: Vec<(Token, String)>,
 }
@@ -137,11 +161,25 @@ struct Answered {
 pub struct ResourceState {
     records: BTreeMap<Key, Record>,
     answered: BTreeMap<ClientId, Answered>,
+    /// The operator's restore this image came back from, while its floors
+    /// are not raised yet: every write is answered `Unavailable`.
+    restored: Option<u64>,
+    /// The `stale_through` of keys without a record yet (the last floor's counter).
+    stale_through_new: Option<Token>,
 }
 
 /// The one token comparison of both write paths: `Ok` if a write with `token`
-/// from `holder` may take effect over the key's `fence`.
-pub fn check_token(fence: Option<Fence>, token: Token, holder: Holder) -> Result<(), WriteVerdict> {
+/// from `holder` may take effect over the key's `fence` and the floor a read
+/// after a restore set (`stale_through`: every token at or below it is stale).
+pub fn check_token(
+    fence: Option<Fence>,
+    stale_through: Option<Token>,
+    token: Token,
+    holder: Holder,
+) -> Result<(), WriteVerdict> {
+    if let Some(floor) = stale_through.filter(|floor| token <= *floor) {
+        return Err(WriteVerdict::RejectedStale { highest: floor });
+    }
     let Some(fence) = fence else {
         return Ok(());
     };
@@ -174,13 +212,21 @@ impl ResourceState {
     /// Checks and applies one write atomically. A retry of an answered write
     /// gets the original answer and has no second effect.
     pub fn write(&mut self, write: &Write, variant: Variant) -> WriteVerdict {
+        if self.restored.is_some() {
+            // Neither the records nor the table of answers can be trusted
+            // until the floors are raised; nothing is remembered either.
+            return WriteVerdict::Unavailable;
+        }
         let client = write.holder.client;
         if let Some(verdict) = self.retry_answer(client, write.request) {
             return verdict;
         }
-        let record = self.records.entry(write.key.clone()).or_default();
-        let checked =
-            if is_fenced(variant, write.path) { check_token(record.fence, write.token, write.holder) } else { Ok(()) };
+        let record = self.record_mut(&write.key);
+        let checked = if is_fenced(variant, write.path) {
+            check_token(record.fence, record.stale_through, write.token, write.holder)
+        } else {
+            Ok(())
+        };
         let verdict = match checked {
             Ok(()) => {
                 record.raise_fence(write.token, write.holder);
@@ -195,6 +241,58 @@ impl ResourceState {
             self.remember(client, write.request, verdict);
         }
         verdict
+    }
+
+    /// The operator's restore procedure: this image came back from a backup
+    /// in restore number `restore`. From now until [`ResourceState::raise_floor`]
+    /// every write is answered `Unavailable`. A restore while the floor of an
+    /// earlier one is still being read replaces it: the read must start over.
+    pub fn restored(&mut self, restore: u64, variant: Variant) {
+        // The one place Variant::ResourceRestoreNaive is consulted: the
+        // restored records are trusted as they are, and writes served at once.
+        if variant != Variant::ResourceRestoreNaive {
+            self.restored = Some(restore);
+        }
+    }
+
+    /// The restore whose floors are still to be read, if any.
+    pub fn awaiting_floor(&self) -> Option<u64> {
+        self.restored
+    }
+
+    /// Raises every key's floor from one linearizable read of the lock
+    /// service taken after the restore `restore`, and serves writes again.
+    /// A floor of another restore (a read that a later restore overtook) is
+    /// ignored. Returns whether it was taken.
+    ///
+    /// Per key: held at the read by `holder` with `token` → fenced at that
+    /// token with that holder (every earlier token of the key is below it,
+    /// the holder's own equal token passes `check_token`); free → every token
+    /// up to `token_last` is stale (all were issued before the read, and
+    /// their locks had ended). A floor never lowers a fence.
+    pub fn raise_floor(&mut self, restore: u64, floor: &LockFloor) -> bool {
+        if self.restored != Some(restore) {
+            return false;
+        }
+        let held: BTreeMap<&Key, Fence> = floor.held.iter().map(|(key, fence)| (key, *fence)).collect();
+        for fence in held.values() {
+            assert!(fence.token <= floor.token_last, "a held lock's token was issued by the read's counter");
+        }
+        for (key, record) in self.records.iter_mut() {
+            if !held.contains_key(key) {
+                record.stale_through = record.stale_through.max(Some(floor.token_last));
+            }
+        }
+        self.stale_through_new = self.stale_through_new.max(Some(floor.token_last));
+        for (key, fence) in held {
+            let record = self.records.entry(key.clone()).or_default();
+            // The read vouches for the holder: every earlier token of the key
+            // is below its token, which the fence now covers.
+            record.stale_through = None;
+            record.raise_fence(fence.token, fence.holder);
+        }
+        self.restored = None;
+        true
     }
 
     /// What a restart recovers. The default keeps everything; under
@@ -230,6 +328,12 @@ impl ResourceState {
         self.records.get(key).map_or(&[], |record| record.ledger.as_slice())
     }
 
+    /// The record of `key`, created with the floor of keys never written.
+    fn record_mut(&mut self, key: &Key) -> &mut Record {
+        let stale_through = self.stale_through_new;
+        self.records.entry(key.clone()).or_insert_with(|| Record { stale_through, ..Record::default() })
+    }
+
     fn retry_answer(&self, client: ClientId, request: RequestId) -> Option<WriteVerdict> {
         let answered = self.answered.get(&client)?;
         if let Some(verdict) = answered.verdicts.get(&request) {
@@ -255,7 +359,7 @@ impl ResourceState {
 }
 
 fn is_retry_answer(verdict: WriteVerdict) -> bool {
-    matches!(verdict, WriteVerdict::Duplicate { .. } | WriteVerdict::DuplicateForgotten)
+    matches!(verdict, WriteVerdict::Duplicate { .. } | WriteVerdict::DuplicateForgotten | WriteVerdict::Unavailable)
 }
 
 impl Record {
@@ -581,10 +685,100 @@ mod tests {
 
     #[test]
     fn check_token_is_open_for_a_fresh_key() {
-        assert_eq!(check_token(None, Token(1), worker_a()), Ok(()));
+        assert_eq!(check_token(None, None, Token(1), worker_a()), Ok(()));
         let fence = Some(Fence { token: Token(5), holder: worker_a() });
-        assert_eq!(check_token(fence, Token(6), worker_b()), Ok(()));
-        assert_eq!(check_token(fence, Token(4), worker_a()), Err(WriteVerdict::RejectedStale { highest: Token(5) }));
+        assert_eq!(check_token(fence, None, Token(6), worker_b()), Ok(()));
+        assert_eq!(
+            check_token(fence, None, Token(4), worker_a()),
+            Err(WriteVerdict::RejectedStale { highest: Token(5) })
+        );
+        assert_eq!(
+            check_token(fence, Some(Token(6)), Token(6), worker_b()),
+            Err(WriteVerdict::RejectedStale { highest: Token(6) })
+        );
+    }
+
+    /// The B-1042 story with last night's backup: A wrote with 41 before the
+    /// backup, B wrote with 42 after it; the database is restored.
+    fn restored_after_b() -> ResourceState {
+        let mut db = ResourceState::new();
+        db.write(&write(worker_a(), 41, 10, WritePath::Status, "open"), Variant::Default);
+        let mut backup = db.clone();
+        db.write(&write(worker_b(), 42, 20, WritePath::Status, "checked"), Variant::Default);
+        backup.restored(1, Variant::Default);
+        backup
+    }
+
+    fn held_by_b(token_last: u64) -> LockFloor {
+        LockFloor {
+            token_last: Token(token_last),
+            held: vec![(invoice(), Fence { token: Token(42), holder: worker_b() })],
+        }
+    }
+
+    #[test]
+    fn a_restored_resource_answers_unavailable_until_its_floor_is_raised() {
+        let mut db = restored_after_b();
+        let late = write(worker_a(), 41, 11, WritePath::Status, "paid");
+        assert_eq!(db.write(&late, Variant::Default), WriteVerdict::Unavailable);
+        assert_eq!(db.write(&late, Variant::Default), WriteVerdict::Unavailable, "not remembered: judged again");
+        assert_eq!(db.awaiting_floor(), Some(1));
+        assert!(db.raise_floor(1, &held_by_b(43)));
+        assert_eq!(db.awaiting_floor(), None);
+        assert_eq!(db.write(&late, Variant::Default), WriteVerdict::RejectedStale { highest: Token(42) });
+        // The current holder is not locked out, on either path.
+        let b_again = write(worker_b(), 42, 21, WritePath::Ledger, "line");
+        assert_eq!(db.write(&b_again, Variant::Default), WriteVerdict::Accepted);
+    }
+
+    #[test]
+    fn a_free_key_at_the_floor_read_rejects_every_token_issued_before_it() {
+        let mut db = restored_after_b();
+        assert!(db.raise_floor(1, &LockFloor { token_last: Token(43), held: Vec::new() }));
+        for token in [41, 42, 43] {
+            let late = write(worker_a(), token, 30 + token, WritePath::Status, "late");
+            assert_eq!(db.write(&late, Variant::Default), WriteVerdict::RejectedStale { highest: Token(43) });
+        }
+        // A key the backup never saw is covered too; the next grant's token writes.
+        let mut other = write(worker_a(), 43, 90, WritePath::Status, "other");
+        other.key = Key::new("invoice/B-1043");
+        assert_eq!(db.write(&other, Variant::Default), WriteVerdict::RejectedStale { highest: Token(43) });
+        other.token = Token(44);
+        other.request = RequestId(91);
+        assert_eq!(db.write(&other, Variant::Default), WriteVerdict::Accepted);
+    }
+
+    #[test]
+    fn another_holder_with_the_held_token_is_rejected_after_the_floor() {
+        let mut db = restored_after_b();
+        db.raise_floor(1, &held_by_b(50));
+        let impostor = Holder { client: ClientId(3), request: RequestId(7) };
+        let forged = write(impostor, 42, 70, WritePath::Status, "forged");
+        assert_eq!(db.write(&forged, Variant::Default), WriteVerdict::RejectedEqualToken { highest: Token(42) });
+    }
+
+    #[test]
+    fn a_floor_of_an_overtaken_restore_is_ignored_and_never_lowers_a_fence() {
+        let mut db = restored_after_b();
+        db.restored(2, Variant::Default);
+        assert!(!db.raise_floor(1, &held_by_b(43)), "restore 2 must read its own floor");
+        assert_eq!(db.awaiting_floor(), Some(2));
+        // A fence above the holder's token (a lock service restored behind it) stays.
+        let mut ahead = ResourceState::new();
+        ahead.write(&write(worker_b(), 45, 20, WritePath::Status, "x"), Variant::Default);
+        ahead.restored(3, Variant::Default);
+        assert!(ahead.raise_floor(3, &held_by_b(50)));
+        assert_eq!(ahead.highest(&invoice()), Some(Token(45)));
+    }
+
+    #[test]
+    fn resource_restore_naive_trusts_the_restored_records() {
+        let mut db = ResourceState::new();
+        db.write(&write(worker_a(), 41, 10, WritePath::Status, "open"), Variant::Default);
+        db.restored(1, Variant::ResourceRestoreNaive);
+        assert_eq!(db.awaiting_floor(), None);
+        let late = write(worker_a(), 41, 11, WritePath::Status, "paid");
+        assert_eq!(db.write(&late, Variant::ResourceRestoreNaive), WriteVerdict::Accepted, "B's 42 is forgotten");
     }
 
     #[test]

@@ -62,6 +62,8 @@ pub enum Variant {
     FollowerAnswersTryLock,
     /// A Release is answered `Released` as soon as it is proposed, before it commits.
     ReleasedBeforeCommit,
+    /// The resource restored from a backup trusts its restored highest tokens as they are.
+    ResourceRestoreNaive,
 }
 
 /// One row of `fencesim variants`.
@@ -270,6 +272,13 @@ pub const VARIANTS: &[VariantInfo] = &[
         name: "released-before-commit",
         breaks: Some(Property::Linearizable),
         about: "a Release is answered Released when proposed, before it commits: a release that finds another token or is lost still says Released",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::ResourceRestoreNaive,
+        name: "resource-restore-naive",
+        breaks: Some(Property::FencedWrite),
+        about: "the resource restored from a backup trusts its restored highest tokens: a stale holder between the backup's token and the true highest writes again",
         model: "",
     },
 ];

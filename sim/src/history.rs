@@ -174,6 +174,31 @@ pub enum EventKind {
         client: ClientId,
         ms: u64,
     },
+
+    // ---- the resource's restores (after the stalls, for the same reason) ----
+    /// The operator restored the resource from its backup taken at
+    /// `backup_at_us` (`restore` counts the resource's restores from 1):
+    /// every write it accepted since is gone, highest tokens included.
+    ResourceRestored {
+        restore: u64,
+        backup_at_us: u64,
+    },
+    /// The restored resource asked server `to` for its floor (read `read`).
+    FloorAsked {
+        restore: u64,
+        read: u64,
+        to: NodeId,
+    },
+    /// The restored resource raised its floors from the read `read` that
+    /// `from` answered, and durably: it serves writes again. `held` are the
+    /// keys held at the read with their tokens.
+    FloorRaised {
+        restore: u64,
+        read: u64,
+        from: NodeId,
+        token_last: Token,
+        held: Vec<(Key, Token)>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -302,6 +327,7 @@ impl EventKind {
                     | ClientRequest::Revoke { token, .. },
                 ..
             } => Some(*token),
+            K::FloorRaised { token_last, .. } => Some(*token_last),
             K::ExpireProposed { token, .. }
             | K::GhostReleaseProposed { token, .. }
             | K::BeliefStart { token, .. }
@@ -340,6 +366,10 @@ impl EventKind {
             | K::Stalled { client, .. } => vec![Actor::Client(*client)],
             K::WriteSent { client, .. } => vec![Actor::Client(*client), Actor::Resource],
             K::WriteDone { client, .. } => vec![Actor::Resource, Actor::Client(*client)],
+            K::ResourceRestored { .. } => vec![Actor::Resource],
+            K::FloorAsked { to: node, .. } | K::FloorRaised { from: node, .. } => {
+                vec![Actor::Resource, Actor::Server(*node)]
+            }
         }
     }
 
@@ -410,6 +440,22 @@ impl EventKind {
             }
             K::WriteDone { client, request, key, token, path, verdict } => {
                 ("db".into(), format!("{verdict:?}: {client} {request} {key} {token} via {path:?}"))
+            }
+            K::ResourceRestored { restore, backup_at_us } => {
+                ("db".into(), format!("restored (restore {restore}) from its backup of {}ms", backup_at_us / 1_000))
+            }
+            K::FloorAsked { restore, read, to } => {
+                ("db".into(), format!("asks {to} for its floor (restore {restore}, read {read})"))
+            }
+            K::FloorRaised { restore, read, from, token_last, held } => {
+                let held: Vec<String> = held.iter().map(|(key, token)| format!("{key} {token}")).collect();
+                let held = if held.is_empty() { "none".to_string() } else { held.join(", ") };
+                (
+                    "db".into(),
+                    format!(
+                        "floor raised (restore {restore}, read {read} from {from}): token_last {token_last}, held: {held}"
+                    ),
+                )
             }
         }
     }

@@ -75,6 +75,10 @@ pub struct Model {
     pub stall_ms_max: Option<u64>,
     /// Crashes and restarts of the protected resource (extension of CLI.md).
     pub resource_crashes: bool,
+    /// The operator backs the protected resource up now and then and later
+    /// restores it from a backup, highest tokens and data together
+    /// (extension of CLI.md).
+    pub resource_restores: bool,
     /// With `crashes`: stretches in which every new leader is struck down
     /// (crashed, or cut off) within milliseconds of taking office or as it
     /// first applies (extension of CLI.md; `world/churn.rs`).
@@ -133,6 +137,7 @@ impl Default for Model {
             stalls: true,
             stall_ms_max: None,
             resource_crashes: true,
+            resource_restores: true,
             leader_churn: true,
             entries_per_message_max: 64,
             inflight_max: 4,
@@ -239,6 +244,10 @@ pub const KEYS: &[KeyInfo] = &[
     flag("stalls", "A quarter of a worker's writes stall between its lease check and the write (worker A's GC pause)."),
     int("stall_ms_max", 1, STALL_MS_MAX, "Longest such stall; absent, 2*lease_ms + min(pause_ms_max, lease_ms) - 1."),
     flag("resource_crashes", "Crashes and restarts of the protected resource."),
+    flag(
+        "resource_restores",
+        "Backups of the protected resource and restores from them (its highest tokens go back with the data).",
+    ),
     flag("leader_churn", "With crashes: stretches in which every new leader is struck down as it takes office."),
     int("entries_per_message_max", 1, 1_024, "Raft entries per append message."),
     int("inflight_max", 1, 64, "Raft appends in flight per follower."),

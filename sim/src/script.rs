@@ -63,6 +63,7 @@ pub fn script_model(workers: u32) -> Model {
         corruption: false,
         pauses: false,
         resource_crashes: false,
+        resource_restores: false,
         ..Model::default()
     }
 }
@@ -264,6 +265,11 @@ pub fn story(history: &History) -> String {
             EventKind::Stalled { client, ms } => format!("{client} stalls {ms}ms before its write"),
             EventKind::NodeRestored { node, .. } => format!("{node} restored from a stale backup"),
             EventKind::GhostReleaseProposed { key, token, .. } => format!("ghost release proposed {key} {token}"),
+            EventKind::ResourceRestored { restore, .. } => format!("db restored from its backup (restore {restore})"),
+            EventKind::FloorRaised { token_last, held, .. } => {
+                let held: Vec<String> = held.iter().map(|(key, token)| format!("{key} {token}")).collect();
+                format!("db floor raised: token_last {token_last}, held [{}]", held.join(", "))
+            }
             _ => continue,
         };
         lines.push(line);

@@ -74,7 +74,7 @@ fn a_filtered_trace_keeps_the_story_and_the_violation_on_one_screen() {
     }
     for line in &kept {
         assert!(!line.contains("B-1043"), "a line about another key: {line}");
-        assert!(["c1", "n0", "n1", "n4", "db", "sim"].contains(&actor_of(line)), "{line}");
+        assert!(["c1", "n0", "n1", "n3", "n4", "db", "sim"].contains(&actor_of(line)), "{line}");
         let ms: f64 = line.trim_start().split("ms").next().unwrap().parse().unwrap();
         assert!(ms <= 6_800.0, "after --to: {line}");
     }

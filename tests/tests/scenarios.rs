@@ -90,6 +90,47 @@ fn b1042_fenced_on_the_second_write_path() {
     assert!(outcome.ok);
 }
 
+/// Seed 002's restore: A writes with 41 and the night's backup of the
+/// database is taken; A stalls holding 41, its lease expires, B gets 42 and
+/// writes; the database is restored from the night's backup, which knows
+/// only 41. A wakes at once and writes with 41: the restored database
+/// answers `Unavailable` until it has read its floor from the lock service
+/// (B holds the key with 42), then rejects 41 as stale.
+async fn restored_under_a_paused_holder(sim: &mut Sim) -> WorkerResult {
+    let (a, b) = (worker_a(), worker_b());
+    sim.leader().await;
+    assert_eq!(sim.acquire(a, B1042).await, Token(41));
+    assert_eq!(sim.write(a, B1042, WritePath::Status).await, WorkerResult::Written(WriteVerdict::Accepted));
+    sim.fault(Fault::BackupResource).await;
+    sim.hold(a);
+    let late_write = sim.start_write(a, B1042, WritePath::Status, None);
+    sim.run_for(ms(lease_ms() * 2)).await;
+    assert_eq!(sim.acquire(b, B1042).await, Token(42));
+    assert_eq!(sim.write(b, B1042, WritePath::Status).await, WorkerResult::Written(WriteVerdict::Accepted));
+    sim.fault(Fault::RestoreResource).await;
+    sim.resume(a);
+    sim.outcome(late_write).await
+}
+
+#[test]
+fn b1042_fenced_after_database_restore() {
+    let outcome = check("b1042_after_db_restore", script_model(2), async |sim: &mut Sim| {
+        let verdict = restored_under_a_paused_holder(sim).await;
+        assert_eq!(verdict, WorkerResult::Written(WriteVerdict::RejectedStale { highest: Token(42) }));
+    });
+    assert!(outcome.ok);
+}
+
+#[test]
+fn b1042_restored_database_that_trusts_its_backup_lets_the_stale_write_in() {
+    let model = Model { variant: Variant::ResourceRestoreNaive, ..script_model(2) };
+    let outcome = check("b1042_after_db_restore_naive", model, async |sim: &mut Sim| {
+        let verdict = restored_under_a_paused_holder(sim).await;
+        assert_eq!(verdict, WorkerResult::Written(WriteVerdict::Accepted));
+    });
+    assert!(outcome.violations.iter().any(|v| v.property == Property::FencedWrite));
+}
+
 #[test]
 fn tokens_stay_monotonic_across_restores() {
     let outcome = check("tokens_across_restores", script_model(2), async |sim: &mut Sim| {

@@ -49,6 +49,7 @@ impl LockServer {
             self.on_read_state(read, now_local_ms);
         }
         self.settle_parked_checks(now_local_ms);
+        self.settle_parked_floors();
         self.serve_waiters(now_local_ms);
         self.compact_if_due();
     }

@@ -20,6 +20,7 @@
 
 mod apply;
 mod checks;
+mod floors;
 mod leases;
 mod requests;
 #[cfg(test)]
@@ -32,6 +33,8 @@ use crate::types::{ClientId, Holder, Key, LogIndex, NodeId, RequestId, Term, Tok
 use crate::variant::Variant;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+pub use floors::FloorAnswer;
 
 /// What a client asks a server. Carried with the client id and request id.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -136,6 +139,11 @@ pub enum Output {
         token: Token,
         holder: Holder,
     },
+    /// Send `answer` to the resource's floor read `read`.
+    FloorAnswer {
+        read: u64,
+        answer: FloorAnswer,
+    },
 }
 
 /// Client proposals awaiting apply on this node; beyond it, requests answer `Unavailable`.
@@ -229,6 +237,10 @@ enum ReadPurpose {
         token: Token,
         asked_local_ms: u64,
     },
+    /// Answer the resource's floor read `read` (`floors`).
+    Floor {
+        read: u64,
+    },
 }
 
 /// An answer that states a key's condition without a log entry. It leaves
@@ -292,6 +304,8 @@ pub struct LockServer {
     read_ctx_last: u64,
     /// Confirmed checks waiting for a Grant in flight to apply; at most `READS_MAX`.
     checks_parked: Vec<ParkedCheck>,
+    /// Confirmed floor reads waiting for the log to apply; at most `READS_MAX`.
+    floors_parked: Vec<floors::ParkedFloor>,
     /// The last `Busy` or `TimedOut` this node sent each client, with its
     /// request: a late copy of that request gets the same answer, an older
     /// request none (its client has moved on). Volatile, like the rest.
@@ -321,6 +335,7 @@ impl LockServer {
             reads: BTreeMap::new(),
             read_ctx_last: 0,
             checks_parked: Vec::new(),
+            floors_parked: Vec::new(),
             answered: BTreeMap::new(),
             applied_at_ms: BTreeMap::new(),
         };
@@ -415,6 +430,7 @@ impl LockServer {
         // clients of its checks are sent on at once, like its waiters.
         self.redirect_checks();
         self.reads.clear();
+        self.floors_parked.clear();
         if self.office.is_some() {
             self.leave_office();
         }

@@ -107,6 +107,12 @@ pub struct Counters {
     pub restores: u64,
     /// Single-node restores from a stale backup.
     pub node_restores: u64,
+    /// Restores of the protected resource from its backup.
+    pub resource_restores: u64,
+    /// Floor reads the restored resource sent (every attempt).
+    pub floor_reads: u64,
+    /// Writes answered `Unavailable` while a restored resource read its floors.
+    pub writes_unavailable: u64,
     /// Keys judged by `linearizable`, and how many of them hit a search bound (neither passed nor failed).
     pub linearizable_keys: u64,
     pub linearizable_unknown: u64,
@@ -244,6 +250,8 @@ impl Checker {
         match event.kind {
             EventKind::ClusterRestored { .. } => self.report.counters.restores += 1,
             EventKind::NodeRestored { .. } => self.report.counters.node_restores += 1,
+            EventKind::ResourceRestored { .. } => self.report.counters.resource_restores += 1,
+            EventKind::FloorAsked { .. } => self.report.counters.floor_reads += 1,
             _ => {}
         }
         for family in &mut self.families {

@@ -169,6 +169,30 @@ impl H {
         self.ev(EventKind::Healed)
     }
 
+    /// The operator backs the resource up now (a planned fault).
+    pub fn resource_backup(self) -> H {
+        self.ev(EventKind::Fault { fault: crate::faults::Fault::BackupResource })
+    }
+
+    /// The resource restored from its backup taken at `backup_at_ms`.
+    pub fn resource_restore(self, restore: u64, backup_at_ms: u64) -> H {
+        self.ev(EventKind::ResourceRestored { restore, backup_at_us: backup_at_ms * 1_000 })
+    }
+
+    /// The operator takes the whole-cluster backup now.
+    pub fn cluster_backup(self) -> H {
+        self.ev(EventKind::Fault { fault: crate::faults::Fault::BackupCluster })
+    }
+
+    /// A whole-cluster restore from the backup taken at `backup_at_ms`.
+    pub fn cluster_restore(self, epoch: u32, backup_at_ms: u64, token_floor: u64) -> H {
+        self.ev(EventKind::ClusterRestored {
+            epoch,
+            backup_at_us: backup_at_ms * 1_000,
+            token_floor: Token(token_floor),
+        })
+    }
+
     pub fn restore(self, epoch: u32, token_floor: u64) -> H {
         self.ev(EventKind::ClusterRestored { epoch, backup_at_us: 0, token_floor: Token(token_floor) })
     }
@@ -194,6 +218,17 @@ impl H {
 /// expires; the run heals at 3 s, c1 takes `k` again with 43 at 3.1 s
 /// (index 5), and `H::check` ends the run at 12 s.
 pub(crate) fn happy() -> H {
+    happy_after_c1_wrote(happy_until_c1_wrote())
+}
+
+/// `happy` with the operator's backup of the resource at 100 ms: after c1's
+/// write with 41, before c2's with 42.
+pub(crate) fn happy_with_backup_at_100ms() -> H {
+    happy_after_c1_wrote(happy_until_c1_wrote().at_ms(100).resource_backup())
+}
+
+/// `happy` until c1's write with 41 at 30 ms.
+fn happy_until_c1_wrote() -> H {
     let mut h = H::new();
     for n in 0..3 {
         h = h.clock(server(n), 0, 100, true);
@@ -207,7 +242,11 @@ pub(crate) fn happy() -> H {
         .acquire(1, "k", 1, 1, 41)
         .at_ms(30)
         .write(1, 2, "k", 41, WritePath::Status, WriteVerdict::Accepted)
-        .at_ms(100)
+}
+
+/// `happy` from c1's release at 100 ms on.
+fn happy_after_c1_wrote(h: H) -> H {
+    h.at_ms(100)
         .request(1, 3, 0, ClientRequest::Release { key: key("k"), token: Token(41) })
         .apply_all(&[0, 1, 2], 2, release("k", 41, 1, 3), ApplyResult::Released)
         .reply(0, 1, 3, ClientReply::Released)

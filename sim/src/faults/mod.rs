@@ -140,6 +140,11 @@ pub enum Fault {
         within_ms: u64,
         down_ms: u64,
     },
+    /// The operator copies the resource's durable disk aside.
+    BackupResource,
+    /// The operator stops the resource, puts its last backup back (data and
+    /// highest tokens together) and starts it again.
+    RestoreResource,
 }
 
 /// `n0`, `c1`, `resource`: the same names as [`Addr`]'s.
@@ -198,6 +203,8 @@ impl Fault {
             | Fault::RestoreCluster
             | Fault::CrashResource
             | Fault::RestartResource
+            | Fault::BackupResource
+            | Fault::RestoreResource
             | Fault::LeaderChurn { .. } => Vec::new(),
         };
         named.into_iter().filter(|actor| *actor != Actor::Resource).collect()
@@ -249,6 +256,8 @@ impl fmt::Display for Fault {
             Fault::RestoreCluster => f.write_str("restore the cluster from its backup"),
             Fault::CrashResource => f.write_str("crash the resource"),
             Fault::RestartResource => f.write_str("restart the resource"),
+            Fault::BackupResource => f.write_str("back up the resource"),
+            Fault::RestoreResource => f.write_str("restore the resource from its backup"),
             Fault::DiskStall { node, fsync_ms: 0 } => write!(f, "disk of {node} back to normal"),
             Fault::DiskStall { node, fsync_ms } => write!(f, "disk of {node} stalls: fsync takes {fsync_ms} ms"),
             Fault::LeaderChurn { for_ms, within_ms, down_ms } => write!(
@@ -277,6 +286,7 @@ enum Family {
     Resource = 7,
     Disks = 8,
     Churn = 9,
+    ResourceRestores = 10,
 }
 
 fn family_rng(seed: u64, family: Family) -> ChaCha8Rng {
@@ -309,6 +319,9 @@ pub fn plan(model: &Model, seed: u64) -> Vec<FaultEvent> {
     }
     if model.resource_crashes {
         planner.resource(&mut family_rng(seed, Family::Resource));
+    }
+    if model.resource_restores {
+        planner.resource_restores(&mut family_rng(seed, Family::ResourceRestores));
     }
     let mut events = planner.events;
     // Stable: events at the same millisecond keep their family order.
@@ -634,6 +647,40 @@ impl Planner<'_> {
         for (down_at, up_at) in planned {
             self.push(down_at, Fault::CrashResource);
             self.push(up_at, Fault::RestartResource);
+        }
+    }
+
+    /// The operator's backups of the resource and its restores: episodes
+    /// 3-10 s apart, each a backup and, 0.5-5 s later, a restore from it
+    /// (what was written in between goes back, highest tokens included). In
+    /// 20% of episodes a second restore from the same backup follows, taken
+    /// before the first restore: half of them 1-30 ms after it, while the
+    /// first restore's floor is still being read, half 0.2-3 s after. A
+    /// stalled worker's lease runs out and a new holder writes inside such a
+    /// span often, which is what a restore must not let the stale one undo.
+    fn resource_restores(&mut self, rng: &mut ChaCha8Rng) {
+        let safety_ms = self.model.safety_ms;
+        let mut planned = Vec::new();
+        self.episodes(rng, (3_000, 10_000), |rng, t| {
+            let restore_ms = rng.gen_range(500..=5_000);
+            let again_ms = match (rng.gen_bool(0.2), rng.gen_bool(0.5)) {
+                (false, _) => None,
+                (true, true) => Some(rng.gen_range(1..=30)),
+                (true, false) => Some(rng.gen_range(200..=3_000)),
+            };
+            let lasted = restore_ms + again_ms.unwrap_or(0);
+            if t + lasted >= safety_ms {
+                return None;
+            }
+            planned.push((t, t + restore_ms, again_ms.map(|ms| t + restore_ms + ms)));
+            Some(lasted)
+        });
+        for (backup_at, restore_at, again_at) in planned {
+            self.push(backup_at, Fault::BackupResource);
+            self.push(restore_at, Fault::RestoreResource);
+            if let Some(again_at) = again_at {
+                self.push(again_at, Fault::RestoreResource);
+            }
         }
     }
 }

@@ -66,6 +66,8 @@ pub fn draw(model: &Model, seed: u64) -> Model {
     let pause = scaled(&mut rng, model.pause_ms_max);
     drawn.pause_ms_max = pause.max(model.pause_ms_max.min(50));
     drawn.drift_ppm_max = scaled(&mut rng, model.drift_ppm_max);
+    // Drawn last: a family added later leaves every earlier draw in place.
+    drawn.resource_restores = family(&mut rng, model.resource_restores);
     debug_assert!(drawn.validate().is_ok(), "a swarm draw of a valid model is valid");
     drawn
 }
@@ -74,7 +76,7 @@ pub fn draw(model: &Model, seed: u64) -> Model {
 pub fn describe(drawn: &Model) -> String {
     format!(
         "nodes={} entries_per_message_max={} inflight_max={} partitions={} crashes={} leader_churn={} restores={} \
-         pauses={} clock_steps={} resource_crashes={} corruption={} drift_beyond_bound={} loss_rate={} dup_rate={} \
+         pauses={} clock_steps={} resource_crashes={} resource_restores={} corruption={} drift_beyond_bound={} loss_rate={} dup_rate={} \
          pause_ms_max={} drift_ppm_max={}",
         drawn.nodes,
         drawn.entries_per_message_max,
@@ -86,6 +88,7 @@ pub fn describe(drawn: &Model) -> String {
         drawn.pauses,
         drawn.clock_steps,
         drawn.resource_crashes,
+        drawn.resource_restores,
         drawn.corruption,
         drawn.drift_beyond_bound,
         drawn.loss_rate,

@@ -50,11 +50,12 @@ fn switched_off_families_have_no_events() {
         clock_steps: false,
         pauses: false,
         resource_crashes: false,
+        resource_restores: false,
         ..Model::default()
     };
     for seed in 0..50 {
         assert!(timed(&plan(&off, seed)).is_empty(), "seed {seed}");
-        let checks: [(Model, FaultFilter); 6] = [
+        let checks: [(Model, FaultFilter); 7] = [
             (Model { partitions: false, ..Model::default() }, |f| {
                 matches!(
                     f,
@@ -79,6 +80,9 @@ fn switched_off_families_have_no_events() {
             (Model { pauses: false, ..Model::default() }, |f| matches!(f, Fault::Pause { .. })),
             (Model { resource_crashes: false, ..Model::default() }, |f| {
                 matches!(f, Fault::CrashResource | Fault::RestartResource)
+            }),
+            (Model { resource_restores: false, ..Model::default() }, |f| {
+                matches!(f, Fault::BackupResource | Fault::RestoreResource)
             }),
         ];
         for (model, forbidden) in checks {

@@ -9,7 +9,7 @@
 //! server ([`NodeImage`]) and the protected resource.
 
 use fencelock::raft::{DurableState, Entry, HardState, Snapshot};
-use fencelock::resource::{ResourceState, Write};
+use fencelock::resource::{LockFloor, ResourceState, Write};
 use fencelock::{LogIndex, Variant};
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
@@ -145,11 +145,27 @@ pub struct ResourceImage {
     pub variant: Variant,
 }
 
-impl Image for ResourceImage {
-    type Op = Write;
+/// One write to a [`ResourceImage`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum ResourceOp {
+    /// A client's write, judged again as it was judged in memory.
+    Write(Write),
+    /// The floors read after restore `restore`: writes are served again.
+    Floor { restore: u64, floor: LockFloor },
+}
 
-    fn apply(&mut self, op: &Write) {
-        self.state.write(op, self.variant);
+impl Image for ResourceImage {
+    type Op = ResourceOp;
+
+    fn apply(&mut self, op: &ResourceOp) {
+        match op {
+            ResourceOp::Write(write) => {
+                self.state.write(write, self.variant);
+            }
+            ResourceOp::Floor { restore, floor } => {
+                self.state.raise_floor(*restore, floor);
+            }
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 
 use fencelock::raft::Message;
 use fencelock::resource::{Write, WriteVerdict};
-use fencelock::service::{ClientReply, ClientRequest};
+use fencelock::service::{ClientReply, ClientRequest, FloorAnswer};
 use fencelock::{ClientId, RequestId};
 use serde::{Deserialize, Serialize};
 
@@ -22,4 +22,8 @@ pub enum Envelope {
     Write(Write),
     /// The resource's answer to a write.
     WriteReply { request: RequestId, verdict: WriteVerdict },
+    /// The restored resource asks a server for its floor (a linearizable read).
+    FloorRead { read: u64 },
+    /// A server's answer to a floor read.
+    FloorReply { read: u64, answer: FloorAnswer },
 }

@@ -65,6 +65,7 @@ fn on_delivery(ctx: &Ctx, server: &mut LockServer, now_local_ms: u64, delivery: 
         Delivery::Packet { bytes, .. } => match wire::decode::<Envelope>(&bytes) {
             Ok(Envelope::Raft(message)) => server.step(message, now_local_ms),
             Ok(Envelope::Request { client, request, body }) => server.on_client(client, request, body, now_local_ms),
+            Ok(Envelope::FloorRead { read }) => server.on_floor_read(read),
             Ok(_) => {}
             Err(_) => ctx.net.note_corrupt_detected(),
         },
@@ -199,6 +200,9 @@ fn handle_outputs(ctx: &Ctx, id: NodeId, server: &mut LockServer) {
             }
             Output::GhostReleaseProposed { key, token, holder } => {
                 ctx.record(EventKind::GhostReleaseProposed { node: id, key, token, holder });
+            }
+            Output::FloorAnswer { read, answer } => {
+                ctx.send(Addr::Server(id), Addr::Resource, &Envelope::FloorReply { read, answer });
             }
         }
     }

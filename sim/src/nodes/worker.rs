@@ -32,8 +32,12 @@ const REQUEST_TIMEOUT_US: u64 = 250_000;
 /// Attempts of one request (same request id) before the worker gives up: 3 s
 /// of retries, so a retry can outlive the lease it asks about (etcd 11456).
 const ATTEMPTS_MAX: u32 = 12;
-/// Attempts of one resource write before the worker gives up on it.
+/// Attempts of one resource write without an answer before the worker gives up on it.
 const WRITE_ATTEMPTS_MAX: u32 = 3;
+/// How long a worker waits before it sends a write answered `Unavailable` again.
+const WRITE_UNAVAILABLE_RETRY_MS: u64 = 50;
+/// `Unavailable` answers one write takes before the worker gives up on it (3 s).
+const WRITE_UNAVAILABLE_MAX: u32 = 60;
 /// Jobs of one worker life when the model sets no `jobs_max`.
 const JOBS_PER_LIFE_MAX: u64 = 86_400_000 / 20;
 /// A long job renews after each this many thousandths of its lease.
@@ -260,10 +264,23 @@ impl Worker {
         let value = format!("checked by {} with {}", self.id, token);
         let write = Write { key: key.clone(), token, holder, request, path, value };
         self.ctx.record(EventKind::WriteSent { client: self.id, request, key: key.clone(), token, path });
-        for _ in 0..WRITE_ATTEMPTS_MAX {
+        let (mut silent, mut unavailable) = (0, 0);
+        for _ in 0..WRITE_ATTEMPTS_MAX + WRITE_UNAVAILABLE_MAX {
             self.ctx.send(Addr::Client(self.id), Addr::Resource, &Envelope::Write(write.clone()));
-            if let Some(verdict) = self.await_write(request).await {
-                return Some(verdict);
+            match self.await_write(request).await {
+                // A restored resource reading its floors: the same write
+                // (same request id) again a little later.
+                Some(WriteVerdict::Unavailable) if unavailable < WRITE_UNAVAILABLE_MAX => {
+                    unavailable += 1;
+                    madsim::time::sleep(Duration::from_millis(WRITE_UNAVAILABLE_RETRY_MS)).await;
+                }
+                Some(verdict) => return Some(verdict),
+                None => {
+                    silent += 1;
+                    if silent >= WRITE_ATTEMPTS_MAX {
+                        return None;
+                    }
+                }
             }
         }
         None

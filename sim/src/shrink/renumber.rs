@@ -90,6 +90,8 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
         | Fault::RestoreCluster
         | Fault::CrashResource
         | Fault::RestartResource
+        | Fault::BackupResource
+        | Fault::RestoreResource
         | Fault::LeaderChurn { .. } => fault.clone(),
     })
 }

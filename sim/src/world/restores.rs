@@ -1,9 +1,10 @@
 //! The operator's backups and restores: one server from a stale backup of
-//! its own disk (amnesia), and the whole cluster from one snapshot
-//! (ARCHITECTURE.md, "Restores"). What the disks become is decided here; the
+//! its own disk (amnesia), the whole cluster from one snapshot
+//! (ARCHITECTURE.md, "Restores"), and the protected resource from its last
+//! backup (README, seed 002). What the disks become is decided here; the
 //! supervisor stops and starts the processes around it.
 
-use crate::machine::disk::{NodeImage, SharedDisk};
+use crate::machine::disk::{NodeImage, ResourceImage, SharedDisk};
 use fencelock::raft::{HardState, Payload, Snapshot};
 use fencelock::{LockState, LogIndex, NodeId, Term, Token, Variant};
 use std::collections::BTreeMap;
@@ -24,6 +25,10 @@ pub(super) struct Backups {
     cluster: Option<ClusterBackup>,
     /// Whole-cluster restores so far; the operator keeps this count outside the backups.
     epoch: u32,
+    /// The resource's last backup and when it was taken.
+    resource: Option<(u64, ResourceImage)>,
+    /// The resource's restores so far.
+    resource_restores: u64,
 }
 
 /// A whole-cluster restore, ready to be written to every disk.
@@ -37,6 +42,20 @@ pub(super) struct ClusterRestore {
 impl Backups {
     pub(super) fn back_up_node(&mut self, node: NodeId, at_us: u64, image: NodeImage) {
         self.nodes.insert(node, (at_us, image));
+    }
+
+    pub(super) fn back_up_resource(&mut self, at_us: u64, image: ResourceImage) {
+        self.resource = Some((at_us, image));
+    }
+
+    /// The resource's last backup, marked as restored by the next restore
+    /// number (it answers no write until it has read its floors), with the
+    /// instant it was taken; `None` before the first backup.
+    pub(super) fn resource_restore(&mut self) -> Option<(u64, u64, ResourceImage)> {
+        let (at_us, mut image) = self.resource.clone()?;
+        self.resource_restores += 1;
+        image.state.restored(self.resource_restores, image.variant);
+        Some((self.resource_restores, at_us, image))
     }
 
     /// `etcdctl snapshot save`: the committed state of the most advanced server.

@@ -250,6 +250,11 @@ impl Supervisor {
             Fault::LeaderChurn { for_ms, within_ms, down_ms } => {
                 self.churn_mut().start(now_us(), *for_ms, *within_ms, *down_ms)
             }
+            Fault::BackupResource => {
+                let image = ctx.resource_disk.lock().expect("disk lock").backup();
+                self.backups.back_up_resource(now_us(), image);
+            }
+            Fault::RestoreResource => self.restore_resource(),
         }
     }
 
@@ -362,6 +367,18 @@ impl Supervisor {
         for n in 0..self.ctx.model.nodes {
             self.restart(Actor::Server(NodeId(n)));
         }
+    }
+
+    /// The resource stopped, its disk replaced by its last backup, and
+    /// started again: it reads its floors before it serves a write.
+    pub(crate) fn restore_resource(&mut self) {
+        let Some((restore, backup_at_us, image)) = self.backups.resource_restore() else {
+            return;
+        };
+        self.kill(Actor::Resource);
+        self.ctx.resource_disk.lock().expect("disk lock").restore(image);
+        self.ctx.record(EventKind::ResourceRestored { restore, backup_at_us });
+        self.restart(Actor::Resource);
     }
 
     /// Ends the safety phase: every link, rate, pause, disk stall and crash is undone.

@@ -5,6 +5,7 @@
 
 mod acquire;
 mod checks;
+mod floors;
 mod ghosts;
 mod leases;
 mod revoke;

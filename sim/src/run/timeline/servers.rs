@@ -204,6 +204,14 @@ impl Servers {
                 self.heal(event);
                 self.faults.push(Item::mark(at, Style::Healed, "healed".into(), super::trace_line(event)));
             }
+            EventKind::ResourceRestored { backup_at_us, .. } => {
+                let label = format!("restored ({}s)", backup_at_us / 1_000_000);
+                self.resource.push(Item::mark(at, Style::Restored, label, super::trace_line(event)));
+            }
+            EventKind::FloorRaised { token_last, .. } => {
+                let label = format!("floor {token_last}");
+                self.resource.push(Item::mark(at, Style::Restored, label, super::trace_line(event)));
+            }
             EventKind::ClusterRestored { epoch, .. } => {
                 let label = format!("cluster restored ({epoch})");
                 self.faults.push(Item::mark(at, Style::ClusterEvent, label, super::trace_line(event)));
@@ -242,6 +250,7 @@ impl Servers {
                 self.faults.push(Item::span(at, at + for_ms * 1_000, Style::Churn, "leader churn".into(), text));
             }
             Fault::BackupCluster => self.faults.push(mark(Style::ClusterEvent, "cluster backup")),
+            Fault::BackupResource => self.resource.push(mark(Style::ClusterEvent, "backup")),
             Fault::RestoreCluster => {} // The `ClusterRestored` event that follows is drawn.
             Fault::BackupNode { node } => {
                 self.lanes.entry(*node).or_default().events.push(mark(Style::ClusterEvent, "backup"));
@@ -345,5 +354,6 @@ pub fn verdict_word(verdict: &WriteVerdict) -> &'static str {
         WriteVerdict::RejectedStale { .. } => "stale",
         WriteVerdict::RejectedEqualToken { .. } => "equal",
         WriteVerdict::Duplicate { .. } | WriteVerdict::DuplicateForgotten => "dup",
+        WriteVerdict::Unavailable => "wait",
     }
 }
