@@ -66,6 +66,10 @@ pub fn draw(model: &Model, seed: u64) -> Model {
     let pause = scaled(&mut rng, model.pause_ms_max);
     drawn.pause_ms_max = pause.max(model.pause_ms_max.min(50));
     drawn.drift_ppm_max = scaled(&mut rng, model.drift_ppm_max);
+    // Drawn last, so the draws above stay what they were before the family
+    // existed. Absent in the model (the standard model), it is drawn like a
+    // family the model enables; only an explicit `false` keeps it off.
+    drawn.ack_crashes = Some(family(&mut rng, model.ack_crashes != Some(false)) && drawn.crashes);
     debug_assert!(drawn.validate().is_ok(), "a swarm draw of a valid model is valid");
     drawn
 }
@@ -75,7 +79,7 @@ pub fn describe(drawn: &Model) -> String {
     format!(
         "nodes={} entries_per_message_max={} inflight_max={} partitions={} crashes={} leader_churn={} restores={} \
          pauses={} clock_steps={} resource_crashes={} corruption={} drift_beyond_bound={} loss_rate={} dup_rate={} \
-         pause_ms_max={} drift_ppm_max={}",
+         pause_ms_max={} drift_ppm_max={} ack_crashes={}",
         drawn.nodes,
         drawn.entries_per_message_max,
         drawn.inflight_max,
@@ -92,6 +96,7 @@ pub fn describe(drawn: &Model) -> String {
         drawn.dup_rate,
         drawn.pause_ms_max,
         drawn.drift_ppm_max,
+        drawn.ack_crashes.unwrap_or(false),
     )
 }
 

@@ -87,7 +87,8 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
         | Fault::RestoreCluster
         | Fault::CrashResource
         | Fault::RestartResource
-        | Fault::LeaderChurn { .. } => fault.clone(),
+        | Fault::LeaderChurn { .. }
+        | Fault::AckCrashes { .. } => fault.clone(),
     })
 }
 
