@@ -19,15 +19,16 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 impl Planner<'_> {
-    /// Episodes of 1-6 s, 3-10 s apart; each follows vote grants or entry
-    /// acknowledgements (half each), strikes up to 1-3 times and keeps each
+    /// Episodes 3-10 s apart; each follows vote grants (half of them, for
+    /// 3-12 s) or entry acknowledgements (1-6 s), strikes up to 1-3 times and keeps each
     /// victim down 1-`down_ms` (5-300) ms.
     pub(super) fn ack_crashes(&mut self, rng: &mut ChaCha8Rng) {
         let safety_ms = self.model.safety_ms;
         let mut planned = Vec::new();
         self.episodes(rng, (3_000, 10_000), |rng, t| {
-            let for_ms = rng.gen_range(1_000..=6_000);
             let votes = rng.gen_bool(0.5);
+            // Votes are sent only in elections: their episodes last longer, to meet one.
+            let for_ms = if votes { rng.gen_range(3_000..=12_000) } else { rng.gen_range(1_000..=6_000) };
             let strikes = rng.gen_range(1..=3);
             let down_ms = rng.gen_range(5..=300);
             if t + for_ms + down_ms >= safety_ms {
