@@ -173,7 +173,10 @@ impl fmt::Display for ChurnEvent {
                     Acked::Vote => "granted its vote",
                     Acked::Entries => "acknowledged entries",
                 };
-                write!(f, "ack crash: crash {node} {after_us} us after it {what} to {to} in {term}, back in {down_ms} ms")
+                write!(
+                    f,
+                    "ack crash: crash {node} {after_us} us after it {what} to {to} in {term}, back in {down_ms} ms"
+                )
             }
         }
     }

@@ -263,6 +263,26 @@ mod tests {
     }
 
     #[test]
+    fn ack_crashes_are_drawn_though_the_standard_model_leaves_them_absent() {
+        let draws: Vec<Model> = (0..400).map(|seed| draw(&swarm_model(), seed)).collect();
+        assert!(draws.iter().all(|m| m.ack_crashes.is_some()), "a drawn model says whether they are on");
+        let on = draws.iter().filter(|m| m.ack_crashes == Some(true)).count();
+        assert!((50..=150).contains(&on), "ack crashes (their coin and crashes) on in {on} of 400 seeds");
+        assert!(draws.iter().all(|m| m.crashes || m.ack_crashes == Some(false)), "none without crashes");
+        let off = Model { ack_crashes: Some(false), ..swarm_model() };
+        let forced = Model { ack_crashes: Some(true), ..swarm_model() };
+        for seed in 0..400 {
+            assert_eq!(draw(&off, seed).ack_crashes, Some(false), "seed {seed}: false keeps them off");
+            assert_eq!(draw(&forced, seed), draws[seed as usize], "seed {seed}: true is what absent draws");
+            // Drawn last: every other key is what it was before the family existed.
+            assert_eq!(
+                Model { ack_crashes: None, ..draw(&off, seed) },
+                Model { ack_crashes: None, ..draws[seed as usize].clone() }
+            );
+        }
+    }
+
+    #[test]
     fn resolve_draws_only_with_swarm_on() {
         assert_eq!(resolve(&Model::default(), 3), Model::default());
         assert_eq!(resolve(&swarm_model(), 3), draw(&swarm_model(), 3));

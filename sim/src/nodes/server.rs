@@ -3,6 +3,7 @@
 //! `fencelock`; this file only moves bytes, waits for fsync and reads the
 //! node's local clock.
 
+use crate::faults::Acked;
 use crate::history::{Actor, EventKind};
 use crate::machine::clock::{local_now, now_us, SharedClock};
 use crate::machine::disk::{fsync, NodeOp};
@@ -10,7 +11,6 @@ use crate::machine::envelope::Envelope;
 use crate::machine::net::{Addr, Delivery};
 use crate::machine::timer;
 use crate::machine::wire;
-use crate::faults::Acked;
 use crate::nodes::context::{AckSent, Ctx};
 use crate::streams;
 use fencelock::raft::{Config, Message, MessageBody, RaftNode, Ready, SoftState};
