@@ -290,7 +290,7 @@ impl EventKind {
         use EventKind as K;
         match self {
             K::Role { term, .. } | K::Applied { term, .. } | K::AppliedNoop { term, .. } => Some(*term),
-            K::Churn(ChurnEvent::Struck { term, .. }) => Some(*term),
+            K::Churn(ChurnEvent::Struck { term, .. } | ChurnEvent::AckStruck { term, .. }) => Some(*term),
             _ => None,
         }
     }
@@ -347,6 +347,7 @@ impl EventKind {
             K::Healed | K::ClusterRestored { .. } => Vec::new(),
             K::Fault { fault } => fault.named(),
             K::Churn(ChurnEvent::Struck { node, .. } | ChurnEvent::PluggedBack { node }) => vec![Actor::Server(*node)],
+            K::Churn(ChurnEvent::AckStruck { node, to, .. }) => vec![Actor::Server(*node), Actor::Server(*to)],
             K::Crashed { actor } | K::Restarted { actor } | K::Paused { actor } | K::Resumed { actor } => vec![*actor],
             K::Clock { actor, .. } => vec![*actor],
             K::NodeRestored { node, .. }

@@ -17,6 +17,7 @@ const OPERATOR: u64 = 0x6469_736B_0000_0004;
 const CHURN: u64 = 0x6368_7572_0000_0005;
 const FAULTS: u64 = 0xFA17_5EED;
 const SWARM: u64 = 0x7377_6172_0000_0006;
+const ACK_CRASH: u64 = 0x6163_6B63_0000_0007;
 
 /// One stream seed for actor `who` in its `incarnation`-th life.
 fn mixed(seed: u64, stream: u64, who: u64, incarnation: u64) -> u64 {
@@ -60,6 +61,11 @@ pub fn churn(seed: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(mixed(seed, CHURN, 0, 0))
 }
 
+/// Crashes after acknowledging: each victim's down time, drawn as it is struck.
+pub fn ack_crash(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(mixed(seed, ACK_CRASH, 0, 0))
+}
+
 /// Swarm testing: which fault families a seed turns on, and how hard (`faults/swarm.rs`).
 pub fn swarm(seed: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(mixed(seed, SWARM, 0, 0))
@@ -83,6 +89,7 @@ mod tests {
             draws(operator(7)),
             draws(churn(7)),
             draws(swarm(7)),
+            draws(ack_crash(7)),
         ];
         for (i, a) in all.iter().enumerate() {
             for b in &all[i + 1..] {

@@ -17,6 +17,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+mod acks;
 mod churn;
 mod disks;
 pub mod swarm;
@@ -145,11 +146,30 @@ pub enum Fault {
     /// The operator stops the resource, puts its last backup back (data and
     /// highest tokens together) and starts it again.
     RestoreResource,
+    /// For `for_ms`, up to `strikes` servers are crashed within a
+    /// millisecond of sending a vote grant (`votes`) or an acknowledgement
+    /// of appended entries (otherwise), and each comes back 1-`down_ms` ms
+    /// later (`world/acks.rs`): what a node sent before its write was durable is lost.
+    AckCrashes {
+        for_ms: u64,
+        votes: bool,
+        strikes: u64,
+        down_ms: u64,
+    },
 }
 
-/// `n0`, `c1`, `resource`: the same names as [`Addr`]'s.
-/// What leader churn did at run time: its victims are whoever leads when it
-/// strikes, so they are recorded as they happen, not planned.
+/// What acknowledgement a crash-after-acknowledging strike follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Acked {
+    /// A vote granted to a candidate.
+    Vote,
+    /// Entries appended, acknowledged to the leader.
+    Entries,
+}
+
+/// What the reactive families (leader churn, crashes after acknowledging)
+/// did at run time: their victims depend on the run, so they are recorded as
+/// they happen, not planned.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ChurnEvent {
     /// A leader crashed (or its cable pulled) `seen_ms` after it was seen
@@ -157,6 +177,9 @@ pub enum ChurnEvent {
     Struck { node: NodeId, term: Term, crashed: bool, seen_ms: u64, at_first_apply: bool },
     /// A pulled cable plugged back in.
     PluggedBack { node: NodeId },
+    /// A server crashed `after_us` after it sent `acked` to `to` in `term`,
+    /// to come back `down_ms` later.
+    AckStruck { node: NodeId, to: NodeId, term: Term, acked: Acked, after_us: u64, down_ms: u64 },
 }
 
 impl fmt::Display for ChurnEvent {
@@ -168,6 +191,16 @@ impl fmt::Display for ChurnEvent {
                 write!(f, "churn: {verb} {node}, leader of {term}, {seen_ms} ms after it was seen leading{when}")
             }
             ChurnEvent::PluggedBack { node } => write!(f, "churn: plug {node} back in"),
+            ChurnEvent::AckStruck { node, to, term, acked, after_us, down_ms } => {
+                let what = match acked {
+                    Acked::Vote => "granted its vote",
+                    Acked::Entries => "acknowledged entries",
+                };
+                write!(
+                    f,
+                    "ack crash: crash {node} {after_us} us after it {what} to {to} in {term}, back in {down_ms} ms"
+                )
+            }
         }
     }
 }
@@ -205,7 +238,8 @@ impl Fault {
             | Fault::RestartResource
             | Fault::BackupResource
             | Fault::RestoreResource
-            | Fault::LeaderChurn { .. } => Vec::new(),
+            | Fault::LeaderChurn { .. }
+            | Fault::AckCrashes { .. } => Vec::new(),
         };
         named.into_iter().filter(|actor| *actor != Actor::Resource).collect()
     }
@@ -265,6 +299,10 @@ impl fmt::Display for Fault {
                 "leader churn for {for_ms} ms: each new leader is struck within {within_ms} ms or at its first \
                  apply, away {down_ms} ms"
             ),
+            Fault::AckCrashes { for_ms, votes, strikes, down_ms } => {
+                let what = if *votes { "a vote grant" } else { "acknowledging entries" };
+                write!(f, "ack crashes for {for_ms} ms: up to {strikes} servers crash just after {what}, away up to {down_ms} ms")
+            }
         }
     }
 }
@@ -287,6 +325,7 @@ enum Family {
     Disks = 8,
     Churn = 9,
     ResourceRestores = 10,
+    AckCrashes = 11,
 }
 
 fn family_rng(seed: u64, family: Family) -> ChaCha8Rng {
@@ -307,6 +346,9 @@ pub fn plan(model: &Model, seed: u64) -> Vec<FaultEvent> {
     }
     if model.crashes && model.leader_churn {
         planner.leader_churn(&mut family_rng(seed, Family::Churn));
+    }
+    if model.crashes && model.ack_crashes == Some(true) {
+        planner.ack_crashes(&mut family_rng(seed, Family::AckCrashes));
     }
     if model.restores {
         planner.cluster_restores(&mut family_rng(seed, Family::ClusterRestores));

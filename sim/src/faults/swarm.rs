@@ -68,6 +68,10 @@ pub fn draw(model: &Model, seed: u64) -> Model {
     drawn.drift_ppm_max = scaled(&mut rng, model.drift_ppm_max);
     // Drawn last: a family added later leaves every earlier draw in place.
     drawn.resource_restores = family(&mut rng, model.resource_restores);
+    // Drawn after it, so the draws above stay what they were before the
+    // family existed. Absent in the model (the standard model), it is drawn like a
+    // family the model enables; only an explicit `false` keeps it off.
+    drawn.ack_crashes = Some(family(&mut rng, model.ack_crashes != Some(false)) && drawn.crashes);
     debug_assert!(drawn.validate().is_ok(), "a swarm draw of a valid model is valid");
     drawn
 }
@@ -77,7 +81,7 @@ pub fn describe(drawn: &Model) -> String {
     format!(
         "nodes={} entries_per_message_max={} inflight_max={} partitions={} crashes={} leader_churn={} restores={} \
          pauses={} clock_steps={} resource_crashes={} resource_restores={} corruption={} drift_beyond_bound={} loss_rate={} dup_rate={} \
-         pause_ms_max={} drift_ppm_max={}",
+         pause_ms_max={} drift_ppm_max={} ack_crashes={}",
         drawn.nodes,
         drawn.entries_per_message_max,
         drawn.inflight_max,
@@ -95,6 +99,7 @@ pub fn describe(drawn: &Model) -> String {
         drawn.dup_rate,
         drawn.pause_ms_max,
         drawn.drift_ppm_max,
+        drawn.ack_crashes.unwrap_or(false),
     )
 }
 
@@ -257,6 +262,26 @@ mod tests {
             let all = draw(&swarm_model(), seed);
             let fewer = draw(&no_restores, seed);
             assert_eq!(Model { restores: all.restores, ..fewer }, all);
+        }
+    }
+
+    #[test]
+    fn ack_crashes_are_drawn_though_the_standard_model_leaves_them_absent() {
+        let draws: Vec<Model> = (0..400).map(|seed| draw(&swarm_model(), seed)).collect();
+        assert!(draws.iter().all(|m| m.ack_crashes.is_some()), "a drawn model says whether they are on");
+        let on = draws.iter().filter(|m| m.ack_crashes == Some(true)).count();
+        assert!((50..=150).contains(&on), "ack crashes (their coin and crashes) on in {on} of 400 seeds");
+        assert!(draws.iter().all(|m| m.crashes || m.ack_crashes == Some(false)), "none without crashes");
+        let off = Model { ack_crashes: Some(false), ..swarm_model() };
+        let forced = Model { ack_crashes: Some(true), ..swarm_model() };
+        for seed in 0..400 {
+            assert_eq!(draw(&off, seed).ack_crashes, Some(false), "seed {seed}: false keeps them off");
+            assert_eq!(draw(&forced, seed), draws[seed as usize], "seed {seed}: true is what absent draws");
+            // Drawn last: every other key is what it was before the family existed.
+            assert_eq!(
+                Model { ack_crashes: None, ..draw(&off, seed) },
+                Model { ack_crashes: None, ..draws[seed as usize].clone() }
+            );
         }
     }
 

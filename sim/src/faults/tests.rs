@@ -446,3 +446,32 @@ fn every_drawn_plan_passes_the_fault_file_check() {
         }
     }
 }
+
+#[test]
+fn ack_crashes_are_planned_only_when_set_on_and_leave_the_other_families_alone() {
+    let standard = Model::default();
+    assert_eq!(standard.ack_crashes, None, "off in the standard model, whose schedules stay as pinned");
+    let on = Model { ack_crashes: Some(true), ..Model::default() };
+    let mut episodes = 0;
+    for seed in 0..50 {
+        let with = plan(&on, seed);
+        assert_eq!(with, plan(&on, seed), "seed {seed}: the same plan every time");
+        for event in &with {
+            if let Fault::AckCrashes { for_ms, votes, strikes, down_ms } = event.fault {
+                episodes += 1;
+                assert!(event.at_ms + for_ms + down_ms < on.safety_ms, "seed {seed}: past the safety phase");
+                let lasts = if votes { 3_000..=12_000 } else { 1_000..=6_000 };
+                assert!(lasts.contains(&for_ms), "seed {seed}: {for_ms} ms");
+                assert!((1..=3).contains(&strikes) && (5..=300).contains(&down_ms), "seed {seed}");
+            }
+        }
+        // Its own stream: the other families are the same with and without it.
+        let others: Vec<&FaultEvent> = with.iter().filter(|e| !matches!(e.fault, Fault::AckCrashes { .. })).collect();
+        assert_eq!(others, plan(&standard, seed).iter().collect::<Vec<_>>(), "seed {seed}");
+        let no_crashes = Model { crashes: false, ..on.clone() };
+        assert!(plan(&no_crashes, seed).iter().all(|e| !matches!(e.fault, Fault::AckCrashes { .. })));
+        let off = Model { ack_crashes: Some(false), ..Model::default() };
+        assert_eq!(plan(&off, seed), plan(&standard, seed), "seed {seed}: false is absent");
+    }
+    assert!((50..=250).contains(&episodes), "{episodes} ack-crash episodes in 50 runs");
+}

@@ -14,6 +14,7 @@ use fencelock::raft::{Role, SoftState};
 use fencelock::resource::ResourceState;
 use fencelock::NodeId;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Mutable world state behind one lock; the simulation is single-threaded so
@@ -29,6 +30,20 @@ pub struct Shared {
     /// Stalls planned by `StallHolder`, in the order they fired, each taken
     /// by the next worker to pass its lease check with a lock held.
     pub armed_stalls: VecDeque<u64>,
+    /// Vote grants and entry acknowledgements sent while the ack-crash
+    /// watch is on (`Ctx::watch_acks`), in the order they were sent.
+    pub acks: Vec<AckSent>,
+}
+
+/// A vote granted, or appended entries acknowledged, by a server in a round
+/// that wrote to its disk: what a crash just after it may make it forget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckSent {
+    pub node: NodeId,
+    pub to: NodeId,
+    pub term: fencelock::Term,
+    pub acked: crate::faults::Acked,
+    pub at_us: u64,
 }
 
 pub struct Ctx {
@@ -44,6 +59,9 @@ pub struct Ctx {
     pub shared: Arc<Mutex<Shared>>,
     /// In a scripted run, each worker's command queue, taken by the worker when it starts.
     pub script_queues: Option<Mutex<BTreeMap<fencelock::ClientId, CommandQueue>>>,
+    /// Whether servers report their acknowledgements (`Shared::acks`); off
+    /// outside the ack-crash family's episodes, so it costs one load per round.
+    acks_watched: AtomicBool,
 }
 
 /// What every local clock reads when the run starts (1000 s after its
@@ -75,9 +93,11 @@ impl Ctx {
                 incarnations: BTreeMap::new(),
                 applies: BTreeMap::new(),
                 armed_stalls: VecDeque::new(),
+                acks: Vec::new(),
             })),
             model,
             script_queues: None,
+            acks_watched: AtomicBool::new(false),
         }
     }
 
@@ -127,6 +147,24 @@ impl Ctx {
         shared.roles.insert(node, soft);
         let at_us = now_us();
         shared.history.record(at_us, EventKind::Role { node, role: soft.role, term: soft.term, leader: soft.leader });
+    }
+
+    /// Turns the servers' reports of their acknowledgements on or off (off drops the unread ones).
+    pub fn watch_acks(&self, on: bool) {
+        self.acks_watched.store(on, Ordering::Relaxed);
+        if !on {
+            self.shared().acks.clear();
+        }
+    }
+
+    /// Whether servers report their acknowledgements now.
+    pub fn acks_watched(&self) -> bool {
+        self.acks_watched.load(Ordering::Relaxed)
+    }
+
+    /// The acknowledgements reported since the last call, oldest first.
+    pub fn take_acks(&self) -> Vec<AckSent> {
+        std::mem::take(&mut self.shared().acks)
     }
 
     /// The server that most recently reported itself leader in the highest term.

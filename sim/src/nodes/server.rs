@@ -3,6 +3,7 @@
 //! `fencelock`; this file only moves bytes, waits for fsync and reads the
 //! node's local clock.
 
+use crate::faults::Acked;
 use crate::history::{Actor, EventKind};
 use crate::machine::clock::{local_now, now_us, SharedClock};
 use crate::machine::disk::{fsync, NodeOp};
@@ -10,9 +11,9 @@ use crate::machine::envelope::Envelope;
 use crate::machine::net::{Addr, Delivery};
 use crate::machine::timer;
 use crate::machine::wire;
-use crate::nodes::context::Ctx;
+use crate::nodes::context::{AckSent, Ctx};
 use crate::streams;
-use fencelock::raft::{Config, Message, RaftNode, Ready, SoftState};
+use fencelock::raft::{Config, Message, MessageBody, RaftNode, Ready, SoftState};
 use fencelock::service::{LockServer, Output, ServiceConfig};
 use fencelock::{LockState, LogIndex, NodeId, Token};
 use std::sync::Arc;
@@ -123,9 +124,18 @@ async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftSt
         }
         let mut ready = server.ready();
         let must_sync = persist(ctx, id, &mut ready);
+        // Acknowledgements of a round that wrote to disk, whenever they go:
+        // the ack-crash family (`world/acks.rs`) crashes a node just after one.
+        let report_acks = must_sync && ctx.acks_watched();
+        if report_acks {
+            note_acks(ctx, &ready.messages);
+        }
         send_all(ctx, id, std::mem::take(&mut ready.messages));
         if must_sync {
             fsync(&ctx.node_disks[id.0 as usize]).await;
+        }
+        if report_acks {
+            note_acks(ctx, &ready.messages_after_persist);
         }
         send_all(ctx, id, std::mem::take(&mut ready.messages_after_persist));
         if must_sync && !server.raft().is_recovering() {
@@ -170,6 +180,20 @@ fn persist(ctx: &Ctx, id: NodeId, ready: &mut Ready) -> bool {
         must_sync |= hard_state.term != before.term || hard_state.vote != before.vote;
     }
     must_sync
+}
+
+/// Reports the vote grants and entry acknowledgements among `messages` to
+/// the ack-crash watch, as they are sent.
+fn note_acks(ctx: &Ctx, messages: &[Message]) {
+    let acks = messages.iter().filter_map(|message| {
+        let acked = match message.body {
+            MessageBody::RequestVoteResponse { granted: true } => Acked::Vote,
+            MessageBody::AppendResponse { success: true, .. } => Acked::Entries,
+            _ => return None,
+        };
+        Some(AckSent { node: message.from, to: message.to, term: message.term, acked, at_us: now_us() })
+    });
+    ctx.shared().acks.extend(acks);
 }
 
 fn send_all(ctx: &Ctx, id: NodeId, messages: Vec<Message>) {

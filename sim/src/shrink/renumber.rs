@@ -92,7 +92,8 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
         | Fault::RestartResource
         | Fault::BackupResource
         | Fault::RestoreResource
-        | Fault::LeaderChurn { .. } => fault.clone(),
+        | Fault::LeaderChurn { .. }
+        | Fault::AckCrashes { .. } => fault.clone(),
     })
 }
 

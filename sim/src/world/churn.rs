@@ -44,6 +44,13 @@ pub(super) trait Cluster {
     fn plug(&mut self, node: NodeId);
     /// Records what the churn did.
     fn note(&self, event: ChurnEvent);
+    /// Whether `node` is running (not crashed and not restarted yet).
+    fn is_up(&self, node: NodeId) -> bool;
+    /// Turns the servers' reports of their acknowledgements on or off (`world/acks.rs`).
+    fn watch_acks(&mut self, on: bool);
+    fn acks_watched(&self) -> bool;
+    /// The acknowledgements servers reported since the last call, oldest first.
+    fn take_acks(&mut self) -> Vec<crate::nodes::context::AckSent>;
 }
 
 /// How often a churning supervisor looks at roles and applies (madsim's finest sleep).

@@ -11,6 +11,7 @@ use crate::history::History;
 use crate::machine::net::NetStats;
 use crate::model::Model;
 
+mod acks;
 mod churn;
 mod restores;
 pub mod salvage;

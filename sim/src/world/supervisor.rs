@@ -2,6 +2,7 @@
 //! never killed, so it owns the processes' handles, the operator's backups
 //! and the advance of time, and it applies each fault of the plan.
 
+use super::acks::AckCrash;
 use super::churn::{Churn, Cluster};
 use super::restores::{Backups, ClusterRestore};
 use super::{salvage, RunRecord};
@@ -40,6 +41,8 @@ pub(crate) struct Supervisor {
     pub(super) rng: ChaCha8Rng,
     /// Taken out while it acts on the supervisor (`churn_step`); always there otherwise.
     churn: Option<Churn>,
+    /// Crashes after acknowledging; taken out like `churn` while it acts.
+    acks: Option<AckCrash>,
     /// The tasks that end timed pauses, aborted when the run ends (`tear_down`).
     pause_ends: Vec<AbortHandle>,
     /// Leaders crashed by `CrashLeader` and the true instant each comes back, in order.
@@ -163,6 +166,7 @@ impl Supervisor {
             backups: Backups::default(),
             rng,
             churn: Some(Churn::new(ctx_seed)),
+            acks: Some(AckCrash::new(ctx_seed)),
             pause_ends: Vec::new(),
             restarts_due: Vec::new(),
         }
@@ -180,6 +184,7 @@ impl Supervisor {
         let ctx = self.ctx.clone();
         ctx.record(EventKind::Fault { fault: fault.clone() });
         self.churn_mut().yield_to(fault);
+        self.acks.as_mut().expect("the ack crashes are back after every step").yield_to(fault);
         match fault {
             Fault::Partition { sides } => ctx.net.partition(sides),
             Fault::OneWay { from, to } => ctx.net.cut(*from, *to),
@@ -255,6 +260,11 @@ impl Supervisor {
                 self.backups.back_up_resource(now_us(), image);
             }
             Fault::RestoreResource => self.restore_resource(),
+            Fault::AckCrashes { .. } => {
+                let mut acks = self.acks.take().expect("the ack crashes are back after every step");
+                acks.start(now_us(), fault, self);
+                self.acks = Some(acks);
+            }
         }
     }
 
@@ -397,6 +407,8 @@ impl Supervisor {
             disk.lock().expect("disk lock").set_stall_us(0);
         }
         self.churn = Some(Churn::new(self.ctx.seed));
+        self.acks = Some(AckCrash::new(self.ctx.seed));
+        self.ctx.watch_acks(false);
         let down: Vec<Actor> = self.down.keys().copied().collect();
         for actor in down {
             self.restart(actor);
@@ -409,9 +421,11 @@ impl Supervisor {
     pub(crate) async fn sleep_until_us(&mut self, at_us: u64) {
         loop {
             let now = now_us();
-            let churn_wake_us = self.churn_mut().next_wake_us(now).unwrap_or(u64::MAX);
-            let restart_us = self.restarts_due.iter().map(|(due_us, _)| *due_us).min().unwrap_or(u64::MAX);
-            sleep_until_us(at_us.min(churn_wake_us).min(restart_us)).await;
+            let acks = self.acks.as_ref().expect("the ack crashes are back after every step").next_wake_us(now);
+            let churn = self.churn_mut().next_wake_us(now);
+            let restart = self.restarts_due.iter().map(|(due_us, _)| *due_us).min();
+            let wake_us = [churn, acks, restart].into_iter().flatten().fold(at_us, u64::min);
+            sleep_until_us(wake_us).await;
             self.churn_step();
             self.restart_due_leaders();
             if now_us() >= at_us {
@@ -438,11 +452,14 @@ impl Supervisor {
         self.churn.as_mut().expect("the churn is back after every step")
     }
 
-    /// Lets the churn do what it owes now, acting on this supervisor.
+    /// Lets the churn, then the ack crashes, do what they owe now, acting on this supervisor.
     fn churn_step(&mut self) {
         let mut churn = self.churn.take().expect("the churn is back after every step");
         churn.step(now_us(), self);
         self.churn = Some(churn);
+        let mut acks = self.acks.take().expect("the ack crashes are back after every step");
+        acks.step(now_us(), self);
+        self.acks = Some(acks);
     }
 }
 
@@ -494,6 +511,22 @@ impl Cluster for Supervisor {
 
     fn note(&self, event: ChurnEvent) {
         self.ctx.record(EventKind::Churn(event));
+    }
+
+    fn is_up(&self, node: NodeId) -> bool {
+        !self.down.contains_key(&Actor::Server(node))
+    }
+
+    fn watch_acks(&mut self, on: bool) {
+        self.ctx.watch_acks(on);
+    }
+
+    fn acks_watched(&self) -> bool {
+        self.ctx.acks_watched()
+    }
+
+    fn take_acks(&mut self) -> Vec<crate::nodes::context::AckSent> {
+        self.ctx.take_acks()
     }
 }
 

@@ -277,7 +277,8 @@ impl Servers {
             ChurnEvent::Struck { node, crashed: false, .. } => {
                 self.unplugged.insert(*node, Open::new(event, Style::NetFault, format!("unplug {node}")));
             }
-            ChurnEvent::Struck { .. } => {} // A crash is drawn from its `Crashed` event.
+            // A crash is drawn from its `Crashed` event.
+            ChurnEvent::Struck { .. } | ChurnEvent::AckStruck { .. } => {}
             ChurnEvent::PluggedBack { node } => {
                 if let Some(open) = self.unplugged.remove(node) {
                     self.close_net(open, vec![LaneId::Server(*node)], event.at_us, Some(super::trace_line(event)));

@@ -1,0 +1,44 @@
+//! The crash-after-acknowledging family of the fault plan: stretches of
+//! time in which a server is crashed within a millisecond of sending a vote
+//! grant or an acknowledgement of appended entries, and comes back a few
+//! milliseconds later, in time to vote again in the same election or to be
+//! counted again by the same leader.
+//!
+//! Why: Raft's safety rests on a node making its vote and its log durable
+//! before it says so. The planned crashes pick their instant ahead of time,
+//! so they almost never fall inside the millisecond between an answer and
+//! its fsync; a node that answers first and syncs after (a vote or an
+//! acknowledgement sent before it is durable) then forgets what it promised
+//! only when a disk dies under it. Real clusters see it as a process killed
+//! by an out-of-memory or a power cut in the middle of a busy election or
+//! write burst. The victims and instants depend on the run, so the
+//! supervisor plays them (`world/acks.rs`).
+
+use super::{Fault, Planner};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+impl Planner<'_> {
+    /// Episodes 3-10 s apart; each follows vote grants (half of them, for
+    /// 3-12 s) or entry acknowledgements (1-6 s), strikes up to 1-3 times and keeps each
+    /// victim down 1-`down_ms` (5-300) ms.
+    pub(super) fn ack_crashes(&mut self, rng: &mut ChaCha8Rng) {
+        let safety_ms = self.model.safety_ms;
+        let mut planned = Vec::new();
+        self.episodes(rng, (3_000, 10_000), |rng, t| {
+            let votes = rng.gen_bool(0.5);
+            // Votes are sent only in elections: their episodes last longer, to meet one.
+            let for_ms = if votes { rng.gen_range(3_000..=12_000) } else { rng.gen_range(1_000..=6_000) };
+            let strikes = rng.gen_range(1..=3);
+            let down_ms = rng.gen_range(5..=300);
+            if t + for_ms + down_ms >= safety_ms {
+                return None;
+            }
+            planned.push((t, Fault::AckCrashes { for_ms, votes, strikes, down_ms }));
+            Some(for_ms + down_ms)
+        });
+        for (t, fault) in planned {
+            self.push(t, fault);
+        }
+    }
+}
