@@ -31,7 +31,7 @@ pub struct Term(pub u64);
 
 impl fmt::Display for Term {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (epoch, term) = (self.0 >> Token::EPOCH_SHIFT, self.0 & ((1 << Token::EPOCH_SHIFT) - 1));
+        let (epoch, term) = epoch_split(self.0);
         match epoch {
             0 => write!(f, "t{term}"),
             epoch => write!(f, "t{term}@e{epoch}"),
@@ -60,12 +60,17 @@ impl Token {
     }
 
     pub fn epoch(self) -> u64 {
-        self.0 >> Token::EPOCH_SHIFT
+        epoch_split(self.0).0
     }
 
     pub fn counter(self) -> u64 {
-        self.0 & ((1 << Token::EPOCH_SHIFT) - 1)
+        epoch_split(self.0).1
     }
+}
+
+/// A token or term as (restore epoch, count within it): the high and low bits.
+fn epoch_split(value: u64) -> (u64, u64) {
+    (value >> Token::EPOCH_SHIFT, value & ((1 << Token::EPOCH_SHIFT) - 1))
 }
 
 /// `tok41` before any restore; `tok5@e1` is counter 5 of restore epoch 1.

@@ -33,30 +33,40 @@ fn first_after(events: &[Event], at_us: u64, wanted: impl Fn(&EventKind) -> bool
     events.iter().find(|event| event.at_us >= at_us && wanted(&event.kind)).expect("the event happened")
 }
 
-#[test]
-fn crash_leader_crashes_whoever_leads_and_brings_it_back() {
+/// In 4 seeds, `fault` at `at_ms` strikes whoever leads at that instant
+/// (`struck`) and lets it go `back_ms` later (`back`).
+#[track_caller]
+fn strikes_the_leader(
+    fault: Fault,
+    at_ms: u64,
+    back_ms: u64,
+    struck: fn(Actor) -> EventKind,
+    back: fn(Actor) -> EventKind,
+) {
+    let (at_us, back_us) = (at_ms * 1_000, (at_ms + back_ms) * 1_000);
     for seed in 0..4 {
-        let outcome = run_plan(seed, &model(), at(3_000, Fault::CrashLeader { torn: false, down_ms: 700 }));
+        let outcome = run_plan(seed, &model(), at(at_ms, fault.clone()));
         let events = outcome.history.events();
-        let leader = leader_before(events, 3_000_000);
-        let crashed = first_after(events, 3_000_000, |kind| matches!(kind, EventKind::Crashed { .. }));
-        assert_eq!((crashed.at_us, &crashed.kind), (3_000_000, &EventKind::Crashed { actor: leader }), "seed {seed}");
-        let back = first_after(events, 3_000_000, |kind| matches!(kind, EventKind::Restarted { .. }));
-        assert_eq!((back.at_us, &back.kind), (3_700_000, &EventKind::Restarted { actor: leader }), "seed {seed}");
+        let leader = leader_before(events, at_us);
+        let (hit, freed) = (struck(leader), back(leader));
+        let kind_of = |wanted: &EventKind| std::mem::discriminant(wanted);
+        let first = first_after(events, at_us, |kind| kind_of(kind) == kind_of(&hit));
+        assert_eq!((first.at_us, &first.kind), (at_us, &hit), "seed {seed}");
+        let then = first_after(events, at_us, |kind| kind_of(kind) == kind_of(&freed));
+        assert_eq!((then.at_us, &then.kind), (back_us, &freed), "seed {seed}");
     }
 }
 
 #[test]
+fn crash_leader_crashes_whoever_leads_and_brings_it_back() {
+    let (crashed, restarted) = (|actor| EventKind::Crashed { actor }, |actor| EventKind::Restarted { actor });
+    strikes_the_leader(Fault::CrashLeader { torn: false, down_ms: 700 }, 3_000, 700, crashed, restarted);
+}
+
+#[test]
 fn pause_leader_stalls_whoever_leads() {
-    for seed in 0..4 {
-        let outcome = run_plan(seed, &model(), at(2_500, Fault::PauseLeader { ms: 300 }));
-        let events = outcome.history.events();
-        let leader = leader_before(events, 2_500_000);
-        let paused = first_after(events, 2_500_000, |kind| matches!(kind, EventKind::Paused { .. }));
-        assert_eq!((paused.at_us, &paused.kind), (2_500_000, &EventKind::Paused { actor: leader }), "seed {seed}");
-        let resumed = first_after(events, 2_500_000, |kind| matches!(kind, EventKind::Resumed { .. }));
-        assert_eq!((resumed.at_us, &resumed.kind), (2_800_000, &EventKind::Resumed { actor: leader }), "seed {seed}");
-    }
+    let (paused, resumed) = (|actor| EventKind::Paused { actor }, |actor| EventKind::Resumed { actor });
+    strikes_the_leader(Fault::PauseLeader { ms: 300 }, 2_500, 300, paused, resumed);
 }
 
 #[test]

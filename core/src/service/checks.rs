@@ -86,10 +86,7 @@ impl LockServer {
         if self.checks_parked.is_empty() {
             return;
         }
-        let applied = self.applied_index;
-        let (due, waiting): (Vec<ParkedCheck>, Vec<ParkedCheck>) =
-            std::mem::take(&mut self.checks_parked).into_iter().partition(|parked| parked.after <= applied);
-        self.checks_parked = waiting;
+        let due = Self::take_applied(self.applied_index, &mut self.checks_parked, |parked| parked.after);
         for parked in due {
             self.settle_check(parked.term, parked.after, parked.check, now_local_ms);
         }

@@ -84,10 +84,7 @@ impl LockServer {
         if self.floors_parked.is_empty() {
             return;
         }
-        let applied = self.applied_index;
-        let (due, waiting): (Vec<ParkedFloor>, Vec<ParkedFloor>) =
-            std::mem::take(&mut self.floors_parked).into_iter().partition(|parked| parked.after <= applied);
-        self.floors_parked = waiting;
+        let due = Self::take_applied(self.applied_index, &mut self.floors_parked, |parked| parked.after);
         for parked in due {
             self.settle_floor(parked.term, parked.after, parked.read);
         }

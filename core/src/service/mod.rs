@@ -458,6 +458,13 @@ impl LockServer {
         }
     }
 
+    /// Takes the entries of `parked` whose log position `after` is applied by now.
+    fn take_applied<T>(applied: LogIndex, parked: &mut Vec<T>, after: impl Fn(&T) -> LogIndex) -> Vec<T> {
+        let (due, waiting) = std::mem::take(parked).into_iter().partition(|entry| after(entry) <= applied);
+        *parked = waiting;
+        due
+    }
+
     fn next_read_ctx(&mut self) -> u64 {
         // Never reused, so a confirmation from an old role cannot be mistaken for a new one.
         self.read_ctx_last = self.read_ctx_last.checked_add(1).expect("read ctx space exhausted");

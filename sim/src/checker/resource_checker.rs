@@ -72,9 +72,8 @@ impl ResourceChecker {
     /// gives way to the answer the restored resource gave afresh.
     fn remember(&mut self, write: &Write, accepted: bool) {
         let original = Original { key: write.key.clone(), token: write.token, accepted, seq: write.seq };
-        let rolled_back = |o: &Original| self.resource_rollbacks.iter().any(|r| r.undid(o.seq));
         match self.originals.get(&(write.client, write.request)) {
-            Some(known) if !rolled_back(known) => {}
+            Some(known) if !self.resource_undid(known.seq) => {}
             _ => {
                 self.originals.insert((write.client, write.request), original);
             }
@@ -86,8 +85,12 @@ impl ResourceChecker {
     /// token (the lock service went back past it too).
     fn excused(&self, write: &Accepted) -> bool {
         let Some(issued) = self.issued.get(&write.token) else { return false };
-        self.resource_rollbacks.iter().any(|r| r.undid(write.seq))
-            && self.cluster_rollbacks.iter().any(|r| r.undid(*issued))
+        self.resource_undid(write.seq) && self.cluster_rollbacks.iter().any(|r| r.undid(*issued))
+    }
+
+    /// Whether a restore of the resource undid the event at `seq`.
+    fn resource_undid(&self, seq: u64) -> bool {
+        self.resource_rollbacks.iter().any(|r| r.undid(seq))
     }
 
     /// The highest accepted token on `key` above `token` that still fences, if any.
@@ -98,7 +101,7 @@ impl ResourceChecker {
 
     fn on_accepted(&mut self, w: &Write, report: &mut Report) {
         if let Some(original) = self.originals.get(&(w.client, w.request)) {
-            let rolled_back = self.resource_rollbacks.iter().any(|r| r.undid(original.seq));
+            let rolled_back = self.resource_undid(original.seq);
             if !rolled_back && self.reported.insert((Property::EqualToken, w.client, w.request)) {
                 let detail = format!(
                     "{}'s write {} to {} with {} was accepted again on the {:?} path after its first answer \

@@ -17,20 +17,18 @@ use crate::faults::{Fault, FaultEvent};
 use crate::history::{Actor, EventKind};
 use crate::model::Model;
 
-/// Tries each rewrite in turn; returns how many were kept.
-pub(crate) fn generalize(s: &mut Shrinker, probes: u64) -> usize {
+/// Tries each rewrite in turn.
+pub(crate) fn generalize(s: &mut Shrinker, probes: u64) {
     if probes == 0 || s.stopped() {
-        return 0;
+        return;
     }
     let mut failing = probe(s, &s.best.clone(), probes);
-    let mut kept = 0;
     let mut i = 0;
     while i < s.best.plan.len() && !s.stopped() {
         if let Some(plan) = leader_form(&s.best.plan, i, s.best.model.safety_ms) {
             let candidate = Case { plan, ..s.best.clone() };
             if let Some(now_failing) = try_keep(s, candidate, probes, failing) {
                 failing = now_failing;
-                kept += 1;
             }
         }
         i += 1;
@@ -39,11 +37,9 @@ pub(crate) fn generalize(s: &mut Shrinker, probes: u64) -> usize {
         // It adds events and turns the workload's stalls off: only worth it
         // if more probe seeds fail.
         if try_keep(s, candidate, probes, failing + 1).is_some() {
-            kept += 1;
             super::length::cut(s);
         }
     }
-    kept
 }
 
 /// Keeps `candidate` if it still violates the property here and fails in
