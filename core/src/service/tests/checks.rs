@@ -127,3 +127,86 @@ fn the_table_of_last_answers_forgets_the_oldest_client_beyond_its_bound() {
     cluster.request(NodeId(0), clients, 1, acquire(0));
     assert!(matches!(cluster.answers(clients, 1)[1..], [ClientReply::Busy { .. }]), "the newest is remembered");
 }
+
+fn acquire_other(wait_ms: u64) -> ClientRequest {
+    ClientRequest::Acquire { key: other_key(), lease_ms: LEASE_MS, wait_ms }
+}
+
+fn other_key() -> Key {
+    Key::new("invoice/B-1043")
+}
+
+fn inflight_grant(cluster: &Cluster, leader: NodeId, key: &Key) -> LogIndex {
+    cluster.server(leader).inflight_grant_index(key).expect("a Grant is in flight for the key")
+}
+
+/// c1's Grant is proposed but its append is slow; c2's try-lock finds the
+/// key promised. The check's read round comes back (heartbeats pass) with
+/// the log committed only below the Grant, so `Busy` waits until the Grant
+/// applies: a Grant lost with the term would never have held the key. A
+/// resend of c2's try-lock meanwhile is the same check, not a second one.
+#[test]
+fn a_check_confirmed_before_the_grant_in_flight_commits_waits_for_it() {
+    let (mut cluster, leader) = three(Variant::Default);
+    cluster.hold_entries();
+    cluster.request(leader, 1, 1, acquire(0));
+    let grant = inflight_grant(&cluster, leader, &key());
+    cluster.request(leader, 2, 1, acquire(0));
+    assert!(cluster.server(leader).reads.is_empty(), "the check's round came back");
+    assert_eq!(cluster.server(leader).checks_parked.len(), 1, "and the check waits for the Grant");
+    assert!(cluster.server(leader).applied_index() < grant);
+    cluster.request(leader, 2, 1, acquire(0));
+    assert_eq!(cluster.answers(2, 1), vec![], "no answer before the Grant applies");
+    assert_eq!(cluster.server(leader).checks_parked.len(), 1, "the resend joined the parked check");
+    cluster.release_entries();
+    assert!(matches!(cluster.answers(1, 1)[..], [ClientReply::Granted { .. }]));
+    assert!(matches!(cluster.answers(2, 1)[..], [ClientReply::Busy { .. }]), "{:?}", cluster.answers(2, 1));
+}
+
+/// Two Grants in flight, another key's first: c2's check on B-1042 waits
+/// for B-1042's Grant, not for the earlier one.
+#[test]
+fn a_check_waits_for_the_grant_of_its_own_key() {
+    let (mut cluster, leader) = three(Variant::Default);
+    cluster.hold_entries();
+    cluster.request(leader, 3, 1, acquire_other(0));
+    cluster.request(leader, 1, 1, acquire(0));
+    let (first, grant) = (inflight_grant(&cluster, leader, &other_key()), inflight_grant(&cluster, leader, &key()));
+    assert!(first < grant);
+    cluster.request(leader, 2, 1, acquire(0));
+    cluster.deliver_entries_through(first);
+    assert!(matches!(cluster.answers(3, 1)[..], [ClientReply::Granted { .. }]), "B-1043's Grant applied");
+    assert_eq!(cluster.answers(2, 1), vec![], "B-1042's Grant is still in flight");
+    cluster.release_entries();
+    assert!(matches!(cluster.answers(2, 1)[..], [ClientReply::Busy { .. }]), "{:?}", cluster.answers(2, 1));
+}
+
+/// c2 has two checks out: request 1 on B-1042 (parked behind c1's Grant in
+/// flight) and request 2 on B-1043 (held by c3, answered at once). The
+/// older check settles last; it must not replace the newer answer, or a
+/// late copy of request 2 would be served afresh once B-1043 is free and
+/// granted to a client that was told `Busy`.
+#[test]
+fn an_older_check_settling_last_does_not_replace_the_newer_answer() {
+    let (mut cluster, leader) = three(Variant::Default);
+    cluster.request(leader, 3, 1, acquire_other(0));
+    let Some(ClientReply::Granted { token, .. }) = cluster.answers(3, 1).first().copied() else {
+        panic!("c3 holds B-1043: {:?}", cluster.answers(3, 1));
+    };
+    cluster.hold_entries();
+    cluster.request(leader, 1, 1, acquire(0));
+    cluster.request(leader, 2, 1, acquire(0));
+    cluster.request(leader, 2, 2, acquire_other(0));
+    assert!(matches!(cluster.answers(2, 2)[..], [ClientReply::Busy { .. }]), "{:?}", cluster.answers(2, 2));
+    cluster.release_entries();
+    assert!(matches!(cluster.answers(2, 1)[..], [ClientReply::Busy { .. }]), "{:?}", cluster.answers(2, 1));
+    cluster.request(leader, 3, 2, ClientRequest::Release { key: other_key(), token });
+    assert_eq!(cluster.answers(3, 2), vec![ClientReply::Released]);
+    cluster.request(leader, 2, 2, acquire_other(0));
+    assert!(
+        matches!(cluster.answers(2, 2)[..], [ClientReply::Busy { .. }, ClientReply::Busy { .. }]),
+        "the late copy is answered as before: {:?}",
+        cluster.answers(2, 2)
+    );
+    assert_eq!(cluster.server(leader).state().lock(&other_key()), None, "B-1043 stays free");
+}

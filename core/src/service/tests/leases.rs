@@ -234,3 +234,52 @@ fn a_cut_off_leader_asks_for_expiry_confirmation_once_per_retry_interval() {
     assert_eq!(cluster.role(leader), Role::Leader, "check-quorum has not fired yet");
     assert_eq!(rounds_out(&cluster), 1, "one round for the due lease, not one per tick");
 }
+
+/// c1's lease ran out and its Expire is proposed, but the append carrying
+/// it is slow. A renew that arrives meanwhile must not be answered
+/// `Renewed`: the Expire will apply and end the lock the client was told it
+/// still holds.
+#[test]
+fn a_renew_while_the_expire_of_its_token_is_in_flight_is_not_renewed() {
+    let (mut cluster, leader) = three(Variant::Default);
+    cluster.request(leader, 1, 1, acquire(0));
+    cluster.hold_entries();
+    assert!(cluster.run_until(2 * LEASE_MS, |cluster| cluster.expire_proposals(leader) == 1), "the Expire is proposed");
+    assert_eq!(cluster.token_of(leader), Some(Token(1)), "and not applied");
+    cluster.request(leader, 1, 2, renew(1));
+    assert_eq!(cluster.answers(1, 2), vec![ClientReply::NotHeld]);
+    cluster.release_entries();
+    assert_eq!(cluster.token_of(leader), None);
+}
+
+/// The leader applies c1's Grant and asks a read round; the answers come
+/// back when its clock has moved `beyond_ms` past the freshness bound
+/// (half the minimum election timeout) since the asking. Returns c1's
+/// answers and how many more rounds were asked.
+fn grant_confirmed_beyond_fresh(beyond_ms: u64) -> (Vec<ClientReply>, u64) {
+    let (mut cluster, leader) = three(Variant::Default);
+    cluster.send(leader, 1, 1, acquire(0));
+    let asked = |cluster: &Cluster| {
+        cluster.server(leader).reads.values().any(|round| matches!(round.purpose, ReadPurpose::Grant { .. }))
+    };
+    cluster.settle_until(asked);
+    assert!(asked(&cluster), "the Grant applied and its round was asked");
+    let server = cluster.server(leader);
+    let fresh_ms = u64::from(server.raft().config().election_ticks_min) * server.config.tick_ms / 2;
+    let ctx_before = server.read_ctx_last;
+    cluster.step_clock(leader, i64::try_from(fresh_ms + beyond_ms).expect("small"));
+    cluster.settle();
+    (cluster.answers(1, 1), cluster.server(leader).read_ctx_last - ctx_before)
+}
+
+/// A confirmation exactly `fresh_ms` old still answers the Grant; one
+/// millisecond older proves nothing and a new round is asked.
+#[test]
+fn a_grant_confirmation_is_fresh_up_to_and_including_its_bound() {
+    let (answers, more_rounds) = grant_confirmed_beyond_fresh(0);
+    assert!(matches!(answers[..], [ClientReply::Granted { .. }]), "{answers:?}");
+    assert_eq!(more_rounds, 0, "the first round was fresh enough");
+    let (answers, more_rounds) = grant_confirmed_beyond_fresh(1);
+    assert!(matches!(answers[..], [ClientReply::Granted { .. }]), "{answers:?}");
+    assert_eq!(more_rounds, 1, "a stale round is asked again");
+}

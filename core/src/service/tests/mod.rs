@@ -1,7 +1,10 @@
 //! Tests of the lock service rules on a tiny in-memory cluster of
 //! [`LockServer`]s: one node (which commits on its own) or three nodes that
 //! exchange messages through a queue, with per-node local clocks, a switch
-//! to cut a node off and one to stall it (a GC pause: its messages wait).
+//! to cut a node off, one to stall it (a GC pause: its messages wait) and
+//! one to hold back appends that carry entries while heartbeats pass (a
+//! slow log write or a congested link: leadership is confirmed, the Grant
+//! in flight is not yet committed).
 
 mod acquire;
 mod checks;
@@ -13,7 +16,7 @@ mod revoke;
 use super::{ClientReply, ClientRequest, LockServer, Output, ServiceConfig};
 use crate::command::{ApplyResult, Command};
 use crate::lock::LockState;
-use crate::raft::{Config, DurableState, Message, RaftNode, Role};
+use crate::raft::{Config, DurableState, Message, MessageBody, RaftNode, Role};
 use crate::types::{ClientId, Key, LogIndex, NodeId, RequestId, Term, Token};
 use crate::variant::Variant;
 use std::collections::{BTreeSet, VecDeque};
@@ -32,6 +35,9 @@ pub(super) struct Cluster {
     /// Stalled nodes: they neither tick nor step; messages to them wait in `held`.
     paused: BTreeSet<NodeId>,
     held: VecDeque<Message>,
+    /// While set, appends carrying an entry above this index wait in `held_entries` (heartbeats pass).
+    entries_pass_through: Option<LogIndex>,
+    held_entries: VecDeque<Message>,
     /// Every output, in order, with the node that produced it.
     log: Vec<(NodeId, Output)>,
 }
@@ -84,6 +90,8 @@ impl Cluster {
             isolated: BTreeSet::new(),
             paused: BTreeSet::new(),
             held: VecDeque::new(),
+            entries_pass_through: None,
+            held_entries: VecDeque::new(),
             log: Vec::new(),
         }
     }
@@ -129,6 +137,10 @@ impl Cluster {
                 busy = true;
                 if self.paused.contains(&message.to) {
                     self.held.push_back(message);
+                    continue;
+                }
+                if self.entries_pass_through.is_some_and(|through| carries_entries_above(&message, through)) {
+                    self.held_entries.push_back(message);
                     continue;
                 }
                 let to = usize::from(message.to.0);
@@ -231,6 +243,26 @@ impl Cluster {
         self.settle();
     }
 
+    /// From now on appends that carry entries wait; heartbeats (empty appends) and every other message pass.
+    pub(super) fn hold_entries(&mut self) {
+        self.entries_pass_through = Some(LogIndex(0));
+    }
+
+    /// Lets the held appends whose entries all lie at or below `through` go
+    /// on, in order, and settles; appends that carry a later entry keep waiting.
+    pub(super) fn deliver_entries_through(&mut self, through: LogIndex) {
+        self.entries_pass_through = Some(through);
+        self.inbox.extend(std::mem::take(&mut self.held_entries));
+        self.settle();
+    }
+
+    /// Stops holding: what waited is delivered, in order, and the cluster settles.
+    pub(super) fn release_entries(&mut self) {
+        self.entries_pass_through = None;
+        self.inbox.extend(std::mem::take(&mut self.held_entries));
+        self.settle();
+    }
+
     /// Steps `node`'s local clock by `delta_ms` (an NTP step).
     pub(super) fn step_clock(&mut self, node: NodeId, delta_ms: i64) {
         let clock = &mut self.clocks_ms[usize::from(node.0)];
@@ -303,6 +335,10 @@ impl Cluster {
     pub(super) fn role(&self, node: NodeId) -> Role {
         self.server(node).raft().soft_state().role
     }
+}
+
+fn carries_entries_above(message: &Message, through: LogIndex) -> bool {
+    matches!(&message.body, MessageBody::Append { entries, .. } if entries.iter().any(|entry| entry.index > through))
 }
 
 /// A one-node cluster with a serving leader, node 0.
