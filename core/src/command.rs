@@ -61,3 +61,37 @@ impl fmt::Display for ApplyResult {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{ApplyResult, Command};
+    use crate::types::{ClientId, Holder, Key, RequestId, Token};
+
+    /// Commands and their results are told in traces as the doc comments above show.
+    #[test]
+    fn commands_and_results_read_as_the_trace_tells_them() {
+        let (key, holder) = (Key::new("invoice/B-1042"), Holder { client: ClientId(1), request: RequestId(7) });
+        let shown = |command: Command| command.to_string();
+        assert_eq!(
+            shown(Command::Grant { key: key.clone(), lease_ms: 2000, holder }),
+            "grant invoice/B-1042 to c1 (lease 2000 ms)"
+        );
+        assert_eq!(
+            shown(Command::Release { key: key.clone(), token: Token(41), holder }),
+            "release invoice/B-1042 tok41 by c1"
+        );
+        assert_eq!(shown(Command::Expire { key, token: Token(41) }), "expire invoice/B-1042 tok41");
+        let results = [
+            (ApplyResult::Granted { token: Token(41) }, "granted tok41"),
+            (ApplyResult::GrantRejected, "grant rejected"),
+            (ApplyResult::Released, "released"),
+            (ApplyResult::NotFound, "not found"),
+            (ApplyResult::Expired { existed: true }, "expired"),
+            (ApplyResult::Expired { existed: false }, "expired (gone already)"),
+            (ApplyResult::Noop, "no-op"),
+        ];
+        for (result, text) in results {
+            assert_eq!(result.to_string(), text);
+        }
+    }
+}

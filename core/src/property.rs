@@ -110,7 +110,12 @@ mod tests {
         assert_eq!(format!("[{:<16}]", Property::Liveness), "[liveness        ]");
         let ids: std::collections::BTreeSet<&str> = Property::ALL.iter().map(|p| p.id()).collect();
         assert_eq!(ids.len(), Property::ALL.len(), "ids are distinct");
-        assert!(Property::SPEC.iter().all(|p| Property::ALL.contains(p)));
+        assert_eq!(Property::ALL[..Property::SPEC.len()], Property::SPEC, "SPEC.md's first, in its order");
+        assert_eq!(
+            Property::ALL[Property::SPEC.len()..],
+            [Property::Panic, Property::Determinism],
+            "then the run's own"
+        );
     }
 
     #[test]

@@ -792,4 +792,25 @@ mod tests {
         let retry = write(worker_b(), 42, 20, WritePath::Ledger, "line");
         assert_eq!(back.write(&retry, Variant::Default), WriteVerdict::Duplicate { accepted: true });
     }
+
+    /// Paths and verdicts are told in traces as the doc comments above show.
+    #[test]
+    fn paths_and_verdicts_read_as_the_trace_tells_them() {
+        assert_eq!(PATHS.map(|path| path.to_string()), ["status", "ledger"]);
+        let verdicts = [
+            (WriteVerdict::Accepted, "accepted"),
+            (WriteVerdict::Duplicate { accepted: true }, "duplicate of an accepted write"),
+            (WriteVerdict::Duplicate { accepted: false }, "duplicate of a rejected write"),
+            (WriteVerdict::RejectedStale { highest: Token(42) }, "rejected stale (highest tok42)"),
+            (
+                WriteVerdict::RejectedEqualToken { highest: Token(42) },
+                "rejected equal token (highest tok42 from another holder)",
+            ),
+            (WriteVerdict::DuplicateForgotten, "duplicate, original answer forgotten"),
+            (WriteVerdict::Unavailable, "unavailable, retry"),
+        ];
+        for (verdict, text) in verdicts {
+            assert_eq!(verdict.to_string(), text);
+        }
+    }
 }

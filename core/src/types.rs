@@ -123,7 +123,13 @@ impl fmt::Display for Holder {
 
 #[cfg(test)]
 mod tests {
-    use super::{Term, Token};
+    use super::{ClientId, Holder, Key, RequestId, Term, Token};
+
+    #[test]
+    fn keys_and_holders_read_as_the_trace_tells_them() {
+        assert_eq!(Key::new("invoice/B-1042").to_string(), "invoice/B-1042");
+        assert_eq!(Holder { client: ClientId(3), request: RequestId(12) }.to_string(), "c3/r12");
+    }
 
     #[test]
     fn a_token_shows_its_restore_epoch() {

@@ -313,3 +313,37 @@ impl FromStr for Variant {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Variant, VARIANTS};
+
+    #[test]
+    fn every_variant_has_its_own_row_and_reads_back_from_its_name() {
+        for info in VARIANTS {
+            let variant = info.variant;
+            assert_eq!(variant.info().name, info.name, "{variant:?} finds its own row");
+            assert_eq!(variant.name(), info.name);
+            assert_eq!(variant.to_string(), info.name);
+            assert_eq!(info.name.parse::<Variant>(), Ok(variant));
+        }
+        let names: std::collections::BTreeSet<&str> = VARIANTS.iter().map(|info| info.name).collect();
+        assert_eq!(names.len(), VARIANTS.len(), "names are distinct");
+        assert!(names.iter().all(|name| !name.is_empty()));
+    }
+
+    #[test]
+    fn only_the_default_protocol_is_safe_and_every_unsafe_one_names_what_it_breaks() {
+        assert_eq!(Variant::Default.name(), "default");
+        for info in VARIANTS {
+            assert_eq!(info.variant.is_safe(), info.variant == Variant::Default, "{}", info.name);
+            assert_eq!(info.breaks.is_none(), info.variant.is_safe(), "{}", info.name);
+        }
+    }
+
+    #[test]
+    fn an_unknown_name_is_refused_with_the_known_ones() {
+        let error = "sink-unfence".parse::<Variant>().unwrap_err();
+        assert!(error.starts_with("unknown variant `sink-unfence` (known: default, "), "{error}");
+    }
+}
