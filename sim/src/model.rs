@@ -96,6 +96,11 @@ pub struct Model {
     /// Raft appends in flight per follower (extension of CLI.md); 1 makes
     /// the leader wait for each acknowledgement before the next append.
     pub inflight_max: u32,
+    /// Raft compacts its log every this many applied entries (extension of
+    /// CLI.md); absent, core's standard (256). Small values make a follower
+    /// that was down or cut off for a moment catch up through a snapshot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_entries: Option<u32>,
     /// Jobs each worker does before it idles (extension of
     /// CLI.md); absent, workers never stop. `shrink` sets it to cut a story short.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -150,6 +155,7 @@ impl Default for Model {
             ack_crashes: None,
             entries_per_message_max: 64,
             inflight_max: 4,
+            snapshot_entries: None,
             jobs_max: None,
             fault_rate: 1.0,
             swarm: false,
@@ -265,6 +271,12 @@ pub const KEYS: &[KeyInfo] = &[
     ),
     int("entries_per_message_max", 1, 1_024, "Raft entries per append message."),
     int("inflight_max", 1, 64, "Raft appends in flight per follower."),
+    int(
+        "snapshot_entries",
+        1,
+        1_000_000,
+        "Raft compacts its log every this many applied entries; absent, 256 (core's standard).",
+    ),
     int("jobs_max", 1, 1_000_000, "Jobs each worker does before it idles; absent, workers never stop."),
     rate("fault_rate", 0.01, 10.0, "How often every fault family strikes, relative to the standard model."),
     flag("swarm", "Swarm testing: each seed draws its configuration with this model's values as the limits."),
@@ -565,6 +577,7 @@ mod tests {
             drift_ppm_real_max: Some(800),
             stall_ms_max: Some(900),
             ack_crashes: Some(true),
+            snapshot_entries: Some(32),
             ..Model::default()
         };
         let fields: Vec<String> = match serde_json::to_value(all).unwrap() {

@@ -29,6 +29,13 @@ const FAMILY_ON: f64 = 0.5;
 /// Fractions of a limit are drawn in steps of 1/`FRACTION_STEPS`.
 const FRACTION_STEPS: u32 = 1_000;
 
+/// A seed that compacts often does so every this many applied entries, at least…
+const SNAPSHOT_OFTEN_MIN: u64 = 8;
+/// …and at most.
+const SNAPSHOT_OFTEN_MAX: u64 = 64;
+/// Core's compaction interval, used when the model sets none.
+const SNAPSHOT_ENTRIES_STANDARD: u64 = 256;
+
 /// Rates are kept to five decimals, so a drawn model reads well in a file.
 const RATE_STEPS: f64 = 100_000.0;
 
@@ -72,6 +79,18 @@ pub fn draw(model: &Model, seed: u64) -> Model {
     // family existed. Absent in the model (the standard model), it is drawn like a
     // family the model enables; only an explicit `false` keeps it off.
     drawn.ack_crashes = Some(family(&mut rng, model.ack_crashes != Some(false)) && drawn.crashes);
+    // Drawn last of all. Half the seeds compact the log every 8 to 64
+    // applied entries (never above the model's bound), so a follower back
+    // from a crash, pause or partition catches up through a snapshot, which
+    // at core's 256 few runs ever need (README, "The hunt as a mutant killer").
+    let compact_often = rng.gen_bool(0.5);
+    let often = SNAPSHOT_OFTEN_MIN + scaled(&mut rng, SNAPSHOT_OFTEN_MAX - SNAPSHOT_OFTEN_MIN);
+    let limit = model.snapshot_entries.map_or(SNAPSHOT_ENTRIES_STANDARD, u64::from);
+    drawn.snapshot_entries = if compact_often {
+        Some(u32::try_from(often.min(limit)).expect("at most SNAPSHOT_OFTEN_MAX"))
+    } else {
+        model.snapshot_entries
+    };
     debug_assert!(drawn.validate().is_ok(), "a swarm draw of a valid model is valid");
     drawn
 }
@@ -81,7 +100,7 @@ pub fn describe(drawn: &Model) -> String {
     format!(
         "nodes={} entries_per_message_max={} inflight_max={} partitions={} crashes={} leader_churn={} restores={} \
          pauses={} clock_steps={} resource_crashes={} resource_restores={} corruption={} drift_beyond_bound={} loss_rate={} dup_rate={} \
-         pause_ms_max={} drift_ppm_max={} ack_crashes={}",
+         pause_ms_max={} drift_ppm_max={} ack_crashes={} snapshot_entries={}",
         drawn.nodes,
         drawn.entries_per_message_max,
         drawn.inflight_max,
@@ -100,6 +119,7 @@ pub fn describe(drawn: &Model) -> String {
         drawn.pause_ms_max,
         drawn.drift_ppm_max,
         drawn.ack_crashes.unwrap_or(false),
+        drawn.snapshot_entries.map_or(SNAPSHOT_ENTRIES_STANDARD, u64::from),
     )
 }
 
@@ -184,10 +204,22 @@ mod tests {
             assert!(drawn.drift_ppm_max <= limits.drift_ppm_max, "seed {seed}");
             assert!([1, 16].contains(&drawn.entries_per_message_max), "seed {seed}");
             assert!([1, 8].contains(&drawn.inflight_max), "seed {seed}");
+            assert!(drawn.snapshot_entries.is_none_or(|entries| (8..=64).contains(&entries)), "seed {seed}");
             assert_eq!((drawn.clients, drawn.keys, drawn.lease_ms), (4, 2, 2_000), "the workload is the model's");
             assert_eq!((drawn.safety_ms, drawn.liveness_ms, drawn.token_floor), (30_000, 10_000, 40));
         }
         assert_eq!(sizes.len(), 3, "every odd size from 3 to the model's is drawn");
+    }
+
+    #[test]
+    fn about_half_the_seeds_compact_often_and_never_above_the_models_bound() {
+        let often = (0..1_000).filter(|seed| draw(&swarm_model(), *seed).snapshot_entries.is_some()).count();
+        assert!((400..=600).contains(&often), "{often} of 1000 seeds compact often");
+        let tight = Model { snapshot_entries: Some(20), ..swarm_model() };
+        for seed in 0..1_000 {
+            let entries = draw(&tight, seed).snapshot_entries;
+            assert!(entries.is_some_and(|entries| (8..=20).contains(&entries)), "seed {seed}: {entries:?}");
+        }
     }
 
     #[test]

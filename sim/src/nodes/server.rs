@@ -105,6 +105,9 @@ fn start(ctx: &Ctx, id: NodeId) -> LockServer {
     config.variant = model.variant;
     config.entries_per_message_max = model.entries_per_message_max as usize;
     config.inflight_max = model.inflight_max as usize;
+    if let Some(entries) = model.snapshot_entries {
+        config.snapshot_threshold_entries = u64::from(entries);
+    }
     let ticks = |ms: u64| u32::try_from(ms / TICK_MS).expect("the model bounds its timeouts");
     config.heartbeat_ticks = ticks(model.heartbeat_ms);
     config.election_ticks_min = ticks(model.election_ms_min);
