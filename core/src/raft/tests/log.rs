@@ -81,3 +81,32 @@ fn committed_entries_are_handed_out_once_and_bounded() {
     assert_eq!(log.take_committed().first().map(|e| e.index), Some(LogIndex(1025)));
     assert!(!log.has_committed_to_hand());
 }
+
+/// A driver may keep entries its snapshot already covers, the snapshot's own
+/// index included; the recovered log starts right after the snapshot.
+#[test]
+fn a_recovered_log_drops_the_entries_its_snapshot_covers() {
+    let entries = (1..=4).map(|index| entry(index, 1)).collect();
+    let log = RaftLog::recovered(LogIndex(2), Term(1), entries);
+    assert_eq!(log.last_index(), LogIndex(4));
+    assert_eq!(log.entry(LogIndex(2)), None, "the snapshot covers its own index");
+    assert_eq!(log.term(LogIndex(2)), Some(Term(1)));
+    assert_eq!(log.slice(LogIndex(3), LogIndex(4), 10), vec![entry(3, 1), entry(4, 1)]);
+}
+
+/// `truncate_after` (the unsafe `Variant::TruncateAfterAppend`) drops exactly
+/// the entries after the index, in a log that starts after a snapshot, and
+/// rewinds persistence so that nothing dropped counts as durable; at or past
+/// the end it does nothing.
+#[test]
+fn truncate_after_drops_exactly_the_entries_after_the_index() {
+    let entries = (3..=7).map(|index| entry(index, 1)).collect();
+    let mut log = RaftLog::recovered(LogIndex(2), Term(1), entries);
+    log.truncate_after(LogIndex(7));
+    assert_eq!(log.last_index(), LogIndex(7), "nothing follows the last entry");
+    log.truncate_after(LogIndex(5));
+    assert_eq!(log.last_index(), LogIndex(5));
+    assert_eq!(log.slice(LogIndex(3), LogIndex(5), 10), vec![entry(3, 1), entry(4, 1), entry(5, 1)]);
+    assert_eq!(log.persisted, LogIndex(5));
+    assert!(!log.has_unstable(), "what is kept was already durable");
+}

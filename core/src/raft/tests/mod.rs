@@ -1,7 +1,9 @@
 //! Unit tests of the Raft internals: config validation, the log, progress,
-//! pre-vote on one node.
+//! elections and restores on one node, the Ready.
 
 mod config;
 mod election;
 mod log;
 mod progress;
+mod ready;
+mod recovery;

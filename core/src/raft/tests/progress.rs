@@ -72,3 +72,29 @@ fn duplicate_acks_do_not_open_the_window_beyond_inflight_max() {
     }
     assert!(sent_unacked <= 4, "{sent_unacked} appends with entries unacknowledged");
 }
+
+/// An empty append (the probe the leader sends when a follower is behind
+/// and nothing new is left to send) carries no entries to wait for: it takes
+/// no slot of the window, or empty appends would fill it and stop replication.
+#[test]
+fn an_empty_append_takes_no_slot_of_the_window() {
+    let mut progress = Progress::new(LogIndex(1));
+    progress.become_replicate();
+    for _ in 0..8 {
+        progress.sent_append(LogIndex(0), 0, 4);
+    }
+    assert_eq!(progress.inflight_len(), 0);
+    assert!(!progress.is_paused(4));
+    assert_eq!(progress.next_index, LogIndex(1));
+}
+
+/// The next index stays past the match: an acknowledgement beyond where the
+/// leader was probing (a late snapshot answer) moves it past the match, so
+/// the leader never sends again what the follower holds.
+#[test]
+fn an_acknowledgement_beyond_the_next_index_moves_it_past_the_match() {
+    let mut progress = Progress::new(LogIndex(1));
+    assert!(progress.acknowledge(LogIndex(5), 4));
+    assert_eq!(progress.match_index, LogIndex(5));
+    assert_eq!(progress.next_index, LogIndex(6));
+}
