@@ -1,4 +1,4 @@
-use crate::raft::progress::{Progress, ProgressState};
+use crate::raft::progress::{Flagged, Progress, ProgressState};
 use crate::types::LogIndex;
 
 #[test]
@@ -88,13 +88,51 @@ fn an_empty_append_takes_no_slot_of_the_window() {
     assert_eq!(progress.next_index, LogIndex(1));
 }
 
-/// The next index stays past the match: an acknowledgement beyond where the
-/// leader was probing (a late snapshot answer) moves it past the match, so
-/// the leader never sends again what the follower holds.
+/// The next index stays past the match, whatever the leader learns: the
+/// leader never sends again what the follower holds. An acknowledgement
+/// beyond where it was probing (a late snapshot answer), a rejection whose
+/// hint lies below the match (a follower that lost entries it had
+/// acknowledged, under an unsafe variant), a restore report with a low next
+/// index, and the switch to replicating all keep it at least one past.
 #[test]
-fn an_acknowledgement_beyond_the_next_index_moves_it_past_the_match() {
+fn the_next_index_stays_past_the_match() {
     let mut progress = Progress::new(LogIndex(1));
     assert!(progress.acknowledge(LogIndex(5), 4));
+    assert_eq!((progress.match_index, progress.next_index), (LogIndex(5), LogIndex(6)), "acknowledge");
+    progress.become_replicate();
+    assert_eq!(progress.next_index, LogIndex(6), "become_replicate");
+    let mut probing = Progress::new(LogIndex(16));
+    probing.acknowledge(LogIndex(10), 4);
+    assert!(probing.reject(LogIndex(15), LogIndex(5)));
+    assert_eq!(probing.next_index, LogIndex(11), "reject");
+    progress.forget_match(LogIndex(20), LogIndex(3));
+    assert_eq!(progress.next_index, LogIndex(21), "forget_match");
+}
+
+/// Leaving the snapshot state, the leader probes past the snapshot it sent
+/// (as etcd does), even when the answer that ends the wait reports less:
+/// the follower is expected to hold it, and a rejection backs off if not.
+#[test]
+fn a_probe_after_a_snapshot_starts_past_the_snapshot() {
+    let mut progress = Progress::new(LogIndex(1));
+    progress.become_snapshot(LogIndex(50));
+    progress.acknowledge(LogIndex(20), 4);
+    progress.become_probe();
+    assert_eq!(progress.state, ProgressState::Probe);
+    assert_eq!(progress.next_index, LogIndex(51));
+}
+
+/// Once a follower flagged an answer in this term, further flagged answers
+/// of the same life count as they are, whatever append they answer: only a
+/// new life makes the leader forget what the follower acknowledged.
+#[test]
+fn a_flagged_answer_of_the_counted_life_keeps_its_match() {
+    let life = |seq: u64| Some(Flagged { incarnation: 7, seq });
+    let mut progress = Progress::new(LogIndex(1));
+    assert!(progress.admit(life(3), 3, LogIndex(1)), "the first flagged answer starts the count");
+    progress.acknowledge(LogIndex(5), 4);
+    assert!(progress.admit(life(4), 4, LogIndex(6)), "an answer to a later append");
+    assert!(progress.admit(life(2), 4, LogIndex(6)), "a late answer to an earlier append");
     assert_eq!(progress.match_index, LogIndex(5));
-    assert_eq!(progress.next_index, LogIndex(6));
+    assert!(!progress.admit(None, 4, LogIndex(6)), "an unflagged answer is from before the restart");
 }

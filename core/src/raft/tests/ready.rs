@@ -1,7 +1,9 @@
-//! What a `Ready` says to its driver.
+//! What a `Ready` says to its driver, and what `advance` takes as done.
 
 use crate::lock::LockState;
-use crate::raft::{Entry, HardState, Message, MessageBody, Payload, ReadState, Ready, Snapshot};
+use crate::raft::{
+    Config, DurableState, Entry, HardState, Message, MessageBody, Payload, RaftNode, ReadState, Ready, Snapshot,
+};
 use crate::types::{LogIndex, NodeId, Term, Token};
 
 /// A driver that skips an "empty" Ready skips its work: a Ready holding any
@@ -30,4 +32,30 @@ fn a_ready_is_empty_only_when_every_part_is() {
     for (part, ready) in parts {
         assert!(!ready.is_empty(), "a Ready with only {part} is not empty");
     }
+}
+
+/// Entries replaced after they were handed out for persistence are not
+/// durable when the driver reports that Ready done: what it persisted was the
+/// old entry, and the new one comes in the next Ready. Counting it durable
+/// would let this node, as a leader, count itself for an entry its disk lacks.
+#[test]
+fn entries_replaced_after_they_were_handed_out_do_not_count_as_persisted() {
+    let config = Config::standard(NodeId(0), vec![NodeId(0), NodeId(1), NodeId(2)]);
+    let mut node = RaftNode::new(config, DurableState::default(), 7).expect("valid config");
+    let append = |term: u64| MessageBody::Append {
+        prev_index: LogIndex(0),
+        prev_term: Term(0),
+        entries: vec![Entry { term: Term(term), index: LogIndex(1), payload: Payload::Noop }],
+        commit: LogIndex(0),
+        read_ctx: 1,
+    };
+    node.step(Message { from: NodeId(1), to: NodeId(0), term: Term(1), body: append(1) });
+    assert_eq!(node.ready().entries.len(), 1);
+    // Before that Ready is done, the leader of term 2 replaces index 1.
+    node.step(Message { from: NodeId(2), to: NodeId(0), term: Term(2), body: append(2) });
+    node.advance(LogIndex(0));
+    assert_eq!(node.log.persisted, LogIndex(0), "the entry persisted was term 1's");
+    assert_eq!(node.ready().entries.len(), 1, "term 2's entry is handed out again");
+    node.advance(LogIndex(0));
+    assert_eq!(node.log.persisted, LogIndex(1));
 }
