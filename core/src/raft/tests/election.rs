@@ -1,11 +1,12 @@
 //! Elections at the level of one node: a pre-vote is for a term nobody has
 //! entered yet, so neither asking nor answering one may move a term; who may
-//! be heard at all; how (pre-)votes are counted; and when the election timer
-//! is drawn.
+//! be heard at all; how (pre-)votes are counted; when the election timer is
+//! drawn; and how a refused vote is told.
 
 use crate::raft::{Config, DurableState, HardState, Message, MessageBody, RaftNode, Role};
 use crate::types::{LogIndex, NodeId, Term};
 use crate::variant::Variant;
+use std::sync::{Arc, Mutex};
 
 const TICKS_MAX: u32 = 1_000;
 
@@ -196,5 +197,60 @@ fn appends_from_the_followed_leader_keep_the_election_timeout() {
             often.step(from_peer(Term(1), heartbeat(read_ctx)));
         }
         assert_eq!(ticks_until_campaign(&mut once), ticks_until_campaign(&mut often), "seed {rng_seed}");
+    }
+}
+
+/// A refused vote is told at DEBUG with its reason (`fencesim replay --why`
+/// shows it); a granted one is not told as refused. Told wrong, a person
+/// reading a trace looks for the wrong cause of a failed election.
+#[test]
+fn a_refused_vote_is_told_with_its_reason() {
+    let mut granting = fresh_node();
+    let pre_vote = from_peer(Term(1), MessageBody::PreVote { last_index: LogIndex(0), last_term: Term(0) });
+    let told_granting = told(|| granting.step(pre_vote));
+    assert_eq!(told_granting, Vec::<String>::new(), "a granted pre-vote is not told as refused");
+    let mut voted = node_at(1, Some(NodeId(1)), Variant::Default, 7);
+    let request = MessageBody::RequestVote { last_index: LogIndex(0), last_term: Term(0) };
+    let told_voted = told(|| voted.step(Message { from: NodeId(2), to: NodeId(0), term: Term(1), body: request }));
+    assert_eq!(told_voted, vec!["vote refused: already voted or following a leader in this term".to_string()]);
+}
+
+/// The messages of the events told while `act` runs on this thread.
+fn told(act: impl FnOnce()) -> Vec<String> {
+    let told = Told::default();
+    tracing::subscriber::with_default(told.clone(), act);
+    let messages = told.0.lock().expect("no test panicked while holding it");
+    messages.clone()
+}
+
+/// A `tracing` subscriber that keeps the message of every event.
+#[derive(Clone, Default)]
+struct Told(Arc<Mutex<Vec<String>>>);
+
+impl tracing::Subscriber for Told {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut message = MessageField(String::new());
+        event.record(&mut message);
+        self.0.lock().expect("no test panicked while holding it").push(message.0);
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+struct MessageField(String);
+
+impl tracing::field::Visit for MessageField {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
     }
 }
