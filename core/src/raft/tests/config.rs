@@ -40,3 +40,20 @@ fn new_refuses_an_invalid_config() {
     let result = RaftNode::new(Config { heartbeat_ticks: 0, ..standard() }, DurableState::default(), 7);
     assert_eq!(result.err().map(|error| error.field), Some("heartbeat_ticks"));
 }
+
+/// "At least 1" includes 1: a heartbeat every tick, one entry per append, one
+/// append in flight and a snapshot after every applied entry are slow but
+/// valid settings, and a test may need exactly them.
+#[test]
+fn a_value_of_one_is_accepted_where_at_least_one_is_asked() {
+    let smallest = Config {
+        heartbeat_ticks: 1,
+        election_ticks_min: 2,
+        election_ticks_max: 3,
+        entries_per_message_max: 1,
+        inflight_max: 1,
+        snapshot_threshold_entries: 1,
+        ..standard()
+    };
+    assert_eq!(smallest.validate(), Ok(()));
+}
