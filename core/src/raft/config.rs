@@ -7,6 +7,9 @@ use crate::variant::Variant;
 /// The tick interval `Config::standard` is tuned for.
 pub const TICK_MS_STANDARD: u64 = 10;
 
+/// Applied entries between two snapshots in [`Config::standard`].
+pub const SNAPSHOT_THRESHOLD_ENTRIES_STANDARD: u64 = 256;
+
 impl Config {
     /// Sensible defaults at a 10 ms tick: heartbeat every 2 ticks, election
     /// timeout in [10, 20) ticks, 64 entries per append, 4 appends in flight,
@@ -20,7 +23,7 @@ impl Config {
             election_ticks_max: 20,
             entries_per_message_max: 64,
             inflight_max: 4,
-            snapshot_threshold_entries: 256,
+            snapshot_threshold_entries: SNAPSHOT_THRESHOLD_ENTRIES_STANDARD,
             pre_vote: true,
             check_quorum: true,
             variant: Variant::Default,

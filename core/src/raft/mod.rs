@@ -20,7 +20,7 @@ mod replication;
 #[cfg(test)]
 mod tests;
 
-pub use config::TICK_MS_STANDARD;
+pub use config::{SNAPSHOT_THRESHOLD_ENTRIES_STANDARD, TICK_MS_STANDARD};
 
 use crate::command::Command;
 use crate::lock::LockState;

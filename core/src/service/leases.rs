@@ -181,7 +181,7 @@ impl LockServer {
 
     /// How old (local ms) a leadership confirmation may be when a Grant is
     /// answered: half the minimum election timeout, leaving room for drift.
-    fn grant_confirmation_fresh_ms(&self) -> u64 {
+    pub(super) fn grant_confirmation_fresh_ms(&self) -> u64 {
         u64::from(self.raft.config().election_ticks_min) * self.config.tick_ms / 2
     }
 

@@ -20,6 +20,7 @@
 //! others' draws.
 
 use crate::model::Model;
+use fencelock::raft::SNAPSHOT_THRESHOLD_ENTRIES_STANDARD;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -33,9 +34,6 @@ const FRACTION_STEPS: u32 = 1_000;
 const SNAPSHOT_OFTEN_MIN: u64 = 8;
 /// …and at most.
 const SNAPSHOT_OFTEN_MAX: u64 = 64;
-/// Core's compaction interval, used when the model sets none.
-const SNAPSHOT_ENTRIES_STANDARD: u64 = 256;
-
 /// Rates are kept to five decimals, so a drawn model reads well in a file.
 const RATE_STEPS: f64 = 100_000.0;
 
@@ -85,7 +83,7 @@ pub fn draw(model: &Model, seed: u64) -> Model {
     // at core's 256 few runs ever need (README, "The hunt as a mutant killer").
     let compact_often = rng.gen_bool(0.5);
     let often = SNAPSHOT_OFTEN_MIN + scaled(&mut rng, SNAPSHOT_OFTEN_MAX - SNAPSHOT_OFTEN_MIN);
-    let limit = model.snapshot_entries.map_or(SNAPSHOT_ENTRIES_STANDARD, u64::from);
+    let limit = model.snapshot_entries.map_or(SNAPSHOT_THRESHOLD_ENTRIES_STANDARD, u64::from);
     drawn.snapshot_entries = if compact_often {
         Some(u32::try_from(often.min(limit)).expect("at most SNAPSHOT_OFTEN_MAX"))
     } else {
@@ -119,7 +117,7 @@ pub fn describe(drawn: &Model) -> String {
         drawn.pause_ms_max,
         drawn.drift_ppm_max,
         drawn.ack_crashes.unwrap_or(false),
-        drawn.snapshot_entries.map_or(SNAPSHOT_ENTRIES_STANDARD, u64::from),
+        drawn.snapshot_entries.map_or(SNAPSHOT_THRESHOLD_ENTRIES_STANDARD, u64::from),
     )
 }
 

@@ -324,7 +324,7 @@ fn grants_confirmed_by_concurrent_rounds_are_all_answered() {
     // Each confirmation round has its own context, so rounds out at the same
     // time cannot be mistaken for one another.
     let (mut cluster, leader) = three(Variant::Default);
-    let other = ClientRequest::Acquire { key: Key::new("invoice/B-1043"), lease_ms: LEASE_MS, wait_ms: 0 };
+    let other = ClientRequest::Acquire { key: other_key(), lease_ms: LEASE_MS, wait_ms: 0 };
     cluster.send(leader, 1, 1, acquire(0));
     cluster.send(leader, 2, 1, other);
     cluster.settle();

@@ -132,10 +132,6 @@ fn acquire_other(wait_ms: u64) -> ClientRequest {
     ClientRequest::Acquire { key: other_key(), lease_ms: LEASE_MS, wait_ms }
 }
 
-fn other_key() -> Key {
-    Key::new("invoice/B-1043")
-}
-
 fn inflight_grant(cluster: &Cluster, leader: NodeId, key: &Key) -> LogIndex {
     cluster.server(leader).inflight_grant_index(key).expect("a Grant is in flight for the key")
 }

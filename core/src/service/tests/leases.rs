@@ -265,8 +265,7 @@ fn grant_confirmed_beyond_fresh(beyond_ms: u64) -> (Vec<ClientReply>, u64) {
     cluster.settle_until(asked);
     assert!(asked(&cluster), "the Grant applied and its round was asked");
     let server = cluster.server(leader);
-    let fresh_ms = u64::from(server.raft().config().election_ticks_min) * server.config.tick_ms / 2;
-    let ctx_before = server.read_ctx_last;
+    let (fresh_ms, ctx_before) = (server.grant_confirmation_fresh_ms(), server.read_ctx_last);
     cluster.step_clock(leader, i64::try_from(fresh_ms + beyond_ms).expect("small"));
     cluster.settle();
     (cluster.answers(1, 1), cluster.server(leader).read_ctx_last - ctx_before)

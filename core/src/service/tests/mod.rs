@@ -16,7 +16,7 @@ mod revoke;
 use super::{ClientReply, ClientRequest, LockServer, Output, ServiceConfig};
 use crate::command::{ApplyResult, Command};
 use crate::lock::LockState;
-use crate::raft::{Config, DurableState, Message, MessageBody, RaftNode, Role};
+use crate::raft::{Config, DurableState, Message, MessageBody, RaftNode, Role, SNAPSHOT_THRESHOLD_ENTRIES_STANDARD};
 use crate::types::{ClientId, Key, LogIndex, NodeId, RequestId, Term, Token};
 use crate::variant::Variant;
 use std::collections::{BTreeSet, VecDeque};
@@ -46,6 +46,11 @@ pub(super) fn key() -> Key {
     Key::new("invoice/B-1042")
 }
 
+/// A second key, for tests where two keys must not be confused.
+pub(super) fn other_key() -> Key {
+    Key::new("invoice/B-1043")
+}
+
 pub(super) fn acquire(wait_ms: u64) -> ClientRequest {
     ClientRequest::Acquire { key: key(), lease_ms: LEASE_MS, wait_ms }
 }
@@ -58,8 +63,7 @@ impl Cluster {
     }
 
     pub(super) fn with_config(nodes: u8, config: ServiceConfig) -> Cluster {
-        let snapshot_threshold_entries = Config::standard(NodeId(0), vec![NodeId(0)]).snapshot_threshold_entries;
-        Cluster::with_snapshot_threshold(nodes, config, snapshot_threshold_entries)
+        Cluster::with_snapshot_threshold(nodes, config, SNAPSHOT_THRESHOLD_ENTRIES_STANDARD)
     }
 
     /// A cluster whose Raft nodes compact every `snapshot_threshold_entries` applied entries.
