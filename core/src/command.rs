@@ -13,9 +13,33 @@ pub enum Command {
     Release { key: Key, token: Token, holder: Holder },
     /// Leader-driven lease expiry: removes the lock only if `token` matches.
     Expire { key: Key, token: Token },
+    /// An acquire answered without a lock: a try-lock that found `key` held
+    /// (`Busy`) or a wait whose deadline passed (`TimedOut`). Recorded in the
+    /// client's session, so no leader grants that request afterwards.
+    Decline { key: Key, holder: Holder, reason: Decline },
 }
 
-/// `grant k to c1 (lease 2000 ms)`, `release k tok41 by c1`, `expire k tok41`.
+/// Why an acquire is declined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Decline {
+    /// A try-lock found the key held.
+    Busy,
+    /// A wait's deadline passed before the key was free.
+    TimedOut,
+}
+
+/// `busy`, `timed out`.
+impl fmt::Display for Decline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Decline::Busy => "busy",
+            Decline::TimedOut => "timed out",
+        })
+    }
+}
+
+/// `grant k to c1 (lease 2000 ms)`, `release k tok41 by c1`, `expire k tok41`,
+/// `decline k to c1 (busy)`.
 impl fmt::Display for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -24,6 +48,7 @@ impl fmt::Display for Command {
             }
             Command::Release { key, token, holder } => write!(f, "release {key} {token} by {}", holder.client),
             Command::Expire { key, token } => write!(f, "expire {key} {token}"),
+            Command::Decline { key, holder, reason } => write!(f, "decline {key} to {} ({reason})", holder.client),
         }
     }
 }
@@ -31,7 +56,10 @@ impl fmt::Display for Command {
 impl Command {
     pub fn key(&self) -> &Key {
         match self {
-            Command::Grant { key, .. } | Command::Release { key, .. } | Command::Expire { key, .. } => key,
+            Command::Grant { key, .. }
+            | Command::Release { key, .. }
+            | Command::Expire { key, .. }
+            | Command::Decline { key, .. } => key,
         }
     }
 }
@@ -39,11 +67,19 @@ impl Command {
 /// What applying a command did, as reported by the state machine to the leader.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ApplyResult {
-    Granted { token: Token },
+    Granted {
+        token: Token,
+    },
     GrantRejected,
     Released,
     NotFound,
-    Expired { existed: bool },
+    Expired {
+        existed: bool,
+    },
+    /// A Decline recorded in its client's session.
+    Declined {
+        reason: Decline,
+    },
     Noop,
 }
 
@@ -57,6 +93,7 @@ impl fmt::Display for ApplyResult {
             ApplyResult::NotFound => f.write_str("not found"),
             ApplyResult::Expired { existed: true } => f.write_str("expired"),
             ApplyResult::Expired { existed: false } => f.write_str("expired (gone already)"),
+            ApplyResult::Declined { reason } => write!(f, "declined: {reason}"),
             ApplyResult::Noop => f.write_str("no-op"),
         }
     }
@@ -64,7 +101,7 @@ impl fmt::Display for ApplyResult {
 
 #[cfg(test)]
 mod tests {
-    use super::{ApplyResult, Command};
+    use super::{ApplyResult, Command, Decline};
     use crate::types::{ClientId, Holder, Key, RequestId, Token};
 
     /// Commands and their results are told in traces as the doc comments above show.
@@ -80,7 +117,15 @@ mod tests {
             shown(Command::Release { key: key.clone(), token: Token(41), holder }),
             "release invoice/B-1042 tok41 by c1"
         );
-        assert_eq!(shown(Command::Expire { key, token: Token(41) }), "expire invoice/B-1042 tok41");
+        assert_eq!(shown(Command::Expire { key: key.clone(), token: Token(41) }), "expire invoice/B-1042 tok41");
+        assert_eq!(
+            shown(Command::Decline { key: key.clone(), holder, reason: Decline::Busy }),
+            "decline invoice/B-1042 to c1 (busy)"
+        );
+        assert_eq!(
+            shown(Command::Decline { key, holder, reason: Decline::TimedOut }),
+            "decline invoice/B-1042 to c1 (timed out)"
+        );
         let results = [
             (ApplyResult::Granted { token: Token(41) }, "granted tok41"),
             (ApplyResult::GrantRejected, "grant rejected"),
@@ -88,6 +133,8 @@ mod tests {
             (ApplyResult::NotFound, "not found"),
             (ApplyResult::Expired { existed: true }, "expired"),
             (ApplyResult::Expired { existed: false }, "expired (gone already)"),
+            (ApplyResult::Declined { reason: Decline::Busy }, "declined: busy"),
+            (ApplyResult::Declined { reason: Decline::TimedOut }, "declined: timed out"),
             (ApplyResult::Noop, "no-op"),
         ];
         for (result, text) in results {

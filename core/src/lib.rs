@@ -16,7 +16,7 @@ pub mod service;
 pub mod types;
 pub mod variant;
 
-pub use command::{ApplyResult, Command};
+pub use command::{ApplyResult, Command, Decline};
 pub use lock::{Lock, LockState};
 pub use property::Property;
 pub use resource::{ResourceState, Write, WritePath, WriteVerdict};

@@ -10,15 +10,20 @@
 //! - Release carries the holder's token and removes only a matching lock, the
 //!   same guard that Expire has, so a late or retried release cannot delete
 //!   the next holder's lock (`Variant::ReleaseIgnoresToken` is the seed's form).
-//! - Each client has a session (its last Grant request and the answer), so a
-//!   Grant that is proposed twice (a client retry, a re-proposal by a new
-//!   leader) takes effect once and the retry gets the original answer
-//!   (exactly-once apply, Raft dissertation §6.3). This relies on each client
-//!   numbering its requests upwards with one counter (a retry reuses an id, a
-//!   new request never does), so a Grant older than the session's is a late
-//!   duplicate and is answered `Noop` with no effect.
+//! - Each client has a session (its last acquire and the answer), so a Grant
+//!   that is proposed twice (a client retry, a re-proposal by a new leader)
+//!   takes effect once and the retry gets the original answer (exactly-once
+//!   apply, Raft dissertation §6.3). This relies on each client numbering its
+//!   requests upwards with one counter (a retry reuses an id, a new request
+//!   never does), so a Grant older than the session's is a late duplicate and
+//!   is answered `Noop` with no effect.
+//! - An acquire answered without a lock (`Busy`, `TimedOut`) is a command too,
+//!   a Decline, recorded in the session like a Grant's answer. Decided by one
+//!   leader outside the log, that answer could meet a Grant of the same
+//!   request by the next leader, which received a resend of it: the client
+//!   would be told `TimedOut` for a lock it holds.
 
-use crate::command::{ApplyResult, Command};
+use crate::command::{ApplyResult, Command, Decline};
 use crate::types::{ClientId, Holder, Key, RequestId, Token};
 use crate::variant::Variant;
 use serde::{Deserialize, Serialize};
@@ -40,7 +45,8 @@ pub struct Lock {
     pub lease_ms: u64,
 }
 
-/// The last request each client got answered, so a retried Grant gets the original token.
+/// The last acquire each client got answered, so a retried Grant gets the
+/// original token and a declined request is never granted later.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
     pub request: RequestId,
@@ -79,6 +85,7 @@ impl LockState {
                 let ignore_token = variant == Variant::ExpireIgnoresToken;
                 ApplyResult::Expired { existed: self.remove_if_token(key, *token, ignore_token) }
             }
+            Command::Decline { key, holder, reason } => self.decline(key, *holder, *reason),
         }
     }
 
@@ -88,12 +95,6 @@ impl LockState {
 
     pub fn locks(&self) -> impl Iterator<Item = (&Key, &Lock)> {
         self.locks.iter()
-    }
-
-    /// The result `holder`'s Grant got when it was applied, if its session still holds it.
-    pub fn session_result(&self, holder: Holder) -> Option<ApplyResult> {
-        let session = self.sessions.get(&holder.client)?;
-        (session.request == holder.request).then_some(session.result)
     }
 
     /// Who holds `key`, if anyone.
@@ -111,19 +112,31 @@ impl LockState {
         self.token_last = self.token_last.max(floor);
     }
 
+    /// The answer `holder`'s acquire already has in its client's session (a
+    /// Grant's or a Decline's): the original one for a retry (no new effect,
+    /// even if the lock was released or expired since), `Noop` for a request
+    /// older than the session's (its client numbers requests upwards and has
+    /// moved on; granting it would create a lock no client believes it
+    /// holds), `None` for a request not answered yet.
+    pub fn session_result(&self, holder: Holder) -> Option<ApplyResult> {
+        let session = self.sessions.get(&holder.client)?;
+        if session.request == holder.request {
+            Some(session.result)
+        } else if session.request > holder.request {
+            Some(ApplyResult::Noop)
+        } else {
+            None
+        }
+    }
+
+    fn remember(&mut self, holder: Holder, result: ApplyResult) {
+        self.sessions.insert(holder.client, Session { request: holder.request, result });
+        assert!(self.sessions.len() <= SESSIONS_MAX, "more than {SESSIONS_MAX} client sessions");
+    }
+
     fn grant(&mut self, key: &Key, lease_ms: u64, holder: Holder) -> ApplyResult {
-        if let Some(session) = self.sessions.get(&holder.client) {
-            if session.request == holder.request {
-                // A retry of an answered request: the original answer, no new effect,
-                // even if the lock was released or expired since.
-                return session.result;
-            }
-            if session.request > holder.request {
-                // A client numbers its requests upwards and has moved on; this is a
-                // late duplicate of an older request whose answer nobody waits for.
-                // Granting it would create a lock no client believes it holds.
-                return ApplyResult::Noop;
-            }
+        if let Some(result) = self.session_result(holder) {
+            return result;
         }
         let result = match self.locks.get(key) {
             // Sessions answer retries above; this guard keeps a state restored
@@ -136,8 +149,24 @@ impl LockState {
                 ApplyResult::Granted { token }
             }
         };
-        self.sessions.insert(holder.client, Session { request: holder.request, result });
-        assert!(self.sessions.len() <= SESSIONS_MAX, "more than {SESSIONS_MAX} client sessions");
+        self.remember(holder, result);
+        result
+    }
+
+    /// Records that `holder`'s acquire was answered without a lock. A `Busy`
+    /// needs the key held at this point of the log; on a free key nothing is
+    /// recorded and the result is `NotFound` (the leader answers `Unavailable`
+    /// and the client asks again). A request already granted keeps its grant.
+    fn decline(&mut self, key: &Key, holder: Holder, reason: Decline) -> ApplyResult {
+        if let Some(result) = self.session_result(holder) {
+            return result;
+        }
+        let result = match self.locks.get(key) {
+            Some(lock) if lock.holder == holder => ApplyResult::Granted { token: lock.token },
+            None if reason == Decline::Busy => return ApplyResult::NotFound,
+            _ => ApplyResult::Declined { reason },
+        };
+        self.remember(holder, result);
         result
     }
 

@@ -25,6 +25,10 @@ fn expire(state: &mut LockState, key: &Key, token: u64, variant: Variant) -> App
     state.apply(&Command::Expire { key: key.clone(), token: Token(token) }, variant)
 }
 
+fn decline(state: &mut LockState, key: &Key, who: Holder, reason: Decline) -> ApplyResult {
+    state.apply(&Command::Decline { key: key.clone(), holder: who, reason }, Variant::Default)
+}
+
 /// The B-1042 story up to the takeover: A got 41, released it, B got 42.
 fn after_takeover(release_variant: Variant) -> (LockState, Holder, Holder) {
     let (worker_a, worker_b) = (holder(1, 1), holder(2, 1));
@@ -203,6 +207,90 @@ fn holder_guard_answers_a_retry_when_the_session_is_missing() {
     state.sessions.clear();
     assert_eq!(grant(&mut state, &invoice(), holder(1, 1)), ApplyResult::Granted { token: Token(41) });
     assert_eq!(state.token_last(), Token(41));
+}
+
+// ---- declines: an acquire answered without a lock is final ----
+
+#[test]
+fn a_timed_out_wait_is_never_granted_afterwards() {
+    // Seed 94867's story: c2's wait timed out at one leader; its resend
+    // reached the next leader, which would have granted it.
+    let mut state = LockState::new(Token(40));
+    assert_eq!(
+        decline(&mut state, &invoice(), holder(2, 16), Decline::TimedOut),
+        ApplyResult::Declined { reason: Decline::TimedOut }
+    );
+    assert_eq!(grant(&mut state, &invoice(), holder(2, 16)), ApplyResult::Declined { reason: Decline::TimedOut });
+    assert_eq!(state.lock(&invoice()), None, "the resend took no lock");
+    assert_eq!(state.session_result(holder(2, 16)), Some(ApplyResult::Declined { reason: Decline::TimedOut }));
+    assert_eq!(grant(&mut state, &invoice(), holder(2, 17)), ApplyResult::Granted { token: Token(41) });
+}
+
+#[test]
+fn a_decline_after_the_grant_keeps_the_grant() {
+    // Seed 29867's story the other way round: the wait was granted first.
+    let mut state = LockState::new(Token(50));
+    grant(&mut state, &invoice(), holder(2, 4));
+    for reason in [Decline::TimedOut, Decline::Busy] {
+        assert_eq!(decline(&mut state, &invoice(), holder(2, 4), reason), ApplyResult::Granted { token: Token(51) });
+    }
+    release(&mut state, &invoice(), 51, holder(2, 4), Variant::Default);
+    assert_eq!(
+        decline(&mut state, &invoice(), holder(2, 4), Decline::TimedOut),
+        ApplyResult::Granted { token: Token(51) },
+        "the session keeps the grant after the lock ended"
+    );
+}
+
+#[test]
+fn busy_is_recorded_only_while_the_key_is_held() {
+    let mut state = LockState::new(Token(0));
+    assert_eq!(decline(&mut state, &invoice(), holder(2, 1), Decline::Busy), ApplyResult::NotFound);
+    assert_eq!(state.session_result(holder(2, 1)), None, "nothing recorded: the client asks again");
+    grant(&mut state, &invoice(), holder(1, 1));
+    assert_eq!(
+        decline(&mut state, &invoice(), holder(2, 1), Decline::Busy),
+        ApplyResult::Declined { reason: Decline::Busy }
+    );
+    release(&mut state, &invoice(), 1, holder(1, 1), Variant::Default);
+    assert_eq!(
+        decline(&mut state, &invoice(), holder(2, 1), Decline::Busy),
+        ApplyResult::Declined { reason: Decline::Busy },
+        "a retry gets its Busy again, though the key is free now"
+    );
+    assert_eq!(grant(&mut state, &invoice(), holder(2, 1)), ApplyResult::Declined { reason: Decline::Busy });
+}
+
+#[test]
+fn a_timed_out_wait_is_recorded_whether_or_not_the_key_is_held() {
+    let mut state = LockState::new(Token(0));
+    let declined = ApplyResult::Declined { reason: Decline::TimedOut };
+    assert_eq!(decline(&mut state, &invoice(), holder(2, 1), Decline::TimedOut), declined);
+    grant(&mut state, &invoice(), holder(1, 1));
+    assert_eq!(decline(&mut state, &invoice(), holder(2, 2), Decline::TimedOut), declined);
+}
+
+#[test]
+fn a_late_decline_of_an_older_request_is_a_noop() {
+    let mut state = LockState::new(Token(0));
+    grant(&mut state, &invoice(), holder(1, 1));
+    grant(&mut state, &invoice(), holder(2, 5));
+    let before = state.clone();
+    assert_eq!(decline(&mut state, &invoice(), holder(2, 4), Decline::Busy), ApplyResult::Noop);
+    assert_eq!(decline(&mut state, &invoice(), holder(2, 4), Decline::TimedOut), ApplyResult::Noop);
+    assert_eq!(state, before);
+}
+
+#[test]
+fn a_decline_for_a_holder_whose_session_is_missing_answers_its_lock() {
+    let mut state = LockState::new(Token(40));
+    grant(&mut state, &invoice(), holder(1, 1));
+    state.sessions.clear();
+    assert_eq!(
+        decline(&mut state, &invoice(), holder(1, 1), Decline::TimedOut),
+        ApplyResult::Granted { token: Token(41) }
+    );
+    assert_eq!(state.session_result(holder(1, 1)), Some(ApplyResult::Granted { token: Token(41) }));
 }
 
 // ---- the unsafe variants do what they claim ----

@@ -24,6 +24,8 @@ enum AfterBatch {
     Grant { pending: Pending, result: ApplyResult },
     /// Our Release applied: answer it.
     Release { pending: Pending, result: ApplyResult },
+    /// Our Decline applied: answer it (`declines`).
+    Decline { pending: Pending, result: ApplyResult },
 }
 
 impl LockServer {
@@ -43,12 +45,12 @@ impl LockServer {
             match after {
                 AfterBatch::Grant { pending, result } => self.answer_grant(pending, result, now_local_ms),
                 AfterBatch::Release { pending, result } => self.answer_release(pending, result),
+                AfterBatch::Decline { pending, result } => self.answer_decline(pending, result, now_local_ms),
             }
         }
         for read in ready.read_states {
             self.on_read_state(read, now_local_ms);
         }
-        self.settle_parked_checks(now_local_ms);
         self.settle_parked_floors();
         self.serve_waiters(now_local_ms);
         self.compact_if_due();
@@ -100,6 +102,7 @@ impl LockServer {
         match pending.kind {
             PendingKind::Acquire { .. } => after_batch.push(AfterBatch::Grant { pending, result }),
             PendingKind::Release { .. } => after_batch.push(AfterBatch::Release { pending, result }),
+            PendingKind::Decline { .. } => after_batch.push(AfterBatch::Decline { pending, result }),
         }
     }
 

@@ -224,7 +224,6 @@ impl LockServer {
         }
         match round.purpose {
             ReadPurpose::Expiry => self.expire_confirmed(read.ctx, now_local_ms),
-            ReadPurpose::Check(check) => self.settle_check(round.term, read.commit, check, now_local_ms),
             ReadPurpose::Floor { read: floor_read } => self.settle_floor(round.term, read.commit, floor_read),
             ReadPurpose::Grant { client, request, key, token, asked_local_ms } => {
                 // The confirmation says this node led when the majority

@@ -11,22 +11,22 @@
 //!   `Granted` may be sent, ghost-lock cleanup, compaction.
 //! - `leases`: lease timers on the leader's local clock, confirmed expiry,
 //!   confirmed renew, restarting every lease when a new leader takes office.
-//! - `checks`: the answers that report a key's state without a log entry
-//!   (a try-lock's `Busy`, a wait's `TimedOut`), sent only from confirmed
-//!   leadership and committed state.
+//! - `declines`: the answers that end an acquire without a lock (a
+//!   try-lock's `Busy`, a wait's `TimedOut`), decided through the log so no
+//!   leader grants a request another has declined.
 //!
 //! Architecture invariant: a lock only ends through a committed Expire or
 //! Release; the local clock only decides *when the leader asks* for one.
 
 mod apply;
-mod checks;
+mod declines;
 mod floors;
 mod leases;
 mod requests;
 #[cfg(test)]
 mod tests;
 
-use crate::command::{ApplyResult, Command};
+use crate::command::{ApplyResult, Command, Decline};
 use crate::lock::LockState;
 use crate::raft::{Message, RaftNode, Ready, Role, Snapshot};
 use crate::types::{ClientId, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};
@@ -158,8 +158,6 @@ pub const READS_MAX: usize = 1_024;
 pub const OUTPUTS_MAX: usize = 65_536;
 /// The longest wait a client may ask for; longer waits are cut to it.
 pub const WAIT_MS_MAX: u64 = 600_000;
-/// The clients whose last `Busy` or `TimedOut` a node remembers (one entry per client).
-pub const ANSWERED_MAX: usize = 4_096;
 /// A leadership confirmation for an expiry that has not come back after this
 /// many ticks (about an election timeout) is asked for again.
 pub const CONFIRM_RETRY_TICKS: u64 = 30;
@@ -183,6 +181,11 @@ enum PendingKind {
     },
     Release {
         key: Key,
+    },
+    /// A try-lock's `Busy` or a wait's `TimedOut` (`declines`).
+    Decline {
+        key: Key,
+        reason: Decline,
     },
 }
 
@@ -226,8 +229,6 @@ enum ReadPurpose {
         key: Key,
         token: Token,
     },
-    /// Answer a try-lock `Busy` or a wait `TimedOut` (`checks`).
-    Check(Check),
     /// Answer `Granted` for this applied Grant once leadership is confirmed
     /// by a round asked at `asked_local_ms`.
     Grant {
@@ -241,32 +242,6 @@ enum ReadPurpose {
     Floor {
         read: u64,
     },
-}
-
-/// An answer that states a key's condition without a log entry. It leaves
-/// only after a read-index round confirms this node still leads and once
-/// every Grant this leader has in flight for the key has applied (`checks`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Check {
-    holder: Holder,
-    key: Key,
-    kind: CheckKind,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum CheckKind {
-    /// A try-lock found the key held, being granted, or waited for: `Busy`.
-    TryLock,
-    /// A waiter's deadline passed: `TimedOut`.
-    WaitEnded,
-}
-
-/// A confirmed check waiting for the log to apply up to `after` (a Grant in flight).
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct ParkedCheck {
-    term: Term,
-    after: LogIndex,
-    check: Check,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -302,14 +277,8 @@ pub struct LockServer {
     leases: BTreeMap<Key, Lease>,
     reads: BTreeMap<u64, ReadRound>,
     read_ctx_last: u64,
-    /// Confirmed checks waiting for a Grant in flight to apply; at most `READS_MAX`.
-    checks_parked: Vec<ParkedCheck>,
     /// Confirmed floor reads waiting for the log to apply; at most `READS_MAX`.
     floors_parked: Vec<floors::ParkedFloor>,
-    /// The last `Busy` or `TimedOut` this node sent each client, with its
-    /// request: a late copy of that request gets the same answer, an older
-    /// request none (its client has moved on). Volatile, like the rest.
-    answered: BTreeMap<ClientId, (RequestId, ClientReply)>,
     /// When this node applied the Grant of each held lock (local ms); only the
     /// `NoLeaseRestartOnNewLeader` variant uses it.
     applied_at_ms: BTreeMap<Key, (Token, u64)>,
@@ -334,9 +303,7 @@ impl LockServer {
             leases: BTreeMap::new(),
             reads: BTreeMap::new(),
             read_ctx_last: 0,
-            checks_parked: Vec::new(),
             floors_parked: Vec::new(),
-            answered: BTreeMap::new(),
             applied_at_ms: BTreeMap::new(),
         };
         server.applied_index = server.raft.applied_index();
@@ -426,9 +393,7 @@ impl LockServer {
             return;
         }
         self.seen = now;
-        // Read rounds of the old role can never be acted upon safely; the
-        // clients of its checks are sent on at once, like its waiters.
-        self.redirect_checks();
+        // Read rounds of the old role can never be acted upon safely.
         self.reads.clear();
         self.floors_parked.clear();
         if self.office.is_some() {

@@ -10,14 +10,14 @@
 //! what lets a worker move to other work), `wait_ms > 0` waits in a bounded
 //! FIFO queue per key until the key frees (then a Grant is proposed for the
 //! head of the queue) or the wait deadline on the leader's clock passes
-//! (`TimedOut`). `Busy` and `TimedOut` leave through a leadership check
-//! (`checks`).
+//! (`TimedOut`). `Busy` and `TimedOut` are decided through the log, as a
+//! Decline (`declines`).
 
 use super::{
-    Check, CheckKind, ClientReply, ClientRequest, LockServer, Output, Pending, PendingKind, Waiter, PENDING_MAX,
-    WAITING_KEYS_MAX, WAIT_MS_MAX,
+    ClientReply, ClientRequest, LockServer, Output, Pending, PendingKind, Waiter, PENDING_MAX, WAITING_KEYS_MAX,
+    WAIT_MS_MAX,
 };
-use crate::command::{ApplyResult, Command};
+use crate::command::{ApplyResult, Command, Decline};
 use crate::raft::ProposeError;
 use crate::types::{ClientId, Holder, Key, LogIndex, RequestId, Token};
 use crate::variant::Variant;
@@ -90,26 +90,29 @@ impl LockServer {
         if self.waiters.get(&key).is_some_and(|queue| queue.iter().any(|waiter| waiter.holder == holder)) {
             return;
         }
-        if self.check_in_flight(holder) {
-            return;
-        }
-        if let Some(repeat) = self.answered_before(holder) {
-            if let Some(reply) = repeat {
-                self.reply(holder.client, holder.request, reply);
-            }
-            return;
-        }
-        if let Some(ApplyResult::Granted { token }) = self.state.session_result(holder) {
+        match self.state.session_result(holder) {
             // A retry of a Grant already applied whose lock has ended since is
             // answered `NotHeld` at once, whoever holds the key now: answering
             // it `Busy` or queueing it would tell the client it never got a
             // lock it held for a lease (found by the `linearizable` checker: a
             // lost `Granted`, then a retry after the lease expired answered
             // `TimedOut`). Removals are committed, so this is final.
-            if self.live_grant(&key, token).is_none() {
+            Some(ApplyResult::Granted { token }) if self.live_grant(&key, token).is_none() => {
                 self.reply(holder.client, holder.request, ClientReply::NotHeld);
                 return;
             }
+            // A copy of a request declined already, here or at another leader
+            // (a resend overtaken by the answer): the same answer again, never
+            // a place in the queue and a Grant for a client that has moved on.
+            Some(ApplyResult::Declined { reason }) => {
+                let reply = self.decline_reply(&key, holder, reason, now_local_ms);
+                self.reply(holder.client, holder.request, reply);
+                return;
+            }
+            // A late copy of a request older than the client's last answered
+            // one: its client has moved on and waits for no answer.
+            Some(ApplyResult::Noop) => return,
+            _ => {}
         }
         match self.key_status(&key, holder, now_local_ms) {
             // A retry of a request that already applied is proposed again: the state
@@ -121,9 +124,9 @@ impl LockServer {
                     key = %key,
                     client = %holder.client,
                     remaining_ms,
-                    "try-lock finds the key held or promised: Busy once a read-index round confirms it"
+                    "try-lock finds the key held or promised: Busy once a Decline commits"
                 );
-                self.start_check(Check { holder, key, kind: CheckKind::TryLock })
+                self.propose_decline(holder, key, Decline::Busy)
             }
             KeyStatus::Busy { remaining_ms } => {
                 let deadline_local_ms = now_local_ms.saturating_add(wait_ms.min(WAIT_MS_MAX));
@@ -158,7 +161,9 @@ impl LockServer {
             // The Grant in flight will hold the key for a full lease once applied.
             let remaining_ms = match pending.kind {
                 PendingKind::Acquire { lease_ms, .. } => lease_ms,
-                PendingKind::Release { .. } => unreachable!("inflight_grant finds acquires only"),
+                PendingKind::Release { .. } | PendingKind::Decline { .. } => {
+                    unreachable!("inflight_grant finds acquires only")
+                }
             };
             return KeyStatus::Busy { remaining_ms };
         }
@@ -176,18 +181,6 @@ impl LockServer {
             pending.term == term
                 && matches!(&pending.kind, PendingKind::Acquire { key: pending_key, .. } if pending_key == key)
         })
-    }
-
-    /// The index of the Grant for `key` this leader has in flight, if any.
-    pub(super) fn inflight_grant_index(&self, key: &Key) -> Option<LogIndex> {
-        let term = self.office?.term;
-        self.pending
-            .iter()
-            .find(|(_, pending)| {
-                pending.term == term
-                    && matches!(&pending.kind, PendingKind::Acquire { key: pending_key, .. } if pending_key == key)
-            })
-            .map(|(index, _)| *index)
     }
 
     /// The index of a proposal of this request made in the current term, if still unapplied.
@@ -211,21 +204,21 @@ impl LockServer {
     }
 
     /// Takes every waiter whose deadline passed out of its queue; each is
-    /// answered `TimedOut` once leadership is confirmed (`checks`).
+    /// answered `TimedOut` once its Decline commits (`declines`).
     pub(super) fn time_out_waiters(&mut self, now_local_ms: u64) {
         let mut timed_out = Vec::new();
         for (key, queue) in self.waiters.iter_mut() {
             queue.retain(|waiter| {
                 let alive = now_local_ms < waiter.deadline_local_ms;
                 if !alive {
-                    timed_out.push(Check { holder: waiter.holder, key: key.clone(), kind: CheckKind::WaitEnded });
+                    timed_out.push((waiter.holder, key.clone()));
                 }
                 alive
             });
         }
         self.waiters.retain(|_, queue| !queue.is_empty());
-        for check in timed_out {
-            self.start_check(check);
+        for (holder, key) in timed_out {
+            self.propose_decline(holder, key, Decline::TimedOut);
         }
     }
 
@@ -295,7 +288,13 @@ impl LockServer {
         self.propose_for_client(client, request, command, PendingKind::Release { key });
     }
 
-    fn propose_for_client(&mut self, client: ClientId, request: RequestId, command: Command, kind: PendingKind) {
+    pub(super) fn propose_for_client(
+        &mut self,
+        client: ClientId,
+        request: RequestId,
+        command: Command,
+        kind: PendingKind,
+    ) {
         if self.pending.len() >= PENDING_MAX {
             self.reply(client, request, ClientReply::Unavailable);
             return;

@@ -3,7 +3,7 @@
 //! after every applied command, and that a snapshot taken mid-run (a serde
 //! round trip) continues exactly like the original.
 
-use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LockState, RequestId, Token, Variant};
+use fencelock::{ApplyResult, ClientId, Command, Decline, Holder, Key, LockState, RequestId, Token, Variant};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -35,32 +35,35 @@ impl Workload {
 
     fn command(&mut self, state: &LockState) -> Command {
         let key = self.keys[self.rng.gen_range(0..KEYS)].clone();
-        match self.rng.gen_range(0..10) {
-            0..=3 => {
-                let client = self.rng.gen_range(0..CLIENTS);
-                let next = &mut self.request_next[client as usize];
-                // Mostly new requests, sometimes a retry or a late duplicate of an older one.
-                let request = if *next > 1 && self.rng.gen_bool(0.3) {
-                    self.rng.gen_range(1..*next)
-                } else {
-                    *next += 1;
-                    *next - 1
-                };
-                Command::Grant {
-                    key,
-                    lease_ms: 1_000,
-                    holder: Holder { client: ClientId(client), request: RequestId(request) },
-                }
+        match self.rng.gen_range(0..12) {
+            0..=3 => Command::Grant { key, lease_ms: 1_000, holder: self.acquirer() },
+            4 | 5 => {
+                let reason = if self.rng.gen_bool(0.5) { Decline::Busy } else { Decline::TimedOut };
+                Command::Decline { key, holder: self.acquirer(), reason }
             }
             choice => {
                 let (key, token, holder) = self.target(state, key);
-                if choice <= 6 {
+                if choice <= 8 {
                     Command::Release { key, token, holder }
                 } else {
                     Command::Expire { key, token }
                 }
             }
         }
+    }
+
+    /// Who acquires: mostly a new request, sometimes a retry or a late
+    /// duplicate of an older one (Grants and Declines share the ids).
+    fn acquirer(&mut self) -> Holder {
+        let client = self.rng.gen_range(0..CLIENTS);
+        let next = &mut self.request_next[client as usize];
+        let request = if *next > 1 && self.rng.gen_bool(0.3) {
+            self.rng.gen_range(1..*next)
+        } else {
+            *next += 1;
+            *next - 1
+        };
+        Holder { client: ClientId(client), request: RequestId(request) }
     }
 
     /// A token to release or expire: the current one, a late old one, or one never issued.
@@ -123,6 +126,7 @@ fn apply_checked(state: &mut LockState, command: &Command, variant: Variant) -> 
             }
         }
         Command::Grant { .. } => assert!(removed.is_none(), "a grant never removes a lock"),
+        Command::Decline { .. } => assert_eq!(state.lock(key), before.lock(key), "a decline never changes a lock"),
     }
     // Nothing but the command's own key may change.
     for (other, lock) in before.locks().filter(|(other, _)| *other != key) {
@@ -141,6 +145,7 @@ struct Coverage {
     not_found: u64,
     expired: u64,
     expired_nothing: u64,
+    declined: u64,
     noop: u64,
 }
 
@@ -154,6 +159,7 @@ impl Coverage {
             ApplyResult::NotFound => &mut self.not_found,
             ApplyResult::Expired { existed: true } => &mut self.expired,
             ApplyResult::Expired { existed: false } => &mut self.expired_nothing,
+            ApplyResult::Declined { .. } => &mut self.declined,
             ApplyResult::Noop => &mut self.noop,
         };
         *counter += 1;
@@ -207,6 +213,7 @@ fn default_variant_keeps_tokens_increasing_and_removals_matching() {
         coverage.not_found,
         coverage.expired,
         coverage.expired_nothing,
+        coverage.declined,
         coverage.noop,
     ];
     eprintln!("coverage over {SEQUENCES} sequences: {coverage:?}");

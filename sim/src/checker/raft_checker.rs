@@ -125,7 +125,8 @@ impl RaftChecker {
         let holder = match command {
             Command::Grant { holder, .. } => Some((*holder, true)),
             Command::Release { holder, .. } => Some((*holder, false)),
-            Command::Expire { .. } => None,
+            // A Decline's answer is judged by `linearizable` (the session keeps it).
+            Command::Expire { .. } | Command::Decline { .. } => None,
         };
         if let Some((holder, is_grant)) = holder {
             self.last_apply.insert((node, holder, is_grant), (index, command.clone(), *result));

@@ -7,7 +7,7 @@
 //! in flight is not yet committed).
 
 mod acquire;
-mod checks;
+mod declines;
 mod floors;
 mod ghosts;
 mod leases;
