@@ -230,7 +230,7 @@ mod tests {
 
     #[test]
     fn families_gather_the_kinds_of_fault_that_tell_one_story() {
-        let plan = vec![
+        let plan = [
             at(0, Fault::ClockRate { actor: Actor::Client(ClientId(1)), ppm: -20 }),
             at(100, Fault::Pause { actor: Actor::Server(NodeId(0)), ms: 40 }),
             at(150, Fault::Pause { actor: Actor::Client(ClientId(0)), ms: 40 }),
