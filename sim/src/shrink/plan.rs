@@ -103,7 +103,10 @@ fn family(fault: &Fault) -> Family {
             Family::Resource
         }
         Fault::DiskStall { .. } => Family::Disks,
-        Fault::LeaderChurn { .. } | Fault::AckCrashes { .. } => Family::Reactive,
+        Fault::LeaderChurn { .. }
+        | Fault::AckCrashes { .. }
+        | Fault::RenewStrikes { .. }
+        | Fault::AckAmnesia { .. } => Family::Reactive,
     }
 }
 
