@@ -363,14 +363,7 @@ impl EventKind {
             K::Churn(ChurnEvent::AmnesiaStruck { node, leader, .. }) => {
                 vec![Actor::Server(*node), Actor::Server(*leader)]
             }
-            K::Churn(ChurnEvent::Reconnected { addrs }) => addrs
-                .iter()
-                .map(|addr| match *addr {
-                    crate::machine::net::Addr::Server(node) => Actor::Server(node),
-                    crate::machine::net::Addr::Client(client) => Actor::Client(client),
-                    crate::machine::net::Addr::Resource => Actor::Resource,
-                })
-                .collect(),
+            K::Churn(ChurnEvent::Reconnected { addrs }) => addrs.iter().copied().map(Actor::from).collect(),
             K::Crashed { actor } | K::Restarted { actor } | K::Paused { actor } | K::Resumed { actor } => vec![*actor],
             K::Clock { actor, .. } => vec![*actor],
             K::NodeRestored { node, .. }

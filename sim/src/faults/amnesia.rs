@@ -24,20 +24,11 @@ impl Planner<'_> {
     /// follower from a backup (`fsync_ms` 0); half slow the connected
     /// followers' fsyncs to 20-300 ms and crash one of them.
     pub(super) fn ack_amnesia(&mut self, rng: &mut ChaCha8Rng) {
-        let safety_ms = self.model.safety_ms;
-        let mut planned = Vec::new();
-        self.episodes(rng, (3_000, 10_000), |rng, t| {
+        self.reactive_episodes(rng, (3_000, 10_000), |rng| {
             let for_ms = rng.gen_range(1_000..=5_000);
             let down_ms = rng.gen_range(200..=1_500);
             let fsync_ms = if rng.gen_bool(0.5) { 0 } else { rng.gen_range(20..=300) };
-            if t + for_ms + down_ms >= safety_ms {
-                return None;
-            }
-            planned.push((t, Fault::AckAmnesia { for_ms, down_ms, fsync_ms }));
-            Some(for_ms + down_ms)
+            (Fault::AckAmnesia { for_ms, down_ms, fsync_ms }, for_ms + down_ms)
         });
-        for (t, fault) in planned {
-            self.push(t, fault);
-        }
     }
 }

@@ -286,11 +286,7 @@ impl Fault {
     /// Every server and worker the fault names (addresses as actors), in
     /// the order it names them; the resource, "whoever leads" and "whoever holds" are not named.
     pub fn named(&self) -> Vec<Actor> {
-        let of = |addr: &Addr| match *addr {
-            Addr::Server(node) => Actor::Server(node),
-            Addr::Client(client) => Actor::Client(client),
-            Addr::Resource => Actor::Resource,
-        };
+        let of = |addr: &Addr| Actor::from(*addr);
         let named = match self {
             Fault::Partition { sides } => sides.iter().flatten().map(of).collect(),
             Fault::OneWay { from, to } => vec![of(from), of(to)],
@@ -531,6 +527,30 @@ impl Planner<'_> {
             }
             let lasted = episode(rng, t).unwrap_or(0);
             t += lasted + stretch(rng.gen_range(gap_ms.0..=gap_ms.1));
+        }
+    }
+
+    /// The episodes of one reactive family (played by the supervisor at run
+    /// time): `draw` gives each its fault and how long it lasts; one that
+    /// would run into the safety phase is left out, its draws still made.
+    fn reactive_episodes(
+        &mut self,
+        rng: &mut ChaCha8Rng,
+        gap_ms: (u64, u64),
+        mut draw: impl FnMut(&mut ChaCha8Rng) -> (Fault, u64),
+    ) {
+        let safety_ms = self.model.safety_ms;
+        let mut planned = Vec::new();
+        self.episodes(rng, gap_ms, |rng, t| {
+            let (fault, lasted) = draw(rng);
+            if t + lasted >= safety_ms {
+                return None;
+            }
+            planned.push((t, fault));
+            Some(lasted)
+        });
+        for (t, fault) in planned {
+            self.push(t, fault);
         }
     }
 

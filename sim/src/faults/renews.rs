@@ -25,21 +25,11 @@ impl Planner<'_> {
     /// pauses each victim 1,000-2,600 ms: longer than a worker's renew period
     /// (40% of the 2 s lease), so its next renew waits at the stalled leader.
     pub(super) fn renew_strikes(&mut self, rng: &mut ChaCha8Rng) {
-        let safety_ms = self.model.safety_ms;
-        let mut planned = Vec::new();
-        self.episodes(rng, (1_000, 4_000), |rng, t| {
+        self.reactive_episodes(rng, (1_000, 4_000), |rng| {
             let for_ms = rng.gen_range(5_000..=15_000);
             let strikes = rng.gen_range(1..=2);
             let pause_ms = rng.gen_range(1_000..=2_600);
-            let lasted = for_ms + pause_ms + RENEW_CUT_AFTER_PAUSE_MS_MAX;
-            if t + lasted >= safety_ms {
-                return None;
-            }
-            planned.push((t, Fault::RenewStrikes { for_ms, strikes, pause_ms }));
-            Some(lasted)
+            (Fault::RenewStrikes { for_ms, strikes, pause_ms }, for_ms + pause_ms + RENEW_CUT_AFTER_PAUSE_MS_MAX)
         });
-        for (t, fault) in planned {
-            self.push(t, fault);
-        }
     }
 }

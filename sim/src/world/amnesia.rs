@@ -99,7 +99,7 @@ impl Amnesia {
         let Some((leader, term)) = cluster.live_leaders().into_iter().max_by_key(|(_, term)| *term) else {
             return;
         };
-        let servers: Vec<NodeId> = (0..cluster.nodes()).map(|n| NodeId(u8::try_from(n).expect("nodes fit"))).collect();
+        let servers: Vec<NodeId> = servers(cluster).collect();
         let followers: Vec<NodeId> = servers.iter().copied().filter(|n| *n != leader).collect();
         let mut cut: Vec<NodeId> = followers.choose_multiple(&mut self.rng, (servers.len() - 1) / 2).copied().collect();
         cut.sort_unstable();
@@ -163,8 +163,7 @@ impl Amnesia {
 
     /// Makes a connected follower forget what it acknowledged and pulls the leader's cable.
     fn strike(&mut self, episode: &Episode, now_us: u64, cluster: &mut impl Cluster) {
-        let connected: Vec<NodeId> = (0..cluster.nodes())
-            .map(|n| NodeId(u8::try_from(n).expect("nodes fit")))
+        let connected: Vec<NodeId> = servers(cluster)
             .filter(|n| *n != episode.leader && !episode.cut.contains(n) && cluster.is_up(*n))
             .collect();
         let Some(node) = connected.choose(&mut self.rng).copied() else {
@@ -219,6 +218,10 @@ fn end(episode: &Episode, cluster: &mut impl Cluster) {
     let side = addrs(&episode.cut);
     cluster.reconnect(&side);
     cluster.note(ChurnEvent::Reconnected { addrs: side });
+}
+
+fn servers(cluster: &impl Cluster) -> impl Iterator<Item = NodeId> {
+    (0..cluster.nodes()).map(|n| NodeId(u8::try_from(n).expect("nodes fit")))
 }
 
 fn addrs(nodes: &[NodeId]) -> Vec<Addr> {

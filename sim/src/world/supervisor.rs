@@ -272,20 +272,12 @@ impl Supervisor {
                 self.backups.back_up_resource(now_us(), image);
             }
             Fault::RestoreResource => self.restore_resource(),
-            Fault::AckCrashes { .. } => {
-                let mut acks = self.acks.take().expect("the ack crashes are back after every step");
-                acks.start(now_us(), fault, self);
-                self.acks = Some(acks);
-            }
+            Fault::AckCrashes { .. } => self.with_family(|s| &mut s.acks, |acks, s| acks.start(now_us(), fault, s)),
             Fault::RenewStrikes { .. } => {
-                let mut renews = self.renews.take().expect("the renew strikes are back after every step");
-                renews.start(now_us(), fault, self);
-                self.renews = Some(renews);
+                self.with_family(|s| &mut s.renews, |renews, s| renews.start(now_us(), fault, s))
             }
             Fault::AckAmnesia { .. } => {
-                let mut amnesia = self.amnesia.take().expect("the ack amnesia is back after every step");
-                amnesia.start(now_us(), fault, self);
-                self.amnesia = Some(amnesia);
+                self.with_family(|s| &mut s.amnesia, |amnesia, s| amnesia.start(now_us(), fault, s))
             }
         }
     }
@@ -377,8 +369,13 @@ impl Supervisor {
             self.restart(Actor::Server(node));
             return;
         };
+        self.restart_from(node, backup_at_us, image);
+    }
+
+    /// `node` stopped, its disk replaced by `image` (a backup taken at `backup_at_us`), and started again.
+    fn restart_from(&mut self, node: NodeId, backup_at_us: u64, image: NodeImage) {
         self.kill(Actor::Server(node));
-        self.ctx.node_disks[node.0 as usize].lock().expect("disk lock").restore(image);
+        self.ctx.node_disks[usize::from(node.0)].lock().expect("disk lock").restore(image);
         self.ctx.record(EventKind::NodeRestored { node, backup_at_us });
         self.restart(Actor::Server(node));
     }
@@ -481,18 +478,22 @@ impl Supervisor {
     /// Lets the churn, the ack crashes, the renew strikes and the ack
     /// amnesia, in this order, do what they owe now, acting on this supervisor.
     fn churn_step(&mut self) {
-        let mut churn = self.churn.take().expect("the churn is back after every step");
-        churn.step(now_us(), self);
-        self.churn = Some(churn);
-        let mut acks = self.acks.take().expect("the ack crashes are back after every step");
-        acks.step(now_us(), self);
-        self.acks = Some(acks);
-        let mut renews = self.renews.take().expect("the renew strikes are back after every step");
-        renews.step(now_us(), self);
-        self.renews = Some(renews);
-        let mut amnesia = self.amnesia.take().expect("the ack amnesia is back after every step");
-        amnesia.step(now_us(), self);
-        self.amnesia = Some(amnesia);
+        self.with_family(|s| &mut s.churn, |churn, s| churn.step(now_us(), s));
+        self.with_family(|s| &mut s.acks, |acks, s| acks.step(now_us(), s));
+        self.with_family(|s| &mut s.renews, |renews, s| renews.step(now_us(), s));
+        self.with_family(|s| &mut s.amnesia, |amnesia, s| amnesia.step(now_us(), s));
+    }
+
+    /// Takes a reactive family out of its slot while it acts on this
+    /// supervisor (it needs the supervisor mutably), then puts it back.
+    fn with_family<F>(
+        &mut self,
+        slot: fn(&mut Supervisor) -> &mut Option<F>,
+        act: impl FnOnce(&mut F, &mut Supervisor),
+    ) {
+        let mut family = slot(self).take().expect("a reactive family is back after every step");
+        act(&mut family, self);
+        *slot(self) = Some(family);
     }
 }
 
@@ -611,11 +612,7 @@ impl Cluster for Supervisor {
         if !super::restores::may_restore(node, &self.ctx.node_disks) {
             return false;
         }
-        self.kill(Actor::Server(node));
-        let image = NodeImage { restored_from_backup: true, ..image };
-        self.ctx.node_disks[usize::from(node.0)].lock().expect("disk lock").restore(image);
-        self.ctx.record(EventKind::NodeRestored { node, backup_at_us });
-        self.restart(Actor::Server(node));
+        self.restart_from(node, backup_at_us, NodeImage { restored_from_backup: true, ..image });
         true
     }
 }
