@@ -290,7 +290,13 @@ impl EventKind {
         use EventKind as K;
         match self {
             K::Role { term, .. } | K::Applied { term, .. } | K::AppliedNoop { term, .. } => Some(*term),
-            K::Churn(ChurnEvent::Struck { term, .. } | ChurnEvent::AckStruck { term, .. }) => Some(*term),
+            K::Churn(
+                ChurnEvent::Struck { term, .. }
+                | ChurnEvent::AckStruck { term, .. }
+                | ChurnEvent::RenewStruck { term, .. }
+                | ChurnEvent::AmnesiaArmed { term, .. }
+                | ChurnEvent::AmnesiaStruck { term, .. },
+            ) => Some(*term),
             _ => None,
         }
     }
@@ -348,6 +354,16 @@ impl EventKind {
             K::Fault { fault } => fault.named(),
             K::Churn(ChurnEvent::Struck { node, .. } | ChurnEvent::PluggedBack { node }) => vec![Actor::Server(*node)],
             K::Churn(ChurnEvent::AckStruck { node, to, .. }) => vec![Actor::Server(*node), Actor::Server(*to)],
+            K::Churn(ChurnEvent::RenewStruck { node, client, .. }) => {
+                vec![Actor::Server(*node), Actor::Client(*client)]
+            }
+            K::Churn(ChurnEvent::AmnesiaArmed { leader, cut, .. }) => {
+                std::iter::once(leader).chain(cut).map(|node| Actor::Server(*node)).collect()
+            }
+            K::Churn(ChurnEvent::AmnesiaStruck { node, leader, .. }) => {
+                vec![Actor::Server(*node), Actor::Server(*leader)]
+            }
+            K::Churn(ChurnEvent::Reconnected { addrs }) => addrs.iter().copied().map(Actor::from).collect(),
             K::Crashed { actor } | K::Restarted { actor } | K::Paused { actor } | K::Resumed { actor } => vec![*actor],
             K::Clock { actor, .. } => vec![*actor],
             K::NodeRestored { node, .. }

@@ -90,6 +90,20 @@ pub struct Model {
     /// model enables; `false` keeps it off under swarm too.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ack_crashes: Option<bool>,
+    /// Stretches in which a leader that has just renewed a client's lease is
+    /// cut off from the other servers with that client and paused 1-2.6 s
+    /// (extension of CLI.md; `world/renews.rs`). Absent, off in a plain run;
+    /// swarm draws it when the model has `partitions`; `false` keeps it off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub renew_strikes: Option<bool>,
+    /// Stretches in which a follower forgets entries it acknowledged just
+    /// as the leader commits them (restored from a stale backup, or crashed
+    /// inside a slowed fsync), with a minority cut off and the leader
+    /// unplugged (extension of CLI.md; `world/amnesia.rs`). Absent, off in a
+    /// plain run; swarm draws it when the model has `crashes` or `restores`;
+    /// `false` keeps it off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ack_amnesia: Option<bool>,
     /// Raft entries per append message (extension of CLI.md); 1 makes a new
     /// leader's first entries travel one by one.
     pub entries_per_message_max: u32,
@@ -153,6 +167,8 @@ impl Default for Model {
             resource_restores: true,
             leader_churn: true,
             ack_crashes: None,
+            renew_strikes: None,
+            ack_amnesia: None,
             entries_per_message_max: 64,
             inflight_max: 4,
             snapshot_entries: None,
@@ -268,6 +284,16 @@ pub const KEYS: &[KeyInfo] = &[
         "ack_crashes",
         "With crashes: a server crashes just after granting a vote or acknowledging entries, back 1-300 ms later; \
          absent, off, but drawn by swarm.",
+    ),
+    flag(
+        "renew_strikes",
+        "A leader that has just renewed a client's lease is cut off with that client and paused 1-2.6 s; \
+         absent, off, but drawn by swarm (with partitions).",
+    ),
+    flag(
+        "ack_amnesia",
+        "A follower forgets entries it acknowledged as the leader commits them (restored from a backup, or crashed \
+         inside a slowed fsync), a minority cut off and the leader unplugged; absent, off, but drawn by swarm.",
     ),
     int("entries_per_message_max", 1, 1_024, "Raft entries per append message."),
     int("inflight_max", 1, 64, "Raft appends in flight per follower."),
@@ -577,6 +603,8 @@ mod tests {
             drift_ppm_real_max: Some(800),
             stall_ms_max: Some(900),
             ack_crashes: Some(true),
+            renew_strikes: Some(true),
+            ack_amnesia: Some(true),
             snapshot_entries: Some(32),
             ..Model::default()
         };

@@ -18,6 +18,8 @@ const CHURN: u64 = 0x6368_7572_0000_0005;
 const FAULTS: u64 = 0xFA17_5EED;
 const SWARM: u64 = 0x7377_6172_0000_0006;
 const ACK_CRASH: u64 = 0x6163_6B63_0000_0007;
+const RENEW_STRIKE: u64 = 0x7265_6E77_0000_0008;
+const ACK_AMNESIA: u64 = 0x6163_6B72_0000_0009;
 
 /// One stream seed for actor `who` in its `incarnation`-th life.
 fn mixed(seed: u64, stream: u64, who: u64, incarnation: u64) -> u64 {
@@ -66,6 +68,16 @@ pub fn ack_crash(seed: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(mixed(seed, ACK_CRASH, 0, 0))
 }
 
+/// Renew strikes: how long each victim's links stay cut after its pause, drawn as it is struck.
+pub fn renew_strike(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(mixed(seed, RENEW_STRIKE, 0, 0))
+}
+
+/// Ack amnesia: which followers are cut off, which one forgets and how long it is down, drawn as the episode plays.
+pub fn ack_amnesia(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(mixed(seed, ACK_AMNESIA, 0, 0))
+}
+
 /// Swarm testing: which fault families a seed turns on, and how hard (`faults/swarm.rs`).
 pub fn swarm(seed: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(mixed(seed, SWARM, 0, 0))
@@ -90,6 +102,8 @@ mod tests {
             draws(churn(7)),
             draws(swarm(7)),
             draws(ack_crash(7)),
+            draws(renew_strike(7)),
+            draws(ack_amnesia(7)),
         ];
         for (i, a) in all.iter().enumerate() {
             for b in &all[i + 1..] {

@@ -165,3 +165,69 @@ fn planned_restarts_and_heals_take_churn_victims_over() {
         .count();
     assert!(strikes >= 5, "{strikes} churn strikes");
 }
+
+/// Renew strikes (`world/renews.rs`) follow a `Renewed` answer within a
+/// millisecond, pause the leader that sent it, and reconnect it later; the
+/// protocol stays safe through them.
+#[test]
+fn renew_strikes_follow_a_renewal_and_the_protocol_stays_safe() {
+    use fencelock::service::ClientReply;
+    let model = Model { renew_strikes: Some(true), ..Model::default() };
+    let mut strikes = 0;
+    for seed in 0..4 {
+        let outcome = run_seed(seed, &model);
+        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+        let events = outcome.history.events();
+        for (i, event) in events.iter().enumerate() {
+            let EventKind::Churn(strike @ ChurnEvent::RenewStruck { node, client, after_us, .. }) = &event.kind else {
+                continue;
+            };
+            strikes += 1;
+            assert!(*after_us <= 1_000, "seed {seed}: `{strike}` more than a millisecond after the renewal");
+            let renewed = events[..i].iter().rev().any(|e| {
+                matches!(&e.kind, EventKind::Replied { node: n, client: c, reply: ClientReply::Renewed { .. }, .. }
+                    if n == node && c == client && e.at_us + after_us == event.at_us)
+            });
+            assert!(renewed, "seed {seed}: `{strike}` follows no renewal of its client by its node");
+            let paused = events[i..]
+                .iter()
+                .take_while(|e| e.at_us == event.at_us)
+                .any(|e| matches!(&e.kind, EventKind::Paused { actor: Actor::Server(n) } if n == node));
+            assert!(paused, "seed {seed}: `{strike}` paused nothing");
+        }
+    }
+    assert!(strikes >= 1, "{strikes} renew strikes in four seeds");
+}
+
+/// Ack amnesia (`world/amnesia.rs`) makes a follower forget what it
+/// acknowledged as the leader applies it, by a restore from a backup or a
+/// crash inside a slowed fsync, and pulls the leader's cable; the protocol
+/// stays safe through both.
+#[test]
+fn ack_amnesia_restores_or_crashes_a_follower_as_the_leader_applies_and_the_protocol_stays_safe() {
+    let model = Model { ack_amnesia: Some(true), nodes: 3, ..Model::default() };
+    let (mut restores, mut crashes) = (0, 0);
+    for seed in 0..4 {
+        let outcome = run_seed(seed, &model);
+        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+        let events = outcome.history.events();
+        for (i, event) in events.iter().enumerate() {
+            let EventKind::Churn(strike @ ChurnEvent::AmnesiaStruck { node, crashed, .. }) = &event.kind else {
+                continue;
+            };
+            let same_instant = || events[..i].iter().rev().take_while(|e| e.at_us == event.at_us);
+            if *crashed {
+                crashes += 1;
+                let crashed_now = same_instant()
+                    .any(|e| matches!(&e.kind, EventKind::Crashed { actor: Actor::Server(n) } if n == node));
+                assert!(crashed_now, "seed {seed}: `{strike}` crashed nothing");
+            } else {
+                restores += 1;
+                let restored_now =
+                    same_instant().any(|e| matches!(&e.kind, EventKind::NodeRestored { node: n, .. } if n == node));
+                assert!(restored_now, "seed {seed}: `{strike}` restored nothing");
+            }
+        }
+    }
+    assert!(restores >= 1 && crashes >= 1, "{restores} restores and {crashes} crashes in four seeds");
+}

@@ -23,22 +23,13 @@ impl Planner<'_> {
     /// 3-12 s) or entry acknowledgements (1-6 s), strikes up to 1-3 times and keeps each
     /// victim down 1-`down_ms` (5-300) ms.
     pub(super) fn ack_crashes(&mut self, rng: &mut ChaCha8Rng) {
-        let safety_ms = self.model.safety_ms;
-        let mut planned = Vec::new();
-        self.episodes(rng, (3_000, 10_000), |rng, t| {
+        self.reactive_episodes(rng, (3_000, 10_000), |rng| {
             let votes = rng.gen_bool(0.5);
             // Votes are sent only in elections: their episodes last longer, to meet one.
             let for_ms = if votes { rng.gen_range(3_000..=12_000) } else { rng.gen_range(1_000..=6_000) };
             let strikes = rng.gen_range(1..=3);
             let down_ms = rng.gen_range(5..=300);
-            if t + for_ms + down_ms >= safety_ms {
-                return None;
-            }
-            planned.push((t, Fault::AckCrashes { for_ms, votes, strikes, down_ms }));
-            Some(for_ms + down_ms)
+            (Fault::AckCrashes { for_ms, votes, strikes, down_ms }, for_ms + down_ms)
         });
-        for (t, fault) in planned {
-            self.push(t, fault);
-        }
     }
 }

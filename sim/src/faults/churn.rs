@@ -22,20 +22,11 @@ impl Planner<'_> {
     /// `within_ms` (1-20) after it takes office or as it applies its first
     /// entries, and brings it back `down_ms` (50-1,500) later.
     pub(super) fn leader_churn(&mut self, rng: &mut ChaCha8Rng) {
-        let safety_ms = self.model.safety_ms;
-        let mut planned = Vec::new();
-        self.episodes(rng, (4_000, 12_000), |rng, t| {
+        self.reactive_episodes(rng, (4_000, 12_000), |rng| {
             let for_ms = rng.gen_range(1_000..=4_000);
             let within_ms = rng.gen_range(1..=20);
             let down_ms = rng.gen_range(50..=1_500);
-            if t + for_ms + down_ms >= safety_ms {
-                return None;
-            }
-            planned.push((t, Fault::LeaderChurn { for_ms, within_ms, down_ms }));
-            Some(for_ms + down_ms)
+            (Fault::LeaderChurn { for_ms, within_ms, down_ms }, for_ms + down_ms)
         });
-        for (t, fault) in planned {
-            self.push(t, fault);
-        }
     }
 }

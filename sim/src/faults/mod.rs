@@ -18,13 +18,16 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 mod acks;
+mod amnesia;
 mod churn;
 mod disks;
+mod renews;
 pub mod swarm;
 #[cfg(test)]
 mod tests;
 mod validate;
 
+pub(crate) use renews::RENEW_CUT_AFTER_PAUSE_MS_MAX;
 pub use validate::validate;
 
 /// Events a plan may hold; a day-long safety phase stays far below it.
@@ -156,6 +159,29 @@ pub enum Fault {
         strikes: u64,
         down_ms: u64,
     },
+    /// For `for_ms`, up to `strikes` times, a leader that has just answered
+    /// a renew is cut off from the other servers together with the client
+    /// it renewed for, and paused `pause_ms` (`world/renews.rs`): a
+    /// successor takes office while the client's next renewals queue at the
+    /// deposed leader, which answers them as it wakes.
+    RenewStrikes {
+        for_ms: u64,
+        strikes: u64,
+        pause_ms: u64,
+    },
+    /// Every server's disk is backed up and a minority of the leader's
+    /// followers cut off from the other servers (with `fsync_ms` above 0,
+    /// the connected followers' fsyncs also take that long); the first time
+    /// within `for_ms` that the leader applies an entry the connected
+    /// followers acknowledged, one of them forgets it (restored from that
+    /// backup, or with `fsync_ms`, crashed before its slow fsync ends), the
+    /// leader's cable is pulled for `down_ms` and the minority reconnected
+    /// (`world/amnesia.rs`).
+    AckAmnesia {
+        for_ms: u64,
+        down_ms: u64,
+        fsync_ms: u64,
+    },
 }
 
 /// What acknowledgement a crash-after-acknowledging strike follows.
@@ -180,6 +206,28 @@ pub enum ChurnEvent {
     /// A server crashed `after_us` after it sent `acked` to `to` in `term`,
     /// to come back `down_ms` later.
     AckStruck { node: NodeId, to: NodeId, term: Term, acked: Acked, after_us: u64, down_ms: u64 },
+    /// A leader cut off with `client` from the other servers and paused
+    /// `pause_ms`, `after_us` after it answered that client's renew; the
+    /// links come back `cut_ms` after the strike.
+    RenewStruck { node: NodeId, client: ClientId, term: Term, after_us: u64, pause_ms: u64, cut_ms: u64 },
+    /// `cut` cut off from the other servers while `leader` leads `term`, and
+    /// every server backed up (`fsync_ms` 0) or the other followers' fsyncs slowed to `fsync_ms`.
+    AmnesiaArmed { leader: NodeId, term: Term, cut: Vec<NodeId>, fsync_ms: u64 },
+    /// `node` restored from the backup taken `backup_ms` ago (`crashed`:
+    /// crashed, its unsynced writes lost, back `back_ms` later), as `leader`
+    /// applied entries `node` had acknowledged; the leader's cable pulled
+    /// for `down_ms`, and the cut-off servers reconnected.
+    AmnesiaStruck {
+        node: NodeId,
+        leader: NodeId,
+        term: Term,
+        crashed: bool,
+        backup_ms: u64,
+        back_ms: u64,
+        down_ms: u64,
+    },
+    /// The links of these addresses to the other servers, cut by a reactive family, are back.
+    Reconnected { addrs: Vec<Addr> },
 }
 
 impl fmt::Display for ChurnEvent {
@@ -201,6 +249,35 @@ impl fmt::Display for ChurnEvent {
                     "ack crash: crash {node} {after_us} us after it {what} to {to} in {term}, back in {down_ms} ms"
                 )
             }
+            ChurnEvent::RenewStruck { node, client, term, after_us, pause_ms, cut_ms } => write!(
+                f,
+                "renew strike: cut {node}, leader of {term}, off with {client} and pause it {pause_ms} ms, \
+                 {after_us} us after it renewed {client}'s lease; links back in {cut_ms} ms"
+            ),
+            ChurnEvent::AmnesiaArmed { leader, term, cut, fsync_ms } => {
+                let cut: Vec<String> = cut.iter().map(NodeId::to_string).collect();
+                let prepare = match fsync_ms {
+                    0 => "back up every server".to_string(),
+                    ms => format!("slow the other followers' fsync to {ms} ms"),
+                };
+                write!(f, "ack amnesia: {prepare}, cut {} off from the others ({leader} leads {term})", cut.join(" "))
+            }
+            ChurnEvent::AmnesiaStruck { node, leader, term, crashed, backup_ms, back_ms, down_ms } => {
+                let forget = if *crashed {
+                    format!("crash {node} before its fsync ends, back in {back_ms} ms,")
+                } else {
+                    format!("restore {node} from its backup of {backup_ms} ms ago")
+                };
+                write!(
+                    f,
+                    "ack amnesia: {forget} as {leader}, leader of {term}, applies entries it acknowledged; unplug \
+                     {leader} for {down_ms} ms and reconnect the cut-off servers"
+                )
+            }
+            ChurnEvent::Reconnected { addrs } => {
+                let addrs: Vec<String> = addrs.iter().map(Addr::to_string).collect();
+                write!(f, "reconnect {} to the other servers", addrs.join(" "))
+            }
         }
     }
 }
@@ -209,11 +286,7 @@ impl Fault {
     /// Every server and worker the fault names (addresses as actors), in
     /// the order it names them; the resource, "whoever leads" and "whoever holds" are not named.
     pub fn named(&self) -> Vec<Actor> {
-        let of = |addr: &Addr| match *addr {
-            Addr::Server(node) => Actor::Server(node),
-            Addr::Client(client) => Actor::Client(client),
-            Addr::Resource => Actor::Resource,
-        };
+        let of = |addr: &Addr| Actor::from(*addr);
         let named = match self {
             Fault::Partition { sides } => sides.iter().flatten().map(of).collect(),
             Fault::OneWay { from, to } => vec![of(from), of(to)],
@@ -239,7 +312,9 @@ impl Fault {
             | Fault::BackupResource
             | Fault::RestoreResource
             | Fault::LeaderChurn { .. }
-            | Fault::AckCrashes { .. } => Vec::new(),
+            | Fault::AckCrashes { .. }
+            | Fault::RenewStrikes { .. }
+            | Fault::AckAmnesia { .. } => Vec::new(),
         };
         named.into_iter().filter(|actor| *actor != Actor::Resource).collect()
     }
@@ -303,6 +378,21 @@ impl fmt::Display for Fault {
                 let what = if *votes { "a vote grant" } else { "acknowledging entries" };
                 write!(f, "ack crashes for {for_ms} ms: up to {strikes} servers crash just after {what}, away up to {down_ms} ms")
             }
+            Fault::RenewStrikes { for_ms, strikes, pause_ms } => write!(
+                f,
+                "renew strikes for {for_ms} ms: up to {strikes} times, a leader that has just renewed a client's lease \
+                 is cut off with it and paused {pause_ms} ms"
+            ),
+            Fault::AckAmnesia { for_ms, down_ms, fsync_ms: 0 } => write!(
+                f,
+                "ack amnesia for {for_ms} ms: back up every server and cut a minority off; restore a follower from \
+                 its backup as the leader applies what it acknowledged, unplug the leader for {down_ms} ms"
+            ),
+            Fault::AckAmnesia { for_ms, down_ms, fsync_ms } => write!(
+                f,
+                "ack amnesia for {for_ms} ms: cut a minority off and slow the other followers' fsync to {fsync_ms} ms; \
+                 crash a follower as the leader applies what it acknowledged, unplug the leader for {down_ms} ms"
+            ),
         }
     }
 }
@@ -326,6 +416,8 @@ enum Family {
     Churn = 9,
     ResourceRestores = 10,
     AckCrashes = 11,
+    RenewStrikes = 12,
+    AckAmnesia = 13,
 }
 
 fn family_rng(seed: u64, family: Family) -> ChaCha8Rng {
@@ -364,6 +456,14 @@ pub fn plan(model: &Model, seed: u64) -> Vec<FaultEvent> {
     }
     if model.resource_restores {
         planner.resource_restores(&mut family_rng(seed, Family::ResourceRestores));
+    }
+    // The reactive families absent from the standard model: planned after
+    // every other family, each from its own stream, so they move nothing else.
+    if model.renew_strikes == Some(true) {
+        planner.renew_strikes(&mut family_rng(seed, Family::RenewStrikes));
+    }
+    if model.ack_amnesia == Some(true) {
+        planner.ack_amnesia(&mut family_rng(seed, Family::AckAmnesia));
     }
     let mut events = planner.events;
     // Stable: events at the same millisecond keep their family order.
@@ -427,6 +527,30 @@ impl Planner<'_> {
             }
             let lasted = episode(rng, t).unwrap_or(0);
             t += lasted + stretch(rng.gen_range(gap_ms.0..=gap_ms.1));
+        }
+    }
+
+    /// The episodes of one reactive family (played by the supervisor at run
+    /// time): `draw` gives each its fault and how long it lasts; one that
+    /// would run into the safety phase is left out, its draws still made.
+    fn reactive_episodes(
+        &mut self,
+        rng: &mut ChaCha8Rng,
+        gap_ms: (u64, u64),
+        mut draw: impl FnMut(&mut ChaCha8Rng) -> (Fault, u64),
+    ) {
+        let safety_ms = self.model.safety_ms;
+        let mut planned = Vec::new();
+        self.episodes(rng, gap_ms, |rng, t| {
+            let (fault, lasted) = draw(rng);
+            if t + lasted >= safety_ms {
+                return None;
+            }
+            planned.push((t, fault));
+            Some(lasted)
+        });
+        for (t, fault) in planned {
+            self.push(t, fault);
         }
     }
 

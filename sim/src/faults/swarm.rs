@@ -89,6 +89,13 @@ pub fn draw(model: &Model, seed: u64) -> Model {
     } else {
         model.snapshot_entries
     };
+    // The reactive families added after it, drawn after every key above so
+    // each seed's earlier draws stay what they were. Absent in the model,
+    // each is drawn like a family the model enables when the model allows
+    // the faults it strikes with (cuts and pauses; crashes or restores);
+    // `false` keeps it off.
+    drawn.renew_strikes = Some(family(&mut rng, model.renew_strikes != Some(false) && model.partitions));
+    drawn.ack_amnesia = Some(family(&mut rng, model.ack_amnesia != Some(false) && (model.crashes || model.restores)));
     debug_assert!(drawn.validate().is_ok(), "a swarm draw of a valid model is valid");
     drawn
 }
@@ -98,7 +105,7 @@ pub fn describe(drawn: &Model) -> String {
     format!(
         "nodes={} entries_per_message_max={} inflight_max={} partitions={} crashes={} leader_churn={} restores={} \
          pauses={} clock_steps={} resource_crashes={} resource_restores={} corruption={} drift_beyond_bound={} loss_rate={} dup_rate={} \
-         pause_ms_max={} drift_ppm_max={} ack_crashes={} snapshot_entries={}",
+         pause_ms_max={} drift_ppm_max={} ack_crashes={} snapshot_entries={} renew_strikes={} ack_amnesia={}",
         drawn.nodes,
         drawn.entries_per_message_max,
         drawn.inflight_max,
@@ -118,6 +125,8 @@ pub fn describe(drawn: &Model) -> String {
         drawn.drift_ppm_max,
         drawn.ack_crashes.unwrap_or(false),
         drawn.snapshot_entries.map_or(SNAPSHOT_THRESHOLD_ENTRIES_STANDARD, u64::from),
+        drawn.renew_strikes.unwrap_or(false),
+        drawn.ack_amnesia.unwrap_or(false),
     )
 }
 
@@ -312,6 +321,32 @@ mod tests {
                 Model { ack_crashes: None, ..draw(&off, seed) },
                 Model { ack_crashes: None, ..draws[seed as usize].clone() }
             );
+        }
+    }
+
+    #[test]
+    fn renew_strikes_and_ack_amnesia_are_drawn_last_though_the_standard_model_leaves_them_absent() {
+        let draws: Vec<Model> = (0..400).map(|seed| draw(&swarm_model(), seed)).collect();
+        type Key = (&'static str, fn(&Model) -> Option<bool>);
+        let keys: [Key; 2] = [("renew_strikes", |m| m.renew_strikes), ("ack_amnesia", |m| m.ack_amnesia)];
+        for (name, key) in keys {
+            assert!(draws.iter().all(|m| key(m).is_some()), "{name}: a drawn model says whether it is on");
+            let on = draws.iter().filter(|m| key(m) == Some(true)).count();
+            assert!((140..=260).contains(&on), "{name} on in {on} of 400 seeds");
+        }
+        let off = Model { renew_strikes: Some(false), ack_amnesia: Some(false), ..swarm_model() };
+        let forced = Model { renew_strikes: Some(true), ack_amnesia: Some(true), ..swarm_model() };
+        let limited = Model { partitions: false, crashes: false, restores: false, ..swarm_model() };
+        let absent = |m: Model| Model { renew_strikes: None, ack_amnesia: None, ..m };
+        for seed in 0..400 {
+            let drawn = &draws[seed as usize];
+            let quiet = draw(&off, seed);
+            assert_eq!((quiet.renew_strikes, quiet.ack_amnesia), (Some(false), Some(false)), "seed {seed}");
+            assert_eq!(&draw(&forced, seed), drawn, "seed {seed}: true is what absent draws");
+            let without = draw(&limited, seed);
+            assert_eq!((without.renew_strikes, without.ack_amnesia), (Some(false), Some(false)), "seed {seed}");
+            // Drawn last: every other key is what it was before the families existed.
+            assert_eq!(absent(quiet), absent(drawn.clone()), "seed {seed}");
         }
     }
 

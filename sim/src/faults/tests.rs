@@ -475,3 +475,53 @@ fn ack_crashes_are_planned_only_when_set_on_and_leave_the_other_families_alone()
     }
     assert!((50..=250).contains(&episodes), "{episodes} ack-crash episodes in 50 runs");
 }
+
+#[test]
+fn renew_strikes_and_ack_amnesia_are_planned_only_when_set_on_and_leave_the_other_families_alone() {
+    let standard = Model::default();
+    assert_eq!((standard.renew_strikes, standard.ack_amnesia), (None, None), "off in the standard model");
+    let on = Model { renew_strikes: Some(true), ack_amnesia: Some(true), ..Model::default() };
+    let (mut renews, mut amnesia, mut slowed) = (0, 0, 0);
+    for seed in 0..50 {
+        let with = plan(&on, seed);
+        assert_eq!(with, plan(&on, seed), "seed {seed}: the same plan every time");
+        for event in &with {
+            match event.fault {
+                Fault::RenewStrikes { for_ms, strikes, pause_ms } => {
+                    renews += 1;
+                    let lasts = event.at_ms + for_ms + pause_ms + super::RENEW_CUT_AFTER_PAUSE_MS_MAX;
+                    assert!(lasts < on.safety_ms, "seed {seed}: past the safety phase");
+                    assert!((5_000..=15_000).contains(&for_ms) && (1..=2).contains(&strikes), "seed {seed}");
+                    assert!((1_000..=2_600).contains(&pause_ms), "seed {seed}: {pause_ms} ms");
+                }
+                Fault::AckAmnesia { for_ms, down_ms, fsync_ms } => {
+                    amnesia += 1;
+                    slowed += usize::from(fsync_ms > 0);
+                    assert!(event.at_ms + for_ms + down_ms < on.safety_ms, "seed {seed}: past the safety phase");
+                    assert!((1_000..=5_000).contains(&for_ms) && (200..=1_500).contains(&down_ms), "seed {seed}");
+                    assert!(fsync_ms == 0 || (20..=300).contains(&fsync_ms), "seed {seed}: {fsync_ms} ms");
+                }
+                _ => {}
+            }
+        }
+        // Their own streams: the other families are the same with and without them.
+        let reactive = |fault: &Fault| matches!(fault, Fault::RenewStrikes { .. } | Fault::AckAmnesia { .. });
+        let others: Vec<&FaultEvent> = with.iter().filter(|e| !reactive(&e.fault)).collect();
+        assert_eq!(others, plan(&standard, seed).iter().collect::<Vec<_>>(), "seed {seed}");
+        let only_renews = Model { ack_amnesia: None, ..on.clone() };
+        assert!(plan(&only_renews, seed).iter().all(|e| !matches!(e.fault, Fault::AckAmnesia { .. })));
+        let renews_of = |plan: Vec<FaultEvent>| -> Vec<FaultEvent> {
+            plan.into_iter().filter(|e| matches!(e.fault, Fault::RenewStrikes { .. })).collect()
+        };
+        assert_eq!(
+            renews_of(plan(&only_renews, seed)),
+            renews_of(with.clone()),
+            "seed {seed}: one family's plan alone"
+        );
+        let off = Model { renew_strikes: Some(false), ack_amnesia: Some(false), ..Model::default() };
+        assert_eq!(plan(&off, seed), plan(&standard, seed), "seed {seed}: false is absent");
+    }
+    assert!((50..=200).contains(&renews), "{renews} renew-strike episodes in 50 runs");
+    assert!((50..=250).contains(&amnesia), "{amnesia} ack-amnesia episodes in 50 runs");
+    assert!(slowed * 4 > amnesia && slowed * 4 < amnesia * 3, "{slowed} of {amnesia} crash rather than restore");
+}

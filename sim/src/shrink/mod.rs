@@ -7,13 +7,16 @@
 //! each, in the order they run:
 //!
 //! 1. `length`: the run stops just after the violation (no liveness phase).
-//! 2. `plan`: ddmin over the fault events, to a 1-minimal plan.
-//! 3. `workload`: fewer keys, workers and jobs (a worker's removal renumbers
-//!    the plan, `renumber`).
-//! 4. `cluster`: 5 servers to 3 where it still fails.
+//! 2. `plan`: whole fault families away, then ddmin over units (a fault
+//!    with the event that ends it), then single events swept, to a
+//!    1-minimal plan; `shift`: the events moved earlier together, then the
+//!    gaps between them closed, where the cut run gets shorter.
+//! 3. `workload`: fewer keys, workers and jobs, no drawn stalls (a worker's
+//!    removal renumbers the plan, `renumber`).
+//! 4. `cluster`: 5 servers to 3, then to 1, where it still fails.
 //! 5. `plan` again, then `sizes`: each remaining fault made smaller and
-//!    shorter, then `length` again, and `plan::prove`: the run without each
-//!    remaining event, which shows it is needed.
+//!    shorter, then `shift` and `length` again, and `plan::prove`: the run
+//!    without each remaining event, which shows it is needed.
 //! 6. `roles`: a fault naming a server is rewritten to name its role ("crash
 //!    the leader"), and the workload's stalls of lock holders become planned
 //!    ones, where the plan then fails in at least as many probe seeds.
@@ -32,6 +35,7 @@ mod plan;
 pub mod renumber;
 mod robustness;
 mod roles;
+mod shift;
 mod sizes;
 pub mod text;
 mod workload;
@@ -193,10 +197,12 @@ impl Shrinker {
         for _ in 0..ROUNDS_MAX {
             let start = self.best.clone();
             plan::minimize(self);
+            shift::earlier(self);
             workload::reduce(self);
             cluster::reduce(self);
             plan::minimize(self);
             sizes::reduce(self);
+            shift::earlier(self);
             length::cut(self);
             if self.best == start || self.stopped() {
                 break;

@@ -93,7 +93,9 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
         | Fault::BackupResource
         | Fault::RestoreResource
         | Fault::LeaderChurn { .. }
-        | Fault::AckCrashes { .. } => fault.clone(),
+        | Fault::AckCrashes { .. }
+        | Fault::RenewStrikes { .. }
+        | Fault::AckAmnesia { .. } => fault.clone(),
     })
 }
 

@@ -22,7 +22,9 @@
 //! still depend on the seed and model alone.
 
 use crate::faults::{ChurnEvent, Fault};
-use fencelock::{NodeId, Term};
+use crate::machine::disk::NodeImage;
+use crate::machine::net::Addr;
+use fencelock::{ClientId, NodeId, Term};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -51,6 +53,32 @@ pub(super) trait Cluster {
     fn acks_watched(&self) -> bool;
     /// The acknowledgements servers reported since the last call, oldest first.
     fn take_acks(&mut self) -> Vec<crate::nodes::context::AckSent>;
+    /// How many events the history holds so far.
+    fn history_len(&self) -> usize;
+    /// The renewals servers answered `Renewed` in the history from position
+    /// `from` on, oldest first, and the position after the last event read.
+    fn renewals_since(&self, from: usize) -> (Vec<Renewal>, usize);
+    /// Cuts every link between `side` and the servers not on it, both ways.
+    fn cut_off(&mut self, side: &[Addr]);
+    /// Undoes [`Cluster::cut_off`] of the same side.
+    fn reconnect(&mut self, side: &[Addr]);
+    /// A stop-the-world stall of `node` for `ms`.
+    fn pause(&mut self, node: NodeId, ms: u64);
+    /// Makes every fsync of `node`'s disk take `fsync_us` (0: the normal latency again).
+    fn set_fsync_us(&mut self, node: NodeId, fsync_us: u64);
+    /// A copy of `node`'s durable disk.
+    fn back_up(&self, node: NodeId) -> NodeImage;
+    /// Restarts `node` from `image`, a backup taken at `backup_at_us`, marked
+    /// as restored; false (nothing done) when the operator's rule forbids it.
+    fn restore_from_backup(&mut self, node: NodeId, backup_at_us: u64, image: NodeImage) -> bool;
+}
+
+/// A renew a server answered `Renewed`, as the history recorded it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Renewal {
+    pub node: NodeId,
+    pub client: ClientId,
+    pub at_us: u64,
 }
 
 /// How often a churning supervisor looks at roles and applies (madsim's finest sleep).

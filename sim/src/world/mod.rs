@@ -12,7 +12,9 @@ use crate::machine::net::NetStats;
 use crate::model::Model;
 
 mod acks;
+mod amnesia;
 mod churn;
+mod renews;
 mod restores;
 pub mod salvage;
 mod supervisor;

@@ -80,12 +80,7 @@ impl Backups {
     /// stale backups at once (they could not elect the leader they recover
     /// from).
     pub(super) fn node_restore(&self, node: NodeId, disks: &[SharedDisk<NodeImage>]) -> Option<(u64, NodeImage)> {
-        let recovering_others = (0..disks.len())
-            .filter(|&n| n != usize::from(node.0))
-            .filter(|&n| disks[n].lock().expect("disk lock").durable().restored_from_backup)
-            .count();
-        let majority = disks.len() / 2 + 1;
-        let (at_us, image) = self.nodes.get(&node).cloned().filter(|_| recovering_others + 1 < majority)?;
+        let (at_us, image) = self.nodes.get(&node).cloned().filter(|_| may_restore(node, disks))?;
         Some((at_us, NodeImage { restored_from_backup: true, ..image }))
     }
 
@@ -115,6 +110,18 @@ impl Backups {
         };
         Some(ClusterRestore { image, epoch: self.epoch, backup_at_us: backup.at_us, token_floor })
     }
+}
+
+/// Whether the operator may restore `node` from a stale backup: never a
+/// majority of nodes recovering from backups at once (they could not elect
+/// the leader they recover from).
+pub(super) fn may_restore(node: NodeId, disks: &[SharedDisk<NodeImage>]) -> bool {
+    let recovering_others = (0..disks.len())
+        .filter(|&n| n != usize::from(node.0))
+        .filter(|&n| disks[n].lock().expect("disk lock").durable().restored_from_backup)
+        .count();
+    let majority = disks.len() / 2 + 1;
+    recovering_others + 1 < majority
 }
 
 /// The state machine a disk's durable part commits to: its snapshot plus its

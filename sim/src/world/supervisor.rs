@@ -3,12 +3,15 @@
 //! and the advance of time, and it applies each fault of the plan.
 
 use super::acks::AckCrash;
-use super::churn::{Churn, Cluster};
+use super::amnesia::Amnesia;
+use super::churn::{Churn, Cluster, Renewal};
+use super::renews::RenewStrike;
 use super::restores::{Backups, ClusterRestore};
 use super::{salvage, RunRecord};
 use crate::faults::{ChurnEvent, Fault, FaultEvent};
 use crate::history::{Actor, EventKind};
 use crate::machine::clock::{init_true_time, now_us};
+use crate::machine::disk::NodeImage;
 use crate::machine::net::{Addr, Net, NetConfig};
 use crate::model::Model;
 use crate::nodes::commands::CommandQueue;
@@ -16,6 +19,7 @@ use crate::nodes::context::Ctx;
 use crate::nodes::{resource, server, worker};
 use crate::streams;
 use fencelock::raft::Role;
+use fencelock::service::ClientReply;
 use fencelock::{ClientId, NodeId, Term, Token};
 use madsim::runtime::{Handle, NodeHandle};
 use madsim::task::AbortHandle;
@@ -43,6 +47,10 @@ pub(crate) struct Supervisor {
     churn: Option<Churn>,
     /// Crashes after acknowledging; taken out like `churn` while it acts.
     acks: Option<AckCrash>,
+    /// Renew strikes; taken out like `churn` while they act.
+    renews: Option<RenewStrike>,
+    /// Ack amnesia; taken out like `churn` while it acts.
+    amnesia: Option<Amnesia>,
     /// The tasks that end timed pauses, aborted when the run ends (`tear_down`).
     pause_ends: Vec<AbortHandle>,
     /// Leaders crashed by `CrashLeader` and the true instant each comes back, in order.
@@ -167,6 +175,8 @@ impl Supervisor {
             rng,
             churn: Some(Churn::new(ctx_seed)),
             acks: Some(AckCrash::new(ctx_seed)),
+            renews: Some(RenewStrike::new(ctx_seed)),
+            amnesia: Some(Amnesia::new(ctx_seed)),
             pause_ends: Vec::new(),
             restarts_due: Vec::new(),
         }
@@ -185,6 +195,8 @@ impl Supervisor {
         ctx.record(EventKind::Fault { fault: fault.clone() });
         self.churn_mut().yield_to(fault);
         self.acks.as_mut().expect("the ack crashes are back after every step").yield_to(fault);
+        self.renews.as_mut().expect("the renew strikes are back after every step").yield_to(fault);
+        self.amnesia.as_mut().expect("the ack amnesia is back after every step").yield_to(fault);
         match fault {
             Fault::Partition { sides } => ctx.net.partition(sides),
             Fault::OneWay { from, to } => ctx.net.cut(*from, *to),
@@ -260,10 +272,12 @@ impl Supervisor {
                 self.backups.back_up_resource(now_us(), image);
             }
             Fault::RestoreResource => self.restore_resource(),
-            Fault::AckCrashes { .. } => {
-                let mut acks = self.acks.take().expect("the ack crashes are back after every step");
-                acks.start(now_us(), fault, self);
-                self.acks = Some(acks);
+            Fault::AckCrashes { .. } => self.with_family(|s| &mut s.acks, |acks, s| acks.start(now_us(), fault, s)),
+            Fault::RenewStrikes { .. } => {
+                self.with_family(|s| &mut s.renews, |renews, s| renews.start(now_us(), fault, s))
+            }
+            Fault::AckAmnesia { .. } => {
+                self.with_family(|s| &mut s.amnesia, |amnesia, s| amnesia.start(now_us(), fault, s))
             }
         }
     }
@@ -355,8 +369,13 @@ impl Supervisor {
             self.restart(Actor::Server(node));
             return;
         };
+        self.restart_from(node, backup_at_us, image);
+    }
+
+    /// `node` stopped, its disk replaced by `image` (a backup taken at `backup_at_us`), and started again.
+    fn restart_from(&mut self, node: NodeId, backup_at_us: u64, image: NodeImage) {
         self.kill(Actor::Server(node));
-        self.ctx.node_disks[node.0 as usize].lock().expect("disk lock").restore(image);
+        self.ctx.node_disks[usize::from(node.0)].lock().expect("disk lock").restore(image);
         self.ctx.record(EventKind::NodeRestored { node, backup_at_us });
         self.restart(Actor::Server(node));
     }
@@ -408,6 +427,8 @@ impl Supervisor {
         }
         self.churn = Some(Churn::new(self.ctx.seed));
         self.acks = Some(AckCrash::new(self.ctx.seed));
+        self.renews = Some(RenewStrike::new(self.ctx.seed));
+        self.amnesia = Some(Amnesia::new(self.ctx.seed));
         self.ctx.watch_acks(false);
         let down: Vec<Actor> = self.down.keys().copied().collect();
         for actor in down {
@@ -423,8 +444,10 @@ impl Supervisor {
             let now = now_us();
             let acks = self.acks.as_ref().expect("the ack crashes are back after every step").next_wake_us(now);
             let churn = self.churn_mut().next_wake_us(now);
+            let renews = self.renews.as_ref().expect("the renew strikes are back after every step").next_wake_us(now);
+            let amnesia = self.amnesia.as_ref().expect("the ack amnesia is back after every step").next_wake_us(now);
             let restart = self.restarts_due.iter().map(|(due_us, _)| *due_us).min();
-            let wake_us = [churn, acks, restart].into_iter().flatten().fold(at_us, u64::min);
+            let wake_us = [churn, acks, renews, amnesia, restart].into_iter().flatten().fold(at_us, u64::min);
             sleep_until_us(wake_us).await;
             self.churn_step();
             self.restart_due_leaders();
@@ -452,14 +475,25 @@ impl Supervisor {
         self.churn.as_mut().expect("the churn is back after every step")
     }
 
-    /// Lets the churn, then the ack crashes, do what they owe now, acting on this supervisor.
+    /// Lets the churn, the ack crashes, the renew strikes and the ack
+    /// amnesia, in this order, do what they owe now, acting on this supervisor.
     fn churn_step(&mut self) {
-        let mut churn = self.churn.take().expect("the churn is back after every step");
-        churn.step(now_us(), self);
-        self.churn = Some(churn);
-        let mut acks = self.acks.take().expect("the ack crashes are back after every step");
-        acks.step(now_us(), self);
-        self.acks = Some(acks);
+        self.with_family(|s| &mut s.churn, |churn, s| churn.step(now_us(), s));
+        self.with_family(|s| &mut s.acks, |acks, s| acks.step(now_us(), s));
+        self.with_family(|s| &mut s.renews, |renews, s| renews.step(now_us(), s));
+        self.with_family(|s| &mut s.amnesia, |amnesia, s| amnesia.step(now_us(), s));
+    }
+
+    /// Takes a reactive family out of its slot while it acts on this
+    /// supervisor (it needs the supervisor mutably), then puts it back.
+    fn with_family<F>(
+        &mut self,
+        slot: fn(&mut Supervisor) -> &mut Option<F>,
+        act: impl FnOnce(&mut F, &mut Supervisor),
+    ) {
+        let mut family = slot(self).take().expect("a reactive family is back after every step");
+        act(&mut family, self);
+        *slot(self) = Some(family);
     }
 }
 
@@ -527,6 +561,68 @@ impl Cluster for Supervisor {
 
     fn take_acks(&mut self) -> Vec<crate::nodes::context::AckSent> {
         self.ctx.take_acks()
+    }
+
+    fn history_len(&self) -> usize {
+        self.ctx.shared().history.events().len()
+    }
+
+    fn renewals_since(&self, from: usize) -> (Vec<Renewal>, usize) {
+        let shared = self.ctx.shared();
+        let events = shared.history.events();
+        let renewals = events
+            .get(from..)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|event| match event.kind {
+                EventKind::Replied { node, client, reply: ClientReply::Renewed { .. }, .. } => {
+                    Some(Renewal { node, client, at_us: event.at_us })
+                }
+                _ => None,
+            })
+            .collect();
+        (renewals, events.len())
+    }
+
+    fn cut_off(&mut self, side: &[Addr]) {
+        for (from, to) in self.links_across(side) {
+            self.ctx.net.cut(from, to);
+        }
+    }
+
+    fn reconnect(&mut self, side: &[Addr]) {
+        for (from, to) in self.links_across(side) {
+            self.ctx.net.uncut(from, to);
+        }
+    }
+
+    fn pause(&mut self, node: NodeId, ms: u64) {
+        Supervisor::pause(self, Actor::Server(node), ms);
+    }
+
+    fn set_fsync_us(&mut self, node: NodeId, fsync_us: u64) {
+        self.ctx.node_disks[usize::from(node.0)].lock().expect("disk lock").set_stall_us(fsync_us);
+    }
+
+    fn back_up(&self, node: NodeId) -> NodeImage {
+        self.ctx.node_disks[usize::from(node.0)].lock().expect("disk lock").backup()
+    }
+
+    fn restore_from_backup(&mut self, node: NodeId, backup_at_us: u64, image: NodeImage) -> bool {
+        if !super::restores::may_restore(node, &self.ctx.node_disks) {
+            return false;
+        }
+        self.restart_from(node, backup_at_us, NodeImage { restored_from_backup: true, ..image });
+        true
+    }
+}
+
+impl Supervisor {
+    /// Both directions of every link between an address of `side` and a server not on it.
+    fn links_across(&self, side: &[Addr]) -> Vec<(Addr, Addr)> {
+        let others: Vec<Addr> =
+            (0..self.ctx.model.nodes).map(|n| Addr::Server(NodeId(n))).filter(|addr| !side.contains(addr)).collect();
+        side.iter().flat_map(|a| others.iter().flat_map(move |b| [(*a, *b), (*b, *a)])).collect()
     }
 }
 

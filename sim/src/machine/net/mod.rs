@@ -54,6 +54,18 @@ impl fmt::Display for Addr {
     }
 }
 
+/// The actor at an address, as the history names it.
+impl From<Addr> for crate::actor::Actor {
+    fn from(addr: Addr) -> crate::actor::Actor {
+        use crate::actor::Actor;
+        match addr {
+            Addr::Server(node) => Actor::Server(node),
+            Addr::Client(client) => Actor::Client(client),
+            Addr::Resource => Actor::Resource,
+        }
+    }
+}
+
 /// Link behaviour; the rates are per packet, each decided at send time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NetConfig {

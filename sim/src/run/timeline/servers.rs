@@ -278,7 +278,13 @@ impl Servers {
                 self.unplugged.insert(*node, Open::new(event, Style::NetFault, format!("unplug {node}")));
             }
             // A crash is drawn from its `Crashed` event.
-            ChurnEvent::Struck { .. } | ChurnEvent::AckStruck { .. } => {}
+            // The reactive families' crashes, pauses and restores are drawn from their own events.
+            ChurnEvent::Struck { .. }
+            | ChurnEvent::AckStruck { .. }
+            | ChurnEvent::RenewStruck { .. }
+            | ChurnEvent::AmnesiaArmed { .. }
+            | ChurnEvent::AmnesiaStruck { .. }
+            | ChurnEvent::Reconnected { .. } => {}
             ChurnEvent::PluggedBack { node } => {
                 if let Some(open) = self.unplugged.remove(node) {
                     self.close_net(open, vec![LaneId::Server(*node)], event.at_us, Some(super::trace_line(event)));

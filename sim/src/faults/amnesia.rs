@@ -1,0 +1,34 @@
+//! The ack-amnesia family of the fault plan: a follower forgets entries it
+//! acknowledged just as the leader commits them, while the servers that
+//! could elect a leader with its vote never had them.
+//!
+//! Why: Raft's safety rests on what a follower acknowledged staying on its
+//! disk: it must be durable before the acknowledgement goes (or the crash
+//! inside the fsync loses it), and a node restored from a stale backup must
+//! not vote until it has caught up again (the recovery rule,
+//! ARCHITECTURE.md, "Restores"). Breaking either loses a committed entry
+//! only if the forgetful node's vote and a candidate's log both lack it and
+//! the leader that has it is away: the forgetting must fall between the
+//! acknowledgement and the moment anyone else learns the entry. Planned
+//! restores and crashes almost never line up so; the episode arranges the
+//! setting (a minority cut off, the disks backed up or slowed) and the
+//! supervisor strikes at the commit (`world/amnesia.rs`).
+
+use super::{Fault, Planner};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+impl Planner<'_> {
+    /// Episodes 3-10 s apart; each waits up to 1-5 s for a commit and keeps
+    /// the leader unplugged 200-1,500 ms after its strike. Half restore the
+    /// follower from a backup (`fsync_ms` 0); half slow the connected
+    /// followers' fsyncs to 20-300 ms and crash one of them.
+    pub(super) fn ack_amnesia(&mut self, rng: &mut ChaCha8Rng) {
+        self.reactive_episodes(rng, (3_000, 10_000), |rng| {
+            let for_ms = rng.gen_range(1_000..=5_000);
+            let down_ms = rng.gen_range(200..=1_500);
+            let fsync_ms = if rng.gen_bool(0.5) { 0 } else { rng.gen_range(20..=300) };
+            (Fault::AckAmnesia { for_ms, down_ms, fsync_ms }, for_ms + down_ms)
+        });
+    }
+}
