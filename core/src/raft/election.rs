@@ -23,8 +23,10 @@ impl RaftNode {
         }
         self.reset_election_timer();
         // A node restored from a stale backup may have voted in terms it no
-        // longer remembers, so it never campaigns while recovering.
+        // longer remembers, so it never campaigns while recovering; it asks
+        // again for the terms it has not heard yet.
         if self.recovery.is_some() {
+            self.probe_terms();
             return;
         }
         if self.config.pre_vote {
@@ -149,8 +151,17 @@ impl RaftNode {
         }
     }
 
-    /// Checks the message's term against ours, then dispatches it.
+    /// Checks the message's term against ours, then dispatches it. A term
+    /// probe and its answer are taken first: the asker's term is the stale one
+    /// being corrected, so it neither raises nor is rejected by ours.
     pub(super) fn step_checked(&mut self, message: Message) {
+        match message.body {
+            MessageBody::TermProbe { incarnation } => return self.answer_term_probe(message.from, incarnation),
+            MessageBody::TermProbeResponse { incarnation, recovering } => {
+                return self.record_term(message.from, message.term, incarnation, recovering)
+            }
+            _ => {}
+        }
         if message.term > self.term {
             match &message.body {
                 MessageBody::PreVote { .. } | MessageBody::RequestVote { .. } if self.in_lease() => {
@@ -211,6 +222,10 @@ impl RaftNode {
                 }
             }
             MessageBody::RequestVoteResponse { granted } => self.record_vote(from, granted, Role::Candidate),
+            MessageBody::Append { read_ctx, .. } if self.surveying_terms() => {
+                self.refuse_while_surveying(from, read_ctx)
+            }
+            MessageBody::InstallSnapshot { .. } if self.surveying_terms() => {}
             MessageBody::Append { prev_index, prev_term, entries, commit, read_ctx } => {
                 if self.accept_leader(from) {
                     self.handle_append(from, prev_index, prev_term, entries, commit, read_ctx);
@@ -241,6 +256,7 @@ impl RaftNode {
                     self.handle_install_snapshot_response(from, index);
                 }
             }
+            MessageBody::TermProbe { .. } | MessageBody::TermProbeResponse { .. } => unreachable!("taken first"),
         }
     }
 
@@ -318,36 +334,5 @@ impl RaftNode {
         } else {
             self.send_after_persist(to, body);
         }
-    }
-
-    /// Leaves recovery once caught up with the leader of a term at or after
-    /// the restored one: recording that leader as this term's vote closes the
-    /// term to any other candidate (ARCHITECTURE.md, "Restores"). The
-    /// restored term itself qualifies: its leader is the term's only one, and
-    /// a vote the backup already holds for this term is the one the node cast
-    /// before (votes never change within a term), so it is kept; waiting for a
-    /// later term would leave the node out of every election for as long as
-    /// that leader lasts.
-    pub(super) fn maybe_finish_recovery(&mut self, leader: NodeId, leader_commit: LogIndex) {
-        let Some(recovery) = self.recovery else { return };
-        if self.term < recovery.restored_term || self.log.committed < leader_commit {
-            return;
-        }
-        // A fresh leader's commit index may lag entries committed in earlier
-        // terms (it holds them, but has not counted them yet); only a
-        // commit of an entry of its own term covers them all.
-        if self.log.term(self.log.committed) != Some(self.term) {
-            return;
-        }
-        assert_eq!(self.leader, Some(leader));
-        assert!(
-            self.term == recovery.restored_term || self.vote.is_none() || self.vote == Some(leader),
-            "a recovering node never votes after its restored term"
-        );
-        if self.vote.is_none() {
-            self.vote = Some(leader);
-        }
-        self.recovery = None;
-        self.recovered_in_term = Some(self.term);
     }
 }

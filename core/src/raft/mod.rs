@@ -16,6 +16,7 @@ mod log;
 mod progress;
 mod read_index;
 mod ready;
+mod recovery;
 mod replication;
 #[cfg(test)]
 mod tests;
@@ -31,6 +32,7 @@ use progress::Progress;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use read_index::ReadRounds;
+use recovery::Recovery;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -130,6 +132,20 @@ pub enum MessageBody {
     },
     InstallSnapshotResponse {
         index: LogIndex,
+    },
+    /// A node restored from a stale backup asks every peer for its current
+    /// term before it acknowledges anything (ARCHITECTURE.md, "Restores").
+    /// `incarnation` names the asker's life; the answer echoes it. The
+    /// message's term is not checked against the receiver's: the asker's term
+    /// is the stale one being corrected.
+    TermProbe {
+        incarnation: u64,
+    },
+    /// The answer carries the answerer's current term as the message's term;
+    /// `recovering` says that term may be stale too, so it does not count.
+    TermProbeResponse {
+        incarnation: u64,
+        recovering: bool,
     },
 }
 
@@ -243,14 +259,6 @@ pub struct DurableState {
     pub restored_from_backup: bool,
 }
 
-/// A node whose disk was restored from a stale backup, until it has caught up
-/// with a leader of a later term (ARCHITECTURE.md, "Restores").
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Recovery {
-    /// The term on the restored disk; votes cast after it may have been lost.
-    restored_term: Term,
-}
-
 /// One Raft server's protocol state. The logic lives in the submodules
 /// (`election`, `replication`, `read_index`, `ready`); this is the whole
 /// public surface.
@@ -319,8 +327,8 @@ impl RaftNode {
         let term = durable.hard_state.term.max(log.last_term());
         let vote = if term == durable.hard_state.term { durable.hard_state.vote } else { None };
         // The one place Variant::AmnesiaRejoin is consulted: it skips the recovery rule.
-        let recovery = (durable.restored_from_backup && config.variant != Variant::AmnesiaRejoin)
-            .then_some(Recovery { restored_term: term });
+        let recovery =
+            (durable.restored_from_backup && config.variant != Variant::AmnesiaRejoin).then(|| Recovery::new(term));
         let mut node = RaftNode {
             term,
             vote,
@@ -347,6 +355,7 @@ impl RaftNode {
             config,
         };
         node.reset_election_timer();
+        node.probe_terms();
         Ok(node)
     }
 

@@ -124,3 +124,82 @@ fn with_amnesia_rejoin_a_leader_lacking_a_committed_entry_is_elected() {
         cluster.violations
     );
 }
+
+/// Swarm seed 694: S1 leads term T and is paused; S0 and S2 elect a leader of
+/// T+1 and commit its entries; the follower of T+1 is restored from a backup
+/// of term T. S1 wakes, still leader of T on its side, appends, and reaches
+/// only the restored node. Returns the cluster and the restored node.
+fn stale_leader_meets_amnesia(variant: Variant) -> (Cluster, NodeId) {
+    let (s0, s1, s2) = (NodeId(0), NodeId(1), NodeId(2));
+    let mut cluster = Cluster::new(3, 33, with_variant(variant));
+    cluster.campaign(s1);
+    assert_eq!(cluster.role(s1), Role::Leader);
+    cluster.propose(s1);
+    cluster.run_ticks(3);
+    let stale_term = cluster.node(s1).soft_state().term;
+    let backups = cluster.disks.clone();
+    // S1 is paused: it neither ticks nor hears anything.
+    cluster.isolate(s1);
+    for _ in 0..200 {
+        for id in [s0, s2] {
+            cluster.tick(id);
+        }
+        cluster.deliver_all();
+        if [s0, s2].iter().any(|&id| cluster.role(id) == Role::Leader) {
+            break;
+        }
+    }
+    let leader = [s0, s2].into_iter().find(|&id| cluster.role(id) == Role::Leader).expect("a leader of T+1");
+    let restored = if leader == s0 { s2 } else { s0 };
+    cluster.propose(leader);
+    cluster.deliver_all();
+    cluster.tick(leader);
+    cluster.deliver_all();
+    let new_index = cluster.node(leader).last_index();
+    assert_eq!(cluster.node(leader).commit_index(), new_index, "T+1 committed over the restored node");
+    assert!(cluster.node(leader).soft_state().term > stale_term);
+    // The operator restores the follower from its backup of term T.
+    cluster.crash(restored);
+    cluster.disks[restored.0 as usize] = backups[restored.0 as usize].clone();
+    cluster.disks[restored.0 as usize].restored_from_backup = true;
+    cluster.restart(restored);
+    // S1 wakes on the restored node's side, cut off from the leader of T+1, and appends.
+    cluster.heal();
+    cluster.isolate(leader);
+    assert_eq!(cluster.role(s1), Role::Leader);
+    cluster.propose(s1);
+    cluster.propose(s1);
+    for _ in 0..5 {
+        for id in [s1, restored] {
+            cluster.tick(id);
+        }
+        cluster.deliver_all();
+        cluster.check();
+    }
+    (cluster, restored)
+}
+
+#[test]
+fn a_restored_node_does_not_help_a_stale_leader_commit_over_a_later_term() {
+    let (mut cluster, restored) = stale_leader_meets_amnesia(Variant::Default);
+    assert!(cluster.node(restored).is_recovering());
+    assert!(cluster.violations.is_empty(), "{:?}", cluster.violations);
+    // Healed: the survey finds the later term, S1 steps down, everyone agrees.
+    cluster.heal();
+    cluster.settle(300);
+    assert!(!cluster.node(restored).is_recovering());
+    cluster.check_durability();
+    assert!(cluster.violations.is_empty(), "{:?}", cluster.violations);
+}
+
+#[test]
+fn with_amnesia_rejoin_a_stale_leader_commits_over_a_later_term() {
+    let (mut cluster, _) = stale_leader_meets_amnesia(Variant::AmnesiaRejoin);
+    cluster.heal();
+    cluster.run_ticks(50);
+    assert!(
+        cluster.violations.iter().any(|violation| violation.starts_with("apply-agreement")),
+        "{:?}",
+        cluster.violations
+    );
+}

@@ -33,6 +33,38 @@ fn append(term: u64, prev: (u64, u64), entries: &[(u64, u64)], commit: u64) -> M
     Message { from: NodeId(1), to: NodeId(0), term: Term(term), body }
 }
 
+/// Answers the term probes a restored node sent at start, from nodes 1 and 2
+/// at `term`; returns the probes it had sent.
+fn survey(node: &mut RaftNode, term: u64) -> Vec<Message> {
+    let probes: Vec<Message> = node
+        .ready()
+        .messages
+        .into_iter()
+        .filter(|message| matches!(message.body, MessageBody::TermProbe { .. }))
+        .collect();
+    for probe in &probes {
+        let MessageBody::TermProbe { incarnation } = probe.body else { unreachable!() };
+        let body = MessageBody::TermProbeResponse { incarnation, recovering: false };
+        node.step(Message { from: probe.to, to: NodeId(0), term: Term(term), body });
+    }
+    probes
+}
+
+/// (term, recovering) of every append refusal the node has ready; panics on an acknowledgement.
+fn refusals(node: &mut RaftNode) -> Vec<(Term, bool)> {
+    let ready = node.ready();
+    let answers = ready.messages.into_iter().chain(ready.messages_after_persist);
+    answers
+        .filter_map(|message| match message.body {
+            MessageBody::AppendResponse { success: false, match_index: LogIndex(0), recovering, .. } => {
+                Some((message.term, recovering))
+            }
+            MessageBody::AppendResponse { .. } => panic!("acknowledged {message:?}"),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The `recovering` flag of every append answer the node has ready.
 fn flags_of_answers(node: &mut RaftNode) -> Vec<bool> {
     let ready = node.ready();
@@ -68,6 +100,7 @@ fn answers_are_flagged_recovering_only_in_the_term_the_node_started_in() {
 fn a_restored_node_recovers_only_once_its_commit_reaches_the_leaders() {
     let mut node = node_from_disk(2, &[(1, 1)], true);
     assert!(node.is_recovering());
+    survey(&mut node, 2);
     // The leader has committed 3 but sends only up to 2: the node commits 2,
     // an entry of the current term, and is still one behind.
     node.step(append(2, (1, 1), &[(2, 2)], 3));
@@ -77,4 +110,68 @@ fn a_restored_node_recovers_only_once_its_commit_reaches_the_leaders() {
     assert_eq!(node.commit_index(), LogIndex(3));
     assert!(!node.is_recovering(), "caught up with the leader of its restored term");
     assert_eq!(node.hard_state().vote, Some(NodeId(1)), "the term is closed to other candidates");
+}
+
+/// A restored node first asks its peers for their terms, and stores and
+/// acknowledges nothing until enough of them (here both others of three)
+/// answered: a leader of an older term, waking from a pause, could otherwise
+/// use the forgetful node to commit over an entry it helped commit in a later
+/// term (swarm seed 694).
+#[test]
+fn a_restored_node_acknowledges_nothing_until_it_has_surveyed_the_terms() {
+    let mut node = node_from_disk(1, &[(1, 1)], true);
+    let ready = node.ready();
+    let probed: Vec<NodeId> = ready.messages.iter().map(|message| message.to).collect();
+    assert_eq!(probed, vec![NodeId(1), NodeId(2)], "a probe to each peer at start");
+    let MessageBody::TermProbe { incarnation } = ready.messages[0].body else { panic!("{:?}", ready.messages) };
+    // The stale leader of term 1 appends: refused, stored nothing, the
+    // refusal flagged so that leader forgets what earlier lives acknowledged.
+    node.step(append(1, (1, 1), &[(2, 1)], 2));
+    assert_eq!(refusals(&mut node), vec![(Term(1), true)]);
+    assert_eq!(node.last_index(), LogIndex(1));
+    // A recovering peer's answer and an answer to another life do not count.
+    let answer = |from: u8, term: u64, incarnation: u64, recovering: bool| Message {
+        from: NodeId(from),
+        to: NodeId(0),
+        term: Term(term),
+        body: MessageBody::TermProbeResponse { incarnation, recovering },
+    };
+    node.step(answer(2, 3, incarnation, true));
+    node.step(answer(2, 3, incarnation ^ 1, false));
+    assert_eq!(node.soft_state().term, Term(1), "neither answer was taken");
+    // Its timer asks again the peers it has not heard.
+    node.step(answer(1, 1, incarnation, false));
+    for _ in 0..node.config().election_ticks_max {
+        node.tick();
+    }
+    let again: Vec<NodeId> = node.ready().messages.iter().map(|message| message.to).collect();
+    assert!(!again.is_empty() && again.iter().all(|&to| to == NodeId(2)), "{again:?}");
+    node.step(append(1, (1, 1), &[(2, 1)], 2));
+    assert_eq!(refusals(&mut node), vec![(Term(1), true)], "one of two answers is not enough");
+    assert_eq!(node.last_index(), LogIndex(1));
+    // Node 2 is in term 3: the node adopts it and the old leader is refused.
+    node.step(answer(2, 3, incarnation, false));
+    assert_eq!(node.soft_state().term, Term(3));
+    assert!(node.is_recovering(), "surveyed, still to catch up with a leader");
+    node.step(append(1, (1, 1), &[(2, 1)], 2));
+    assert_eq!(refusals(&mut node), vec![(Term(3), true)], "refused for its older term");
+    assert_eq!(node.last_index(), LogIndex(1));
+}
+
+/// A probe is answered with the answerer's own term, whatever the asker's:
+/// a leader is neither deposed by a probe of a later term nor does it refuse
+/// one of an earlier term.
+#[test]
+fn a_term_probe_is_answered_with_the_answerers_term_and_changes_nothing() {
+    let mut node = node_from_disk(4, &[(1, 4)], false);
+    for asker_term in [2, 9] {
+        let body = MessageBody::TermProbe { incarnation: 77 };
+        node.step(Message { from: NodeId(2), to: NodeId(0), term: Term(asker_term), body });
+        let messages = node.ready().messages;
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert_eq!(messages[0].term, Term(4));
+        assert_eq!(messages[0].body, MessageBody::TermProbeResponse { incarnation: 77, recovering: false });
+        assert_eq!(node.soft_state().term, Term(4));
+        assert_eq!(node.hard_state().vote, None);
+    }
 }
