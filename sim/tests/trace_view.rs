@@ -92,7 +92,7 @@ fn a_filtered_trace_keeps_the_story_and_the_violation_on_one_screen() {
             .collect::<Vec<_>>()
     };
     assert_eq!(tail(&filtered), tail(&full));
-    assert!(filtered.contains("VIOLATION fenced-write at 6765ms"));
+    assert!(filtered.contains("VIOLATION fenced-write at 6766ms"));
     assert!(filtered.contains("trace-hash: "));
 }
 
