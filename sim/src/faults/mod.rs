@@ -344,8 +344,13 @@ impl fmt::Display for Fault {
                 )
             }
             Fault::IsolateLeaderWith { clients, pause_ms } => {
-                let clients: Vec<String> = clients.iter().map(ClientId::to_string).collect();
-                write!(f, "isolate the leader with {}", clients.join(" "))?;
+                if clients.is_empty() {
+                    // The shrinker may leave no client on the leader's side.
+                    f.write_str("isolate the leader")?;
+                } else {
+                    let clients: Vec<String> = clients.iter().map(ClientId::to_string).collect();
+                    write!(f, "isolate the leader with {}", clients.join(" "))?;
+                }
                 if *pause_ms > 0 {
                     write!(f, ", pausing it for {pause_ms} ms")?;
                 }

@@ -356,6 +356,9 @@ fn plans_round_trip_through_json_and_read_as_one_line_each() {
         "clock step c1 -1500 ms"
     );
     assert_eq!(Fault::Crash { node: NodeId(4), torn: true }.to_string(), "crash n4 (torn write)");
+    let with = |clients: Vec<ClientId>| Fault::IsolateLeaderWith { clients, pause_ms: 0 }.to_string();
+    assert_eq!(with(vec![ClientId(1), ClientId(2)]), "isolate the leader with c1 c2");
+    assert_eq!(with(vec![]), "isolate the leader", "a shrunk fault with no client left");
 }
 
 #[test]
