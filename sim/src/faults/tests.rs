@@ -300,6 +300,20 @@ fn a_fault_file_clock_must_stay_physical() {
 }
 
 #[test]
+fn a_fault_file_episode_lasts_at_most_a_day() {
+    let model = Model::default();
+    let day_and_a_bit = 86_400_001;
+    let check = |fault: Fault| validate(&[FaultEvent { at_ms: 1_000, fault }], &model);
+    let crashes = |for_ms, down_ms| Fault::AckCrashes { for_ms, votes: true, strikes: 1, down_ms };
+    assert!(check(crashes(day_and_a_bit, 5)).unwrap_err().contains("an ack-crash episode's times"));
+    assert!(check(crashes(1_000, day_and_a_bit)).unwrap_err().contains("an ack-crash episode's times"));
+    assert_eq!(check(crashes(1_000, 5)), Ok(()));
+    let churn = |within_ms| Fault::LeaderChurn { for_ms: 1_000, down_ms: 100, within_ms };
+    assert!(check(churn(day_and_a_bit)).unwrap_err().contains("a leader-churn stretch's times"));
+    assert_eq!(check(churn(10)), Ok(()));
+}
+
+#[test]
 fn cluster_restores_are_rare_and_follow_a_backup() {
     let model = Model::default();
     let mut runs_with = 0;

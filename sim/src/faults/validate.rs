@@ -66,6 +66,12 @@ fn physical(fault: &Fault) -> Option<String> {
         Fault::AckAmnesia { for_ms, down_ms, fsync_ms } if for_ms.max(down_ms).max(fsync_ms) > STEP_MS_MAX => {
             Some(format!("an ack-amnesia episode's times must be within 0..={STEP_MS_MAX} ms (one day)"))
         }
+        Fault::AckCrashes { for_ms, down_ms, .. } if for_ms.max(down_ms) > STEP_MS_MAX => {
+            Some(format!("an ack-crash episode's times must be within 0..={STEP_MS_MAX} ms (one day)"))
+        }
+        Fault::LeaderChurn { for_ms, down_ms, within_ms } if for_ms.max(down_ms).max(within_ms) > STEP_MS_MAX => {
+            Some(format!("a leader-churn stretch's times must be within 0..={STEP_MS_MAX} ms (one day)"))
+        }
         _ => None,
     }
 }
