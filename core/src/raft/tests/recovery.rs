@@ -2,8 +2,9 @@
 //! answers are flagged `recovering`, and when a node restored from a stale
 //! backup has caught up.
 
-use crate::raft::{Config, DurableState, Entry, HardState, Message, MessageBody, Payload, RaftNode};
-use crate::types::{LogIndex, NodeId, Term};
+use crate::lock::LockState;
+use crate::raft::{Config, DurableState, Entry, HardState, Message, MessageBody, Payload, RaftNode, Snapshot};
+use crate::types::{LogIndex, NodeId, Term, Token};
 
 /// Node 0 of three, started from a disk at `term` holding `entries` as (index, term).
 fn node_from_disk(term: u64, entries: &[(u64, u64)], restored_from_backup: bool) -> RaftNode {
@@ -174,4 +175,68 @@ fn a_term_probe_is_answered_with_the_answerers_term_and_changes_nothing() {
         assert_eq!(node.soft_state().term, Term(4));
         assert_eq!(node.hard_state().vote, None);
     }
+}
+
+/// A snapshot is refused like an append while the survey lasts: a stale
+/// leader could otherwise install its log in the forgetful node and count
+/// the acknowledgement towards a commit over a later term.
+#[test]
+fn a_restored_node_installs_no_snapshot_until_it_has_surveyed_the_terms() {
+    let mut node = node_from_disk(1, &[(1, 1)], true);
+    let _probes = node.ready();
+    let snapshot = Snapshot { index: LogIndex(5), term: Term(1), state: LockState::new(Token(0)) };
+    let body = MessageBody::InstallSnapshot { snapshot };
+    node.step(Message { from: NodeId(1), to: NodeId(0), term: Term(1), body });
+    let ready = node.ready();
+    let answers: Vec<Message> = ready.messages.into_iter().chain(ready.messages_after_persist).collect();
+    assert!(answers.is_empty(), "answered a snapshot while surveying: {answers:?}");
+    assert!(ready.snapshot.is_none(), "handed a snapshot to install");
+    assert_eq!(node.last_index(), LogIndex(1), "the snapshot was installed");
+}
+
+/// A probe answer from node `from` to node 0's life `incarnation`, at `term`.
+fn probe_answer(from: u8, term: u64, incarnation: u64) -> Message {
+    let body = MessageBody::TermProbeResponse { incarnation, recovering: false };
+    Message { from: NodeId(from), to: NodeId(0), term: Term(term), body }
+}
+
+/// Of five, a restored node must hear `n - q + 1` = 3 peers: every majority
+/// that holds it (3 of 5) then meets them in one other node. Two are not
+/// enough, and it need not wait for all four.
+#[test]
+fn a_restored_node_of_five_surveys_three_peers() {
+    let voters = (0..5).map(NodeId).collect();
+    let durable = DurableState {
+        hard_state: HardState { term: Term(1), vote: None, commit: LogIndex(0) },
+        snapshot: None,
+        entries: vec![noop(1, 1)],
+        restored_from_backup: true,
+    };
+    let mut node = RaftNode::new(Config::standard(NodeId(0), voters), durable, 7).expect("valid config");
+    let probes = node.ready().messages;
+    assert_eq!(probes.len(), 4, "a probe to each of the four peers: {probes:?}");
+    let MessageBody::TermProbe { incarnation } = probes[0].body else { panic!("{probes:?}") };
+    node.step(probe_answer(3, 1, incarnation));
+    node.step(probe_answer(4, 1, incarnation));
+    node.step(append(1, (1, 1), &[(2, 1)], 0));
+    assert_eq!(refusals(&mut node), vec![(Term(1), true)], "two of the three answers needed");
+    assert_eq!(node.last_index(), LogIndex(1));
+    node.step(probe_answer(2, 1, incarnation));
+    node.step(append(1, (1, 1), &[(2, 1)], 0));
+    assert_eq!(node.last_index(), LogIndex(2), "surveyed with three answers: the append is stored");
+}
+
+/// A probe answer at the node's own term changes nothing: the leader it
+/// learned from a later term's append stays its leader (and its election
+/// timer runs on).
+#[test]
+fn a_probe_answer_of_our_own_term_keeps_the_leader() {
+    let mut node = node_from_disk(1, &[(1, 1)], true);
+    let MessageBody::TermProbe { incarnation } = node.ready().messages[0].body else { panic!() };
+    node.step(append(2, (1, 1), &[(2, 2)], 0));
+    assert_eq!(refusals(&mut node), vec![(Term(2), true)]);
+    assert_eq!(node.soft_state().leader, Some(NodeId(1)), "learned from the append of term 2");
+    node.step(probe_answer(2, 2, incarnation));
+    assert_eq!(node.soft_state().term, Term(2));
+    assert_eq!(node.soft_state().leader, Some(NodeId(1)), "an answer of the same term forgot the leader");
 }

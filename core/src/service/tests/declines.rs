@@ -240,3 +240,28 @@ fn late_copies_of_answered_try_locks_are_not_served_afresh() {
     assert_eq!(cluster.answers(2, 1).len(), 1, "the older request gets nothing");
     assert_eq!(cluster.server(leader).state().lock(&other_key()), None, "B-1043 stays free");
 }
+
+/// A late copy of a request older than its client's last answered one is
+/// dropped before it is judged: neither queued (it would stand in front of
+/// newcomers until it timed out) nor proposed (a Grant or Decline the
+/// session would only answer `Noop`, one log entry per stray copy).
+#[test]
+fn a_late_copy_of_an_older_request_is_neither_queued_nor_proposed() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    cluster.request(NodeId(0), 2, 2, acquire(0));
+    assert!(matches!(cluster.answers(2, 2)[..], [ClientReply::Busy { .. }]), "{:?}", cluster.answers(2, 2));
+    let entries = cluster.applied(NodeId(0)).len();
+    cluster.request(NodeId(0), 2, 1, acquire(200));
+    assert!(cluster.server(NodeId(0)).waiters.is_empty(), "the older wait was queued");
+    cluster.run_ms(400);
+    cluster.request(NodeId(0), 1, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    assert_eq!(cluster.answers(1, 2), vec![ClientReply::Released]);
+    let entries_free = cluster.applied(NodeId(0)).len();
+    cluster.request(NodeId(0), 2, 1, acquire(0));
+    cluster.run_ms(100);
+    assert_eq!(cluster.answers(2, 1), vec![], "the older request gets nothing");
+    let applied = cluster.applied(NodeId(0));
+    assert_eq!(applied.len(), entries_free, "proposed for a free key: {:?}", &applied[entries_free..]);
+    assert_eq!(entries_free, entries + 1, "only the Release was proposed in between: {:?}", &applied[entries..]);
+}
