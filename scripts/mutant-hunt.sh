@@ -124,7 +124,9 @@ for i in $(seq 0 $((count - 1))); do
         cp "$root/$file" "$tree/$file"
         continue
     fi
-    slug=$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.-' '_' | cut -c1-150)
+    # The readable name, then a short hash of the exact name: `<` and `<=`
+    # of one line read alike once symbols become `_`.
+    slug=$(printf '%s' "$name" | tr -c 'A-Za-z0-9_.-' '_' | cut -c1-140)-$(printf '%s' "$name" | sha256sum | cut -c1-8)
     result=$(build_and_hunt "$out/$slug.json")
     verdict=${result%% *}
     detail=${result#"$verdict"}
