@@ -57,6 +57,10 @@ pub(crate) struct ResourceChecker {
     /// Per (key, token): the first client whose write under it was accepted.
     first_writer: BTreeMap<(Key, Token), ClientId>,
     originals: BTreeMap<(ClientId, RequestId), Original>,
+    /// Per client: the newest write request the resource decided (accepted,
+    /// rejected or answered as a duplicate). Write ids only grow, so a write
+    /// newer than it cannot be a retry.
+    newest_decided: BTreeMap<ClientId, RequestId>,
     reported: BTreeSet<(Property, ClientId, RequestId)>,
     /// The place of each backup in the history, by the instant it was taken.
     resource_backups: BTreeMap<u64, u64>,
@@ -160,6 +164,24 @@ impl ResourceChecker {
         }
     }
 
+    /// A write answered as a retry the resource no longer remembers must be
+    /// one: a write newer than every write of its client the resource ever
+    /// decided is a new write, refused without effect.
+    fn on_forgotten(&mut self, w: &Write, report: &mut Report) {
+        let newest = self.newest_decided.get(&w.client).copied();
+        if newest.is_some_and(|newest| w.request <= newest) {
+            return;
+        }
+        if self.reported.insert((Property::EqualToken, w.client, w.request)) {
+            let detail = format!(
+                "{}'s new write {} to {} with {} was answered as a forgotten retry (DuplicateForgotten), though the \
+                 resource never decided it or any later write of {}: a new write was refused as a duplicate",
+                w.client, w.request, w.key, w.token, w.client
+            );
+            report.push(Violation::new(Property::EqualToken, w.at_us, detail).clients(&[w.client]).tokens(&[w.token]));
+        }
+    }
+
     /// Backups and restores, as places in the history.
     fn on_restores(&mut self, event: &Event) {
         match &event.kind {
@@ -208,6 +230,10 @@ impl Family for ResourceChecker {
             token: *token,
             path: *path,
         };
+        if !matches!(verdict, WriteVerdict::Unavailable | WriteVerdict::DuplicateForgotten) {
+            let newest = self.newest_decided.entry(*client).or_insert(*request);
+            *newest = (*newest).max(*request);
+        }
         match verdict {
             WriteVerdict::Accepted => {
                 report.counters.writes_accepted += 1;
@@ -218,7 +244,10 @@ impl Family for ResourceChecker {
                 self.on_duplicate(&write, *accepted, report);
             }
             // A retry older than the resource's memory: no effect, nothing to compare with.
-            WriteVerdict::DuplicateForgotten => report.counters.duplicate_writes += 1,
+            WriteVerdict::DuplicateForgotten => {
+                report.counters.duplicate_writes += 1;
+                self.on_forgotten(&write, report);
+            }
             WriteVerdict::RejectedStale { .. } => {
                 match path {
                     WritePath::Status => report.counters.stale_writes_rejected_status += 1,
@@ -300,6 +329,21 @@ mod tests {
     fn a_retried_write_with_a_second_effect_breaks_equal_token() {
         let verdict = happy().at_ms(4_000).write(2, 2, "k", 42, WritePath::Status, WriteVerdict::Accepted).check();
         assert_only(&verdict, Property::EqualToken);
+    }
+
+    #[test]
+    fn a_new_write_answered_as_a_forgotten_retry_breaks_equal_token() {
+        let verdict =
+            happy().at_ms(4_000).write(2, 9, "k", 42, WritePath::Status, WriteVerdict::DuplicateForgotten).check();
+        assert_only(&verdict, Property::EqualToken);
+        assert!(verdict.violations[0].detail.contains("forgotten retry"), "{:?}", verdict.violations);
+    }
+
+    #[test]
+    fn an_old_retry_answered_as_forgotten_is_clean() {
+        let verdict =
+            happy().at_ms(4_000).write(2, 2, "k", 42, WritePath::Status, WriteVerdict::DuplicateForgotten).check();
+        assert_clean(&verdict);
     }
 
     #[test]
