@@ -35,10 +35,10 @@ impl RaftNode {
     }
 
     /// True while a restored node has not yet heard the current term of
-    /// enough peers (`survey_size`). Until then it stores and
-    /// acknowledges nothing: an entry committed before the restore with this
-    /// node's lost acknowledgement was committed in a term some such majority
-    /// still holds (or exceeds) on one of them, and a leader of an older term, waking from a
+    /// enough peers (`survey_size`). Until then it stores and acknowledges
+    /// nothing: an entry committed before the restore with this node's lost
+    /// acknowledgement was committed in a term that one of those peers still
+    /// holds (or exceeds), and a leader of an older term, waking from a
     /// pause, must not use the forgetful node to commit over it.
     pub(super) fn surveying_terms(&self) -> bool {
         self.recovery.as_ref().is_some_and(|recovery| recovery.surveyed.len() < self.survey_size())
