@@ -47,10 +47,7 @@ impl RaftNode {
     /// Asks every peer not yet heard from for its current term (at start and
     /// at every election timeout while the survey lasts).
     pub(super) fn probe_terms(&mut self) {
-        if !self.surveying_terms() {
-            return;
-        }
-        let Some(recovery) = &self.recovery else { return };
+        let Some(recovery) = self.recovery.as_ref().filter(|_| self.surveying_terms()) else { return };
         let unheard: Vec<NodeId> = self.peers().into_iter().filter(|peer| !recovery.surveyed.contains(peer)).collect();
         for peer in unheard {
             self.send(peer, MessageBody::TermProbe { incarnation: self.incarnation });

@@ -22,6 +22,7 @@
 //! Grant in flight is told so only once that Grant holds the key; on a key
 //! free by then the state machine records nothing and the client asks again.
 
+use super::requests::KeyStatus;
 use super::{ClientReply, LockServer, Pending, PendingKind};
 use crate::command::{ApplyResult, Command, Decline};
 use crate::types::{Holder, Key};
@@ -64,7 +65,7 @@ impl LockServer {
             Decline::TimedOut => ClientReply::TimedOut,
             Decline::Busy => {
                 let remaining_ms = match self.key_status(key, holder, now_local_ms) {
-                    super::requests::KeyStatus::Busy { remaining_ms } => remaining_ms,
+                    KeyStatus::Busy { remaining_ms } => remaining_ms,
                     _ => 0,
                 };
                 ClientReply::Busy { remaining_ms }

@@ -1,7 +1,7 @@
 //! The resource's floor read after it was restored from a backup: a
 //! linearizable read of the lock table and the token counter.
 //!
-//! It is Raft's read-index read, like a try-lock's `Busy` (`checks`): the
+//! It is Raft's read-index read, like the confirmation a `Granted` waits for: the
 //! leader asks a read-index round when the read arrives, and answers once the
 //! round confirms it still leads and its applied log has reached the round's
 //! commit index. Every Grant committed before the read arrived is then in the
