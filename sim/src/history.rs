@@ -294,6 +294,7 @@ impl EventKind {
                 ChurnEvent::Struck { term, .. }
                 | ChurnEvent::AckStruck { term, .. }
                 | ChurnEvent::RenewStruck { term, .. }
+                | ChurnEvent::GrantStruck { term, .. }
                 | ChurnEvent::AmnesiaArmed { term, .. }
                 | ChurnEvent::AmnesiaStruck { term, .. },
             ) => Some(*term),
@@ -354,7 +355,7 @@ impl EventKind {
             K::Fault { fault } => fault.named(),
             K::Churn(ChurnEvent::Struck { node, .. } | ChurnEvent::PluggedBack { node }) => vec![Actor::Server(*node)],
             K::Churn(ChurnEvent::AckStruck { node, to, .. }) => vec![Actor::Server(*node), Actor::Server(*to)],
-            K::Churn(ChurnEvent::RenewStruck { node, client, .. }) => {
+            K::Churn(ChurnEvent::RenewStruck { node, client, .. } | ChurnEvent::GrantStruck { node, client, .. }) => {
                 vec![Actor::Server(*node), Actor::Client(*client)]
             }
             K::Churn(ChurnEvent::AmnesiaArmed { leader, cut, .. }) => {

@@ -104,6 +104,13 @@ pub struct Model {
     /// `false` keeps it off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ack_amnesia: Option<bool>,
+    /// Stretches in which a leader that has just freed a key a client waits
+    /// for there is paused for longer than a lease, right after it sends the
+    /// waiter's Grant (extension of CLI.md; `world/grants.rs`). Absent, off
+    /// in a plain run; swarm draws it when the model has `pauses`; `false`
+    /// keeps it off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grant_strikes: Option<bool>,
     /// Raft entries per append message (extension of CLI.md); 1 makes a new
     /// leader's first entries travel one by one.
     pub entries_per_message_max: u32,
@@ -169,6 +176,7 @@ impl Default for Model {
             ack_crashes: None,
             renew_strikes: None,
             ack_amnesia: None,
+            grant_strikes: None,
             entries_per_message_max: 64,
             inflight_max: 4,
             snapshot_entries: None,
@@ -294,6 +302,11 @@ pub const KEYS: &[KeyInfo] = &[
         "ack_amnesia",
         "A follower forgets entries it acknowledged as the leader commits them (restored from a backup, or crashed \
          inside a slowed fsync), a minority cut off and the leader unplugged; absent, off, but drawn by swarm.",
+    ),
+    flag(
+        "grant_strikes",
+        "A leader that has just freed a key a client waits for there is paused for longer than a lease, as the \
+         waiter's Grant leaves for its followers; absent, off, but drawn by swarm (with pauses).",
     ),
     int("entries_per_message_max", 1, 1_024, "Raft entries per append message."),
     int("inflight_max", 1, 64, "Raft appends in flight per follower."),
@@ -605,6 +618,7 @@ mod tests {
             ack_crashes: Some(true),
             renew_strikes: Some(true),
             ack_amnesia: Some(true),
+            grant_strikes: Some(true),
             snapshot_entries: Some(32),
             ..Model::default()
         };

@@ -199,6 +199,53 @@ fn renew_strikes_follow_a_renewal_and_the_protocol_stays_safe() {
     assert!(strikes >= 1, "{strikes} renew strikes in four seeds");
 }
 
+/// Grant strikes (`world/grants.rs`) pause a leader within a millisecond
+/// of its applying a Release or Expire of a key a client waits for there,
+/// for longer than a lease; the protocol stays safe through them, and the
+/// naive server of `grant-after-expired-wait` answers the waiter `Granted`
+/// for the lock its successor already expired.
+#[test]
+fn grant_strikes_pause_a_leader_that_freed_a_waited_key_and_only_the_naive_grant_breaks() {
+    use fencelock::{ApplyResult, Command, Property, Variant};
+    let model = Model { grant_strikes: Some(true), ..Model::default() };
+    let mut strikes = 0;
+    for seed in 0..4 {
+        let outcome = run_seed(seed, &model);
+        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+        let events = outcome.history.events();
+        for (i, event) in events.iter().enumerate() {
+            let EventKind::Churn(strike @ ChurnEvent::GrantStruck { node, key, after_us, pause_ms, .. }) = &event.kind
+            else {
+                continue;
+            };
+            strikes += 1;
+            assert!(*after_us <= 1_000, "seed {seed}: `{strike}` more than a millisecond after the free");
+            assert!(*pause_ms > model.lease_ms, "seed {seed}: `{strike}` is shorter than a lease");
+            let freed = events[..i].iter().rev().any(|e| {
+                e.at_us + after_us == event.at_us
+                    && matches!(&e.kind, EventKind::Applied {
+                        node: n,
+                        command: Command::Release { key: k, .. } | Command::Expire { key: k, .. },
+                        result: ApplyResult::Released | ApplyResult::Expired { existed: true },
+                        ..
+                    } if n == node && k == key)
+            });
+            assert!(freed, "seed {seed}: `{strike}` follows no free of its key by its node");
+            let paused = events[i..]
+                .iter()
+                .take_while(|e| e.at_us == event.at_us)
+                .any(|e| matches!(&e.kind, EventKind::Paused { actor: Actor::Server(n) } if n == node));
+            assert!(paused, "seed {seed}: `{strike}` paused nothing");
+        }
+    }
+    assert!(strikes >= 2, "{strikes} grant strikes in four seeds");
+    let naive = Model { variant: Variant::GrantAfterExpiredWait, ..model };
+    let caught = (0..4)
+        .filter(|seed| run_seed(*seed, &naive).violations.iter().any(|v| v.property == Property::GrantValidity))
+        .count();
+    assert!(caught >= 1, "grant-after-expired-wait caught in {caught} of four seeds");
+}
+
 /// Ack amnesia (`world/amnesia.rs`) makes a follower forget what it
 /// acknowledged as the leader applies it, by a restore from a backup or a
 /// crash inside a slowed fsync, and pulls the leader's cable; the protocol

@@ -10,7 +10,7 @@
 use crate::actor::Actor;
 use crate::machine::net::Addr;
 use crate::model::{Model, BEYOND_BOUND_BASE_PPM_MIN, BEYOND_BOUND_FACTOR_MAX, DRIFT_PPM_REAL_MAX};
-use fencelock::{ClientId, NodeId, Term};
+use fencelock::{ClientId, Key, NodeId, Term};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -21,6 +21,7 @@ mod acks;
 mod amnesia;
 mod churn;
 mod disks;
+mod grants;
 mod renews;
 pub mod swarm;
 #[cfg(test)]
@@ -182,6 +183,16 @@ pub enum Fault {
         down_ms: u64,
         fsync_ms: u64,
     },
+    /// For `for_ms`, up to `strikes` times, a leader that has just freed a
+    /// key a client waits for there (so it has just sent the waiter's
+    /// Grant to its followers) is paused `pause_ms` (`world/grants.rs`): a
+    /// successor commits the Grant, nobody tells the waiter, and the lease
+    /// runs out while the leader that queued the request sleeps.
+    GrantStrikes {
+        for_ms: u64,
+        strikes: u64,
+        pause_ms: u64,
+    },
 }
 
 /// What acknowledgement a crash-after-acknowledging strike follows.
@@ -210,6 +221,9 @@ pub enum ChurnEvent {
     /// `pause_ms`, `after_us` after it answered that client's renew; the
     /// links come back `cut_ms` after the strike.
     RenewStruck { node: NodeId, client: ClientId, term: Term, after_us: u64, pause_ms: u64, cut_ms: u64 },
+    /// A leader paused `pause_ms`, `after_us` after it freed `key` while
+    /// `client` waited for it there.
+    GrantStruck { node: NodeId, client: ClientId, key: Key, term: Term, after_us: u64, pause_ms: u64 },
     /// `cut` cut off from the other servers while `leader` leads `term`, and
     /// every server backed up (`fsync_ms` 0) or the other followers' fsyncs slowed to `fsync_ms`.
     AmnesiaArmed { leader: NodeId, term: Term, cut: Vec<NodeId>, fsync_ms: u64 },
@@ -253,6 +267,11 @@ impl fmt::Display for ChurnEvent {
                 f,
                 "renew strike: cut {node}, leader of {term}, off with {client} and pause it {pause_ms} ms, \
                  {after_us} us after it renewed {client}'s lease; links back in {cut_ms} ms"
+            ),
+            ChurnEvent::GrantStruck { node, client, key, term, after_us, pause_ms } => write!(
+                f,
+                "grant strike: pause {node}, leader of {term}, {pause_ms} ms, {after_us} us after it freed {key} \
+                 while {client} waited for it there"
             ),
             ChurnEvent::AmnesiaArmed { leader, term, cut, fsync_ms } => {
                 let cut: Vec<String> = cut.iter().map(NodeId::to_string).collect();
@@ -314,7 +333,8 @@ impl Fault {
             | Fault::LeaderChurn { .. }
             | Fault::AckCrashes { .. }
             | Fault::RenewStrikes { .. }
-            | Fault::AckAmnesia { .. } => Vec::new(),
+            | Fault::AckAmnesia { .. }
+            | Fault::GrantStrikes { .. } => Vec::new(),
         };
         named.into_iter().filter(|actor| *actor != Actor::Resource).collect()
     }
@@ -398,6 +418,11 @@ impl fmt::Display for Fault {
                 "ack amnesia for {for_ms} ms: cut a minority off and slow the other followers' fsync to {fsync_ms} ms; \
                  crash a follower as the leader applies what it acknowledged, unplug the leader for {down_ms} ms"
             ),
+            Fault::GrantStrikes { for_ms, strikes, pause_ms } => write!(
+                f,
+                "grant strikes for {for_ms} ms: up to {strikes} times, a leader that has just freed a key a client \
+                 waits for there is paused {pause_ms} ms"
+            ),
         }
     }
 }
@@ -423,6 +448,7 @@ enum Family {
     AckCrashes = 11,
     RenewStrikes = 12,
     AckAmnesia = 13,
+    GrantStrikes = 14,
 }
 
 fn family_rng(seed: u64, family: Family) -> ChaCha8Rng {
@@ -469,6 +495,9 @@ pub fn plan(model: &Model, seed: u64) -> Vec<FaultEvent> {
     }
     if model.ack_amnesia == Some(true) {
         planner.ack_amnesia(&mut family_rng(seed, Family::AckAmnesia));
+    }
+    if model.grant_strikes == Some(true) {
+        planner.grant_strikes(&mut family_rng(seed, Family::GrantStrikes));
     }
     let mut events = planner.events;
     // Stable: events at the same millisecond keep their family order.

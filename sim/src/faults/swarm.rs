@@ -96,6 +96,9 @@ pub fn draw(model: &Model, seed: u64) -> Model {
     // `false` keeps it off.
     drawn.renew_strikes = Some(family(&mut rng, model.renew_strikes != Some(false) && model.partitions));
     drawn.ack_amnesia = Some(family(&mut rng, model.ack_amnesia != Some(false) && (model.crashes || model.restores)));
+    // Added after them, so drawn after them: a leader paused as it frees a
+    // key a client waits for, when the model allows pauses.
+    drawn.grant_strikes = Some(family(&mut rng, model.grant_strikes != Some(false) && model.pauses));
     debug_assert!(drawn.validate().is_ok(), "a swarm draw of a valid model is valid");
     drawn
 }
@@ -105,7 +108,7 @@ pub fn describe(drawn: &Model) -> String {
     format!(
         "nodes={} entries_per_message_max={} inflight_max={} partitions={} crashes={} leader_churn={} restores={} \
          pauses={} clock_steps={} resource_crashes={} resource_restores={} corruption={} drift_beyond_bound={} loss_rate={} dup_rate={} \
-         pause_ms_max={} drift_ppm_max={} ack_crashes={} snapshot_entries={} renew_strikes={} ack_amnesia={}",
+         pause_ms_max={} drift_ppm_max={} ack_crashes={} snapshot_entries={} renew_strikes={} ack_amnesia={} grant_strikes={}",
         drawn.nodes,
         drawn.entries_per_message_max,
         drawn.inflight_max,
@@ -127,6 +130,7 @@ pub fn describe(drawn: &Model) -> String {
         drawn.snapshot_entries.map_or(SNAPSHOT_THRESHOLD_ENTRIES_STANDARD, u64::from),
         drawn.renew_strikes.unwrap_or(false),
         drawn.ack_amnesia.unwrap_or(false),
+        drawn.grant_strikes.unwrap_or(false),
     )
 }
 
@@ -347,6 +351,28 @@ mod tests {
             assert_eq!((without.renew_strikes, without.ack_amnesia), (Some(false), Some(false)), "seed {seed}");
             // Drawn last: every other key is what it was before the families existed.
             assert_eq!(absent(quiet), absent(drawn.clone()), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn grant_strikes_are_drawn_after_every_other_key_and_only_with_pauses() {
+        let draws: Vec<Model> = (0..400).map(|seed| draw(&swarm_model(), seed)).collect();
+        let on = draws.iter().filter(|m| m.grant_strikes == Some(true)).count();
+        assert!((140..=260).contains(&on), "grant_strikes on in {on} of 400 seeds");
+        let off = Model { grant_strikes: Some(false), ..swarm_model() };
+        let forced = Model { grant_strikes: Some(true), ..swarm_model() };
+        let no_pauses = Model { pauses: false, ..swarm_model() };
+        for seed in 0..400 {
+            let drawn = &draws[seed as usize];
+            assert_eq!(draw(&off, seed).grant_strikes, Some(false), "seed {seed}: false keeps it off");
+            assert_eq!(&draw(&forced, seed), drawn, "seed {seed}: true is what absent draws");
+            assert_eq!(draw(&no_pauses, seed).grant_strikes, Some(false), "seed {seed}: it strikes by pausing");
+            // Drawn last: every other key is what it was before the family existed.
+            assert_eq!(
+                Model { grant_strikes: None, ..draw(&off, seed) },
+                Model { grant_strikes: None, ..drawn.clone() },
+                "seed {seed}"
+            );
         }
     }
 

@@ -494,6 +494,34 @@ fn ack_crashes_are_planned_only_when_set_on_and_leave_the_other_families_alone()
 }
 
 #[test]
+fn grant_strikes_are_planned_only_when_set_on_outlast_a_lease_and_leave_the_other_families_alone() {
+    let standard = Model::default();
+    assert_eq!(standard.grant_strikes, None, "off in the standard model");
+    let on = Model { grant_strikes: Some(true), ..Model::default() };
+    let off = Model { grant_strikes: Some(false), ..Model::default() };
+    let mut episodes = 0;
+    for seed in 0..50 {
+        let with = plan(&on, seed);
+        assert_eq!(with, plan(&on, seed), "seed {seed}: the same plan every time");
+        let (strikes, others): (Vec<&FaultEvent>, Vec<&FaultEvent>) =
+            with.iter().partition(|e| matches!(e.fault, Fault::GrantStrikes { .. }));
+        for event in strikes {
+            let Fault::GrantStrikes { for_ms, strikes, pause_ms } = event.fault else { unreachable!() };
+            episodes += 1;
+            assert!(event.at_ms + for_ms + pause_ms < on.safety_ms, "seed {seed}: past the safety phase");
+            assert!((5_000..=15_000).contains(&for_ms) && (1..=2).contains(&strikes), "seed {seed}");
+            // A lease, two elections and 100 ms to half a lease more: the successor expires the Grant first.
+            let least = on.lease_ms + 2 * on.election_ms_max + 100;
+            assert!((least..=least + on.lease_ms / 2).contains(&pause_ms), "seed {seed}: {pause_ms} ms");
+        }
+        // Its own stream: the other families are the same with and without it.
+        assert_eq!(others, plan(&standard, seed).iter().collect::<Vec<_>>(), "seed {seed}");
+        assert_eq!(plan(&off, seed), plan(&standard, seed), "seed {seed}: false is absent");
+    }
+    assert!((50..=200).contains(&episodes), "{episodes} grant-strike episodes in 50 runs");
+}
+
+#[test]
 fn renew_strikes_and_ack_amnesia_are_planned_only_when_set_on_and_leave_the_other_families_alone() {
     let standard = Model::default();
     assert_eq!((standard.renew_strikes, standard.ack_amnesia), (None, None), "off in the standard model");

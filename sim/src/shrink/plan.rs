@@ -106,7 +106,8 @@ fn family(fault: &Fault) -> Family {
         Fault::LeaderChurn { .. }
         | Fault::AckCrashes { .. }
         | Fault::RenewStrikes { .. }
-        | Fault::AckAmnesia { .. } => Family::Reactive,
+        | Fault::AckAmnesia { .. }
+        | Fault::GrantStrikes { .. } => Family::Reactive,
     }
 }
 

@@ -95,7 +95,8 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
         | Fault::LeaderChurn { .. }
         | Fault::AckCrashes { .. }
         | Fault::RenewStrikes { .. }
-        | Fault::AckAmnesia { .. } => fault.clone(),
+        | Fault::AckAmnesia { .. }
+        | Fault::GrantStrikes { .. } => fault.clone(),
     })
 }
 

@@ -58,6 +58,10 @@ pub(super) trait Cluster {
     /// The renewals servers answered `Renewed` in the history from position
     /// `from` on, oldest first, and the position after the last event read.
     fn renewals_since(&self, from: usize) -> (Vec<Renewal>, usize);
+    /// What the grant strikes follow in the history from position `from`
+    /// on (waiting acquires, their ends, keys freed), oldest first, and the
+    /// position after the last event read.
+    fn lock_traffic_since(&self, from: usize) -> (Vec<super::grants::LockTraffic>, usize);
     /// Cuts every link between `side` and the servers not on it, both ways.
     fn cut_off(&mut self, side: &[Addr]);
     /// Undoes [`Cluster::cut_off`] of the same side.

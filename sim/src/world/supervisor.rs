@@ -5,6 +5,7 @@
 use super::acks::AckCrash;
 use super::amnesia::Amnesia;
 use super::churn::{Churn, Cluster, Renewal};
+use super::grants::{GrantStrike, LockTraffic};
 use super::renews::RenewStrike;
 use super::restores::{Backups, ClusterRestore};
 use super::{salvage, RunRecord};
@@ -19,7 +20,8 @@ use crate::nodes::context::Ctx;
 use crate::nodes::{resource, server, worker};
 use crate::streams;
 use fencelock::raft::Role;
-use fencelock::service::ClientReply;
+use fencelock::service::{ClientReply, ClientRequest};
+use fencelock::{ApplyResult, Command};
 use fencelock::{ClientId, NodeId, Term, Token};
 use madsim::runtime::{Handle, NodeHandle};
 use madsim::task::AbortHandle;
@@ -51,6 +53,8 @@ pub(crate) struct Supervisor {
     renews: Option<RenewStrike>,
     /// Ack amnesia; taken out like `churn` while it acts.
     amnesia: Option<Amnesia>,
+    /// Grant strikes; taken out like `churn` while they act.
+    grants: Option<GrantStrike>,
     /// The tasks that end timed pauses, aborted when the run ends (`tear_down`).
     pause_ends: Vec<AbortHandle>,
     /// Leaders crashed by `CrashLeader` and the true instant each comes back, in order.
@@ -177,6 +181,7 @@ impl Supervisor {
             acks: Some(AckCrash::new(ctx_seed)),
             renews: Some(RenewStrike::new(ctx_seed)),
             amnesia: Some(Amnesia::new(ctx_seed)),
+            grants: Some(GrantStrike::new()),
             pause_ends: Vec::new(),
             restarts_due: Vec::new(),
         }
@@ -197,6 +202,7 @@ impl Supervisor {
         self.acks.as_mut().expect("the ack crashes are back after every step").yield_to(fault);
         self.renews.as_mut().expect("the renew strikes are back after every step").yield_to(fault);
         self.amnesia.as_mut().expect("the ack amnesia is back after every step").yield_to(fault);
+        // Grant strikes only pause, and a planned fault ends a pause as it would any other.
         match fault {
             Fault::Partition { sides } => ctx.net.partition(sides),
             Fault::OneWay { from, to } => ctx.net.cut(*from, *to),
@@ -278,6 +284,9 @@ impl Supervisor {
             }
             Fault::AckAmnesia { .. } => {
                 self.with_family(|s| &mut s.amnesia, |amnesia, s| amnesia.start(now_us(), fault, s))
+            }
+            Fault::GrantStrikes { .. } => {
+                self.with_family(|s| &mut s.grants, |grants, s| grants.start(now_us(), fault, s))
             }
         }
     }
@@ -429,6 +438,7 @@ impl Supervisor {
         self.acks = Some(AckCrash::new(self.ctx.seed));
         self.renews = Some(RenewStrike::new(self.ctx.seed));
         self.amnesia = Some(Amnesia::new(self.ctx.seed));
+        self.grants = Some(GrantStrike::new());
         self.ctx.watch_acks(false);
         let down: Vec<Actor> = self.down.keys().copied().collect();
         for actor in down {
@@ -446,8 +456,9 @@ impl Supervisor {
             let churn = self.churn_mut().next_wake_us(now);
             let renews = self.renews.as_ref().expect("the renew strikes are back after every step").next_wake_us(now);
             let amnesia = self.amnesia.as_ref().expect("the ack amnesia is back after every step").next_wake_us(now);
+            let grants = self.grants.as_ref().expect("the grant strikes are back after every step").next_wake_us(now);
             let restart = self.restarts_due.iter().map(|(due_us, _)| *due_us).min();
-            let wake_us = [churn, acks, renews, amnesia, restart].into_iter().flatten().fold(at_us, u64::min);
+            let wake_us = [churn, acks, renews, amnesia, grants, restart].into_iter().flatten().fold(at_us, u64::min);
             sleep_until_us(wake_us).await;
             self.churn_step();
             self.restart_due_leaders();
@@ -475,13 +486,15 @@ impl Supervisor {
         self.churn.as_mut().expect("the churn is back after every step")
     }
 
-    /// Lets the churn, the ack crashes, the renew strikes and the ack
-    /// amnesia, in this order, do what they owe now, acting on this supervisor.
+    /// Lets the churn, the ack crashes, the renew strikes, the ack amnesia
+    /// and the grant strikes, in this order, do what they owe now, acting on
+    /// this supervisor.
     fn churn_step(&mut self) {
         self.with_family(|s| &mut s.churn, |churn, s| churn.step(now_us(), s));
         self.with_family(|s| &mut s.acks, |acks, s| acks.step(now_us(), s));
         self.with_family(|s| &mut s.renews, |renews, s| renews.step(now_us(), s));
         self.with_family(|s| &mut s.amnesia, |amnesia, s| amnesia.step(now_us(), s));
+        self.with_family(|s| &mut s.grants, |grants, s| grants.step(now_us(), s));
     }
 
     /// Takes a reactive family out of its slot while it acts on this
@@ -582,6 +595,35 @@ impl Cluster for Supervisor {
             })
             .collect();
         (renewals, events.len())
+    }
+
+    fn lock_traffic_since(&self, from: usize) -> (Vec<LockTraffic>, usize) {
+        let shared = self.ctx.shared();
+        let events = shared.history.events();
+        let traffic = events
+            .get(from..)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|event| match &event.kind {
+                EventKind::Requested { client, request, to, body } => Some(match body {
+                    ClientRequest::Acquire { key, wait_ms, .. } if *wait_ms > 0 => {
+                        LockTraffic::Waits { client: *client, request: *request, node: *to, key: key.clone() }
+                    }
+                    _ => LockTraffic::Asks { client: *client, request: *request },
+                }),
+                EventKind::Answered { client, request, .. } | EventKind::GaveUp { client, request } => {
+                    Some(LockTraffic::Ends { client: *client, request: *request })
+                }
+                EventKind::Applied {
+                    node,
+                    command: Command::Release { key, .. } | Command::Expire { key, .. },
+                    result: ApplyResult::Released | ApplyResult::Expired { existed: true },
+                    ..
+                } => Some(LockTraffic::Freed { node: *node, key: key.clone(), at_us: event.at_us }),
+                _ => None,
+            })
+            .collect();
+        (traffic, events.len())
     }
 
     fn cut_off(&mut self, side: &[Addr]) {

@@ -282,6 +282,7 @@ impl Servers {
             ChurnEvent::Struck { .. }
             | ChurnEvent::AckStruck { .. }
             | ChurnEvent::RenewStruck { .. }
+            | ChurnEvent::GrantStruck { .. }
             | ChurnEvent::AmnesiaArmed { .. }
             | ChurnEvent::AmnesiaStruck { .. }
             | ChurnEvent::Reconnected { .. } => {}

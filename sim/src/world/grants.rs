@@ -1,0 +1,154 @@
+//! Grant strikes at run time ([`crate::faults::Fault::GrantStrikes`],
+//! planned in `faults/grants.rs`): the supervisor follows, from the
+//! history, which client waits for which key at which server (an acquire
+//! with `wait_ms` above 0, until it is answered or the client asks
+//! something else). While an episode lasts, when a server that leads frees
+//! a key (applies a Release or an Expire that removed the lock) that a
+//! client waits for there, the supervisor pauses it `pause_ms` at its next
+//! look, within a millisecond: the leader proposed the waiter's Grant as it
+//! applied the free and sent it to its followers at once, so they hold the
+//! entry and the leader has not applied it.
+//!
+//! What follows: the followers elect a successor, which commits the Grant
+//! with its first entry and tells nobody (only the leader that queued the
+//! request answers it); the waiter hears nothing, so it never renews, and
+//! the successor expires the lock a lease later. The victim wakes after
+//! all that and catches up on the Grant and the Expire. A server that
+//! answers `Granted` as it applies a Grant, whether or not the lock is
+//! still live and it still leads (`grant-after-expired-wait`, etcd issue
+//! 11456), tells the waiter it holds a lock the cluster removed.
+//!
+//! One victim at a time, no draws at run time: the first free of a waited
+//! key by a live leader is struck. Every strike is in the history
+//! (`ChurnEvent::GrantStruck`); the pause is an ordinary pause.
+
+use super::churn::Cluster;
+use crate::faults::{ChurnEvent, Fault};
+use fencelock::{ClientId, Key, NodeId, RequestId};
+use std::collections::BTreeMap;
+
+/// How often the supervisor reads the history during an episode (madsim's finest sleep).
+const WATCH_US: u64 = 1_000;
+
+/// What the grant strikes read of the history: client requests that wait,
+/// their ends, and keys freed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum LockTraffic {
+    /// `client` sent `request`, an acquire of `key` that waits, to `node`.
+    Waits { client: ClientId, request: RequestId, node: NodeId, key: Key },
+    /// `client` sent `request`, which does not wait for a key.
+    Asks { client: ClientId, request: RequestId },
+    /// `client` had an answer to `request`, or gave it up.
+    Ends { client: ClientId, request: RequestId },
+    /// `node` applied a command that removed the lock on `key`, at `at_us`.
+    Freed { node: NodeId, key: Key, at_us: u64 },
+}
+
+/// A request waiting for a key at a server, as the history tells it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Waiting {
+    request: RequestId,
+    node: NodeId,
+    key: Key,
+}
+
+pub(super) struct GrantStrike {
+    /// The episode lasts until this true instant (0: none started).
+    until_us: u64,
+    strikes_left: u64,
+    pause_ms: u64,
+    /// The history read so far (from the start of the run, so waits older than an episode are known).
+    read_to: usize,
+    /// Each client's request that waits for a key, while it waits.
+    waiting: BTreeMap<ClientId, Waiting>,
+    /// The true instant the last victim wakes: no other strike before.
+    busy_until_us: u64,
+}
+
+impl GrantStrike {
+    pub(super) fn new() -> GrantStrike {
+        GrantStrike {
+            until_us: 0,
+            strikes_left: 0,
+            pause_ms: 0,
+            read_to: 0,
+            waiting: BTreeMap::new(),
+            busy_until_us: 0,
+        }
+    }
+
+    fn watching(&self, now_us: u64) -> bool {
+        now_us < self.until_us && self.strikes_left > 0
+    }
+
+    /// The next instant the supervisor must act for this family, if any.
+    pub(super) fn next_wake_us(&self, now_us: u64) -> Option<u64> {
+        self.watching(now_us).then_some(now_us + WATCH_US)
+    }
+
+    /// Starts an episode: keys freed from now on are watched.
+    pub(super) fn start(&mut self, now_us: u64, fault: &Fault, cluster: &impl Cluster) {
+        let Fault::GrantStrikes { for_ms, strikes, pause_ms } = *fault else {
+            unreachable!("a grant-strike episode starts from its fault")
+        };
+        self.until_us = now_us + for_ms * 1_000;
+        self.strikes_left = strikes;
+        self.pause_ms = pause_ms;
+        let (traffic, read_to) = cluster.lock_traffic_since(self.read_to);
+        self.read_to = read_to;
+        for event in traffic {
+            self.follow(&event);
+        }
+    }
+
+    /// Reads the history since the last look and pauses the first live
+    /// leader that freed a key a client waits for there.
+    pub(super) fn step(&mut self, now_us: u64, cluster: &mut impl Cluster) {
+        if !self.watching(now_us) {
+            return;
+        }
+        let (traffic, read_to) = cluster.lock_traffic_since(self.read_to);
+        self.read_to = read_to;
+        for event in traffic {
+            if let LockTraffic::Freed { node, ref key, at_us } = event {
+                if self.strikes_left > 0 && now_us >= self.busy_until_us {
+                    self.strike(now_us, node, key, at_us, cluster);
+                }
+            }
+            self.follow(&event);
+        }
+    }
+
+    /// Pauses `node` if it still leads and a client waits for `key` there.
+    fn strike(&mut self, now_us: u64, node: NodeId, key: &Key, at_us: u64, cluster: &mut impl Cluster) {
+        let Some(client) = self.waiting.iter().find(|(_, w)| w.node == node && w.key == *key).map(|(c, _)| *c) else {
+            return;
+        };
+        let Some(term) = cluster.live_leaders().into_iter().find(|(n, _)| *n == node).map(|(_, term)| term) else {
+            return;
+        };
+        let (pause_ms, after_us) = (self.pause_ms, now_us - at_us);
+        cluster.note(ChurnEvent::GrantStruck { node, client, key: key.clone(), term, after_us, pause_ms });
+        cluster.pause(node, pause_ms);
+        self.busy_until_us = now_us + pause_ms * 1_000;
+        self.strikes_left -= 1;
+    }
+
+    /// Keeps `waiting` up to date with one event.
+    fn follow(&mut self, event: &LockTraffic) {
+        match event {
+            LockTraffic::Waits { client, request, node, key } => {
+                self.waiting.insert(*client, Waiting { request: *request, node: *node, key: key.clone() });
+            }
+            LockTraffic::Asks { client, .. } => {
+                self.waiting.remove(client);
+            }
+            LockTraffic::Ends { client, request } => {
+                if self.waiting.get(client).is_some_and(|w| w.request == *request) {
+                    self.waiting.remove(client);
+                }
+            }
+            LockTraffic::Freed { .. } => {}
+        }
+    }
+}
