@@ -295,6 +295,8 @@ impl EventKind {
                 | ChurnEvent::AckStruck { term, .. }
                 | ChurnEvent::RenewStruck { term, .. }
                 | ChurnEvent::GrantStruck { term, .. }
+                | ChurnEvent::VoteSplit { term, .. }
+                | ChurnEvent::VoteStruck { term, .. }
                 | ChurnEvent::AmnesiaArmed { term, .. }
                 | ChurnEvent::AmnesiaStruck { term, .. },
             ) => Some(*term),
@@ -357,6 +359,11 @@ impl EventKind {
             K::Churn(ChurnEvent::AckStruck { node, to, .. }) => vec![Actor::Server(*node), Actor::Server(*to)],
             K::Churn(ChurnEvent::RenewStruck { node, client, .. } | ChurnEvent::GrantStruck { node, client, .. }) => {
                 vec![Actor::Server(*node), Actor::Client(*client)]
+            }
+            K::Churn(
+                ChurnEvent::VoteSplit { candidate, voter, .. } | ChurnEvent::VoteStruck { candidate, voter, .. },
+            ) => {
+                vec![Actor::Server(*candidate), Actor::Server(*voter)]
             }
             K::Churn(ChurnEvent::AmnesiaArmed { leader, cut, .. }) => {
                 std::iter::once(leader).chain(cut).map(|node| Actor::Server(*node)).collect()

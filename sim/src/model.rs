@@ -111,6 +111,13 @@ pub struct Model {
     /// keeps it off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub grant_strikes: Option<bool>,
+    /// Stretches in which an election is split around one voter: the
+    /// pre-candidate cut off from all but a bare majority, the voter crashed
+    /// just after its vote and the candidate cut off (extension of CLI.md;
+    /// `world/votes.rs`). Absent, off in a plain run; swarm draws it when the
+    /// model has `crashes`; `false` keeps it off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vote_strikes: Option<bool>,
     /// Raft entries per append message (extension of CLI.md); 1 makes a new
     /// leader's first entries travel one by one.
     pub entries_per_message_max: u32,
@@ -177,6 +184,7 @@ impl Default for Model {
             renew_strikes: None,
             ack_amnesia: None,
             grant_strikes: None,
+            vote_strikes: None,
             entries_per_message_max: 64,
             inflight_max: 4,
             snapshot_entries: None,
@@ -307,6 +315,11 @@ pub const KEYS: &[KeyInfo] = &[
         "grant_strikes",
         "A leader that has just freed a key a client waits for there is paused for longer than a lease, as the \
          waiter's Grant leaves for its followers; absent, off, but drawn by swarm (with pauses).",
+    ),
+    flag(
+        "vote_strikes",
+        "With crashes: an election split around one voter (the pre-candidate cut off from all but a bare majority, \
+         the voter crashed just after its vote, the candidate cut off); absent, off, but drawn by swarm.",
     ),
     int("entries_per_message_max", 1, 1_024, "Raft entries per append message."),
     int("inflight_max", 1, 64, "Raft appends in flight per follower."),
@@ -619,6 +632,7 @@ mod tests {
             renew_strikes: Some(true),
             ack_amnesia: Some(true),
             grant_strikes: Some(true),
+            vote_strikes: Some(true),
             snapshot_entries: Some(32),
             ..Model::default()
         };

@@ -20,6 +20,7 @@ const SWARM: u64 = 0x7377_6172_0000_0006;
 const ACK_CRASH: u64 = 0x6163_6B63_0000_0007;
 const RENEW_STRIKE: u64 = 0x7265_6E77_0000_0008;
 const ACK_AMNESIA: u64 = 0x6163_6B72_0000_0009;
+const VOTE_STRIKE: u64 = 0x766F_7465_0000_000A;
 
 /// One stream seed for actor `who` in its `incarnation`-th life.
 fn mixed(seed: u64, stream: u64, who: u64, incarnation: u64) -> u64 {
@@ -73,6 +74,11 @@ pub fn renew_strike(seed: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(mixed(seed, RENEW_STRIKE, 0, 0))
 }
 
+/// Vote strikes: the servers kept with a pre-candidate, and each voter's time down, drawn as the strikes play.
+pub fn vote_strike(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(mixed(seed, VOTE_STRIKE, 0, 0))
+}
+
 /// Ack amnesia: which followers are cut off, which one forgets and how long it is down, drawn as the episode plays.
 pub fn ack_amnesia(seed: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(mixed(seed, ACK_AMNESIA, 0, 0))
@@ -104,6 +110,7 @@ mod tests {
             draws(ack_crash(7)),
             draws(renew_strike(7)),
             draws(ack_amnesia(7)),
+            draws(vote_strike(7)),
         ];
         for (i, a) in all.iter().enumerate() {
             for b in &all[i + 1..] {

@@ -246,6 +246,48 @@ fn grant_strikes_pause_a_leader_that_freed_a_waited_key_and_only_the_naive_grant
     assert!(caught >= 1, "grant-after-expired-wait caught in {caught} of four seeds");
 }
 
+/// Vote strikes (`world/votes.rs`) cut a pre-candidate off from all but a
+/// bare majority with the voter that granted it a pre-vote, then crash that
+/// voter within a millisecond of its vote and cut the candidate off; the
+/// protocol (votes durable before they are sent) stays safe, and
+/// `vote-not-durable` elects two leaders in one term.
+#[test]
+fn vote_strikes_split_an_election_around_a_voter_and_only_the_undurable_vote_breaks() {
+    use fencelock::{Property, Variant};
+    let model = Model { vote_strikes: Some(true), nodes: 3, ..Model::default() };
+    let (mut splits, mut strikes) = (0, 0);
+    for seed in 0..4 {
+        let outcome = run_seed(seed, &model);
+        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+        let events = outcome.history.events();
+        for (i, event) in events.iter().enumerate() {
+            match &event.kind {
+                EventKind::Churn(split @ ChurnEvent::VoteSplit { voter, kept, after_us, .. }) => {
+                    splits += 1;
+                    assert!(*after_us <= 1_000, "seed {seed}: `{split}` more than a millisecond after the pre-vote");
+                    assert_eq!(kept, &vec![*voter], "seed {seed}: `{split}`: a bare majority of three");
+                }
+                EventKind::Churn(strike @ ChurnEvent::VoteStruck { voter, after_us, .. }) => {
+                    strikes += 1;
+                    assert!(*after_us <= 1_000, "seed {seed}: `{strike}` more than a millisecond after the vote");
+                    let crashed = events[i..]
+                        .iter()
+                        .take_while(|e| e.at_us == event.at_us)
+                        .any(|e| matches!(&e.kind, EventKind::Crashed { actor: Actor::Server(n) } if n == voter));
+                    assert!(crashed, "seed {seed}: `{strike}` crashed nothing");
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(splits >= strikes && strikes >= 1, "{splits} splits and {strikes} strikes in four seeds");
+    let undurable = Model { variant: Variant::VoteNotDurable, ..model };
+    let caught = (0..4)
+        .filter(|seed| run_seed(*seed, &undurable).violations.iter().any(|v| v.property == Property::ElectionSafety))
+        .count();
+    assert!(caught >= 1, "vote-not-durable caught in {caught} of four seeds");
+}
+
 /// Ack amnesia (`world/amnesia.rs`) makes a follower forget what it
 /// acknowledged as the leader applies it, by a restore from a backup or a
 /// crash inside a slowed fsync, and pulls the leader's cable; the protocol

@@ -27,9 +27,11 @@ pub mod swarm;
 #[cfg(test)]
 mod tests;
 mod validate;
+mod votes;
 
 pub(crate) use renews::RENEW_CUT_AFTER_PAUSE_MS_MAX;
 pub use validate::validate;
+pub(crate) use votes::VOTE_WAIT_MS;
 
 /// Events a plan may hold; a day-long safety phase stays far below it.
 pub const EVENTS_MAX: usize = 1_000_000;
@@ -193,6 +195,17 @@ pub enum Fault {
         strikes: u64,
         pause_ms: u64,
     },
+    /// For `for_ms`, up to `strikes` times, as a server grants a pre-vote,
+    /// the pre-candidate is cut off from every server but a bare majority
+    /// with that voter; as the voter then grants it the vote, the voter is
+    /// crashed within a millisecond, back 1-`down_ms` ms later, and the
+    /// candidate cut off from every server for `cut_ms` (`world/votes.rs`).
+    VoteStrikes {
+        for_ms: u64,
+        strikes: u64,
+        down_ms: u64,
+        cut_ms: u64,
+    },
 }
 
 /// What acknowledgement a crash-after-acknowledging strike follows.
@@ -224,6 +237,12 @@ pub enum ChurnEvent {
     /// A leader paused `pause_ms`, `after_us` after it freed `key` while
     /// `client` waited for it there.
     GrantStruck { node: NodeId, client: ClientId, key: Key, term: Term, after_us: u64, pause_ms: u64 },
+    /// `candidate` cut off from every server but `kept`, `after_us` after
+    /// `voter` granted it a pre-vote for `term`.
+    VoteSplit { candidate: NodeId, voter: NodeId, term: Term, kept: Vec<NodeId>, after_us: u64 },
+    /// `voter` crashed `after_us` after it granted `candidate` its vote in
+    /// `term`, back `down_ms` later; the candidate cut off from every server for `cut_ms`.
+    VoteStruck { voter: NodeId, candidate: NodeId, term: Term, after_us: u64, down_ms: u64, cut_ms: u64 },
     /// `cut` cut off from the other servers while `leader` leads `term`, and
     /// every server backed up (`fsync_ms` 0) or the other followers' fsyncs slowed to `fsync_ms`.
     AmnesiaArmed { leader: NodeId, term: Term, cut: Vec<NodeId>, fsync_ms: u64 },
@@ -272,6 +291,20 @@ impl fmt::Display for ChurnEvent {
                 f,
                 "grant strike: pause {node}, leader of {term}, {pause_ms} ms, {after_us} us after it freed {key} \
                  while {client} waited for it there"
+            ),
+            ChurnEvent::VoteSplit { candidate, voter, term, kept, after_us } => {
+                let kept: Vec<String> = kept.iter().map(NodeId::to_string).collect();
+                write!(
+                    f,
+                    "vote strike: cut {candidate} off from every server but {}, {after_us} us after {voter} granted \
+                     it a pre-vote for {term}",
+                    kept.join(" ")
+                )
+            }
+            ChurnEvent::VoteStruck { voter, candidate, term, after_us, down_ms, cut_ms } => write!(
+                f,
+                "vote strike: crash {voter} {after_us} us after it voted for {candidate} in {term}, back in {down_ms} \
+                 ms; cut {candidate} off from every server for {cut_ms} ms"
             ),
             ChurnEvent::AmnesiaArmed { leader, term, cut, fsync_ms } => {
                 let cut: Vec<String> = cut.iter().map(NodeId::to_string).collect();
@@ -334,7 +367,8 @@ impl Fault {
             | Fault::AckCrashes { .. }
             | Fault::RenewStrikes { .. }
             | Fault::AckAmnesia { .. }
-            | Fault::GrantStrikes { .. } => Vec::new(),
+            | Fault::GrantStrikes { .. }
+            | Fault::VoteStrikes { .. } => Vec::new(),
         };
         named.into_iter().filter(|actor| *actor != Actor::Resource).collect()
     }
@@ -423,6 +457,11 @@ impl fmt::Display for Fault {
                 "grant strikes for {for_ms} ms: up to {strikes} times, a leader that has just freed a key a client \
                  waits for there is paused {pause_ms} ms"
             ),
+            Fault::VoteStrikes { for_ms, strikes, down_ms, cut_ms } => write!(
+                f,
+                "vote strikes for {for_ms} ms: up to {strikes} times, split an election and crash a voter just after \
+                 its vote, back within {down_ms} ms, the candidate cut off {cut_ms} ms"
+            ),
         }
     }
 }
@@ -449,6 +488,7 @@ enum Family {
     RenewStrikes = 12,
     AckAmnesia = 13,
     GrantStrikes = 14,
+    VoteStrikes = 15,
 }
 
 fn family_rng(seed: u64, family: Family) -> ChaCha8Rng {
@@ -498,6 +538,9 @@ pub fn plan(model: &Model, seed: u64) -> Vec<FaultEvent> {
     }
     if model.grant_strikes == Some(true) {
         planner.grant_strikes(&mut family_rng(seed, Family::GrantStrikes));
+    }
+    if model.crashes && model.vote_strikes == Some(true) {
+        planner.vote_strikes(&mut family_rng(seed, Family::VoteStrikes));
     }
     let mut events = planner.events;
     // Stable: events at the same millisecond keep their family order.

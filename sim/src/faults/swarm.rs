@@ -99,6 +99,8 @@ pub fn draw(model: &Model, seed: u64) -> Model {
     // Added after them, so drawn after them: a leader paused as it frees a
     // key a client waits for, when the model allows pauses.
     drawn.grant_strikes = Some(family(&mut rng, model.grant_strikes != Some(false) && model.pauses));
+    // And after it: an election split around a voter crashed after its vote.
+    drawn.vote_strikes = Some(family(&mut rng, model.vote_strikes != Some(false) && model.crashes) && drawn.crashes);
     debug_assert!(drawn.validate().is_ok(), "a swarm draw of a valid model is valid");
     drawn
 }
@@ -108,7 +110,7 @@ pub fn describe(drawn: &Model) -> String {
     format!(
         "nodes={} entries_per_message_max={} inflight_max={} partitions={} crashes={} leader_churn={} restores={} \
          pauses={} clock_steps={} resource_crashes={} resource_restores={} corruption={} drift_beyond_bound={} loss_rate={} dup_rate={} \
-         pause_ms_max={} drift_ppm_max={} ack_crashes={} snapshot_entries={} renew_strikes={} ack_amnesia={} grant_strikes={}",
+         pause_ms_max={} drift_ppm_max={} ack_crashes={} snapshot_entries={} renew_strikes={} ack_amnesia={} grant_strikes={} vote_strikes={}",
         drawn.nodes,
         drawn.entries_per_message_max,
         drawn.inflight_max,
@@ -131,6 +133,7 @@ pub fn describe(drawn: &Model) -> String {
         drawn.renew_strikes.unwrap_or(false),
         drawn.ack_amnesia.unwrap_or(false),
         drawn.grant_strikes.unwrap_or(false),
+        drawn.vote_strikes.unwrap_or(false),
     )
 }
 
@@ -371,6 +374,28 @@ mod tests {
             assert_eq!(
                 Model { grant_strikes: None, ..draw(&off, seed) },
                 Model { grant_strikes: None, ..drawn.clone() },
+                "seed {seed}"
+            );
+        }
+    }
+
+    #[test]
+    fn vote_strikes_are_drawn_after_every_other_key_and_only_with_crashes_drawn_on() {
+        let draws: Vec<Model> = (0..400).map(|seed| draw(&swarm_model(), seed)).collect();
+        let on = draws.iter().filter(|m| m.vote_strikes == Some(true)).count();
+        // On with its own coin and the seed's crashes: about a quarter of the seeds.
+        assert!((60..=140).contains(&on), "vote_strikes on in {on} of 400 seeds");
+        assert!(draws.iter().all(|m| m.vote_strikes != Some(true) || m.crashes), "only with crashes drawn on");
+        let off = Model { vote_strikes: Some(false), ..swarm_model() };
+        let forced = Model { vote_strikes: Some(true), ..swarm_model() };
+        for seed in 0..400 {
+            let drawn = &draws[seed as usize];
+            assert_eq!(draw(&off, seed).vote_strikes, Some(false), "seed {seed}: false keeps it off");
+            assert_eq!(&draw(&forced, seed), drawn, "seed {seed}: true is what absent draws");
+            // Drawn last: every other key is what it was before the family existed.
+            assert_eq!(
+                Model { vote_strikes: None, ..draw(&off, seed) },
+                Model { vote_strikes: None, ..drawn.clone() },
                 "seed {seed}"
             );
         }

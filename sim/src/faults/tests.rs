@@ -494,6 +494,36 @@ fn ack_crashes_are_planned_only_when_set_on_and_leave_the_other_families_alone()
 }
 
 #[test]
+fn vote_strikes_are_planned_only_with_crashes_when_set_on_and_leave_the_other_families_alone() {
+    let standard = Model::default();
+    assert_eq!(standard.vote_strikes, None, "off in the standard model");
+    let on = Model { vote_strikes: Some(true), ..Model::default() };
+    let off = Model { vote_strikes: Some(false), ..Model::default() };
+    let no_crashes = Model { crashes: false, ..on.clone() };
+    let mut episodes = 0;
+    for seed in 0..50 {
+        let with = plan(&on, seed);
+        assert_eq!(with, plan(&on, seed), "seed {seed}: the same plan every time");
+        let (strikes, others): (Vec<&FaultEvent>, Vec<&FaultEvent>) =
+            with.iter().partition(|e| matches!(e.fault, Fault::VoteStrikes { .. }));
+        for event in strikes {
+            let Fault::VoteStrikes { for_ms, strikes, down_ms, cut_ms } = event.fault else { unreachable!() };
+            episodes += 1;
+            let lasts = event.at_ms + for_ms + super::VOTE_WAIT_MS + cut_ms;
+            assert!(lasts < on.safety_ms, "seed {seed}: past the safety phase");
+            assert!((3_000..=12_000).contains(&for_ms) && (1..=2).contains(&strikes), "seed {seed}");
+            assert!((5..=30).contains(&down_ms) && (300..=1_500).contains(&cut_ms), "seed {seed}");
+        }
+        // Its own stream: the other families are the same with and without it.
+        assert_eq!(others, plan(&standard, seed).iter().collect::<Vec<_>>(), "seed {seed}");
+        assert_eq!(plan(&off, seed), plan(&standard, seed), "seed {seed}: false is absent");
+        let crashless = plan(&no_crashes, seed);
+        assert!(crashless.iter().all(|e| !matches!(e.fault, Fault::VoteStrikes { .. })), "seed {seed}: it crashes");
+    }
+    assert!((50..=250).contains(&episodes), "{episodes} vote-strike episodes in 50 runs");
+}
+
+#[test]
 fn grant_strikes_are_planned_only_when_set_on_outlast_a_lease_and_leave_the_other_families_alone() {
     let standard = Model::default();
     assert_eq!(standard.grant_strikes, None, "off in the standard model");

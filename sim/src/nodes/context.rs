@@ -33,6 +33,9 @@ pub struct Shared {
     /// Vote grants and entry acknowledgements sent while the ack-crash
     /// watch is on (`Ctx::watch_acks`), in the order they were sent.
     pub acks: Vec<AckSent>,
+    /// Pre-vote and vote grants sent while the vote-strike watch is on
+    /// (`Ctx::watch_votes`), in the order they were sent.
+    pub votes: Vec<VoteSent>,
 }
 
 /// A vote granted, or appended entries acknowledged, by a server in a round
@@ -43,6 +46,16 @@ pub struct AckSent {
     pub to: NodeId,
     pub term: fencelock::Term,
     pub acked: crate::faults::Acked,
+    pub at_us: u64,
+}
+
+/// A pre-vote or vote granted by `voter` to `candidate` for `term`, as it was sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VoteSent {
+    pub voter: NodeId,
+    pub candidate: NodeId,
+    pub term: fencelock::Term,
+    pub pre: bool,
     pub at_us: u64,
 }
 
@@ -62,6 +75,9 @@ pub struct Ctx {
     /// Whether servers report their acknowledgements (`Shared::acks`); off
     /// outside the ack-crash family's episodes, so it costs one load per round.
     acks_watched: AtomicBool,
+    /// Whether servers report the (pre-)votes they grant (`Shared::votes`);
+    /// off outside the vote-strike family's episodes.
+    votes_watched: AtomicBool,
 }
 
 /// What every local clock reads when the run starts (1000 s after its
@@ -94,10 +110,12 @@ impl Ctx {
                 applies: BTreeMap::new(),
                 armed_stalls: VecDeque::new(),
                 acks: Vec::new(),
+                votes: Vec::new(),
             })),
             model,
             script_queues: None,
             acks_watched: AtomicBool::new(false),
+            votes_watched: AtomicBool::new(false),
         }
     }
 
@@ -165,6 +183,24 @@ impl Ctx {
     /// The acknowledgements reported since the last call, oldest first.
     pub fn take_acks(&self) -> Vec<AckSent> {
         std::mem::take(&mut self.shared().acks)
+    }
+
+    /// Turns the servers' reports of the (pre-)votes they grant on or off (off drops the unread ones).
+    pub fn watch_votes(&self, on: bool) {
+        self.votes_watched.store(on, Ordering::Relaxed);
+        if !on {
+            self.shared().votes.clear();
+        }
+    }
+
+    /// Whether servers report the (pre-)votes they grant now.
+    pub fn votes_watched(&self) -> bool {
+        self.votes_watched.load(Ordering::Relaxed)
+    }
+
+    /// The (pre-)vote grants reported since the last call, oldest first.
+    pub fn take_votes(&self) -> Vec<VoteSent> {
+        std::mem::take(&mut self.shared().votes)
     }
 
     /// The server that most recently reported itself leader in the highest term.

@@ -11,7 +11,7 @@ use crate::machine::envelope::Envelope;
 use crate::machine::net::{Addr, Delivery};
 use crate::machine::timer;
 use crate::machine::wire;
-use crate::nodes::context::{AckSent, Ctx};
+use crate::nodes::context::{AckSent, Ctx, VoteSent};
 use crate::streams;
 use fencelock::raft::{Config, Message, MessageBody, RaftNode, Ready, SoftState};
 use fencelock::service::{LockServer, Output, ServiceConfig};
@@ -133,12 +133,20 @@ async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftSt
         if report_acks {
             note_acks(ctx, &ready.messages);
         }
+        // Every (pre-)vote grant, durable or not: the vote-strike family (`world/votes.rs`).
+        let report_votes = ctx.votes_watched();
+        if report_votes {
+            note_votes(ctx, &ready.messages);
+        }
         send_all(ctx, id, std::mem::take(&mut ready.messages));
         if must_sync {
             fsync(&ctx.node_disks[id.0 as usize]).await;
         }
         if report_acks {
             note_acks(ctx, &ready.messages_after_persist);
+        }
+        if report_votes {
+            note_votes(ctx, &ready.messages_after_persist);
         }
         send_all(ctx, id, std::mem::take(&mut ready.messages_after_persist));
         if must_sync && !server.raft().is_recovering() {
@@ -197,6 +205,18 @@ fn note_acks(ctx: &Ctx, messages: &[Message]) {
         Some(AckSent { node: message.from, to: message.to, term: message.term, acked, at_us: now_us() })
     });
     ctx.shared().acks.extend(acks);
+}
+
+fn note_votes(ctx: &Ctx, messages: &[Message]) {
+    let votes = messages.iter().filter_map(|message| {
+        let pre = match message.body {
+            MessageBody::PreVoteResponse { granted: true } => true,
+            MessageBody::RequestVoteResponse { granted: true } => false,
+            _ => return None,
+        };
+        Some(VoteSent { voter: message.from, candidate: message.to, term: message.term, pre, at_us: now_us() })
+    });
+    ctx.shared().votes.extend(votes);
 }
 
 fn send_all(ctx: &Ctx, id: NodeId, messages: Vec<Message>) {

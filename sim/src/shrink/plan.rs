@@ -107,7 +107,8 @@ fn family(fault: &Fault) -> Family {
         | Fault::AckCrashes { .. }
         | Fault::RenewStrikes { .. }
         | Fault::AckAmnesia { .. }
-        | Fault::GrantStrikes { .. } => Family::Reactive,
+        | Fault::GrantStrikes { .. }
+        | Fault::VoteStrikes { .. } => Family::Reactive,
     }
 }
 

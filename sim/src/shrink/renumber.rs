@@ -96,7 +96,8 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
         | Fault::AckCrashes { .. }
         | Fault::RenewStrikes { .. }
         | Fault::AckAmnesia { .. }
-        | Fault::GrantStrikes { .. } => fault.clone(),
+        | Fault::GrantStrikes { .. }
+        | Fault::VoteStrikes { .. } => fault.clone(),
     })
 }
 

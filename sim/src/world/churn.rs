@@ -62,6 +62,15 @@ pub(super) trait Cluster {
     /// on (waiting acquires, their ends, keys freed), oldest first, and the
     /// position after the last event read.
     fn lock_traffic_since(&self, from: usize) -> (Vec<super::grants::LockTraffic>, usize);
+    /// Turns the servers' reports of the (pre-)votes they grant on or off (`world/votes.rs`).
+    fn watch_votes(&mut self, on: bool);
+    fn votes_watched(&self) -> bool;
+    /// The (pre-)vote grants servers reported since the last call, oldest first.
+    fn take_votes(&mut self) -> Vec<crate::nodes::context::VoteSent>;
+    /// Cuts the links between `addr` and each of `others`, both ways.
+    fn cut_between(&mut self, addr: Addr, others: &[Addr]);
+    /// Undoes [`Cluster::cut_between`].
+    fn reconnect_between(&mut self, addr: Addr, others: &[Addr]);
     /// Cuts every link between `side` and the servers not on it, both ways.
     fn cut_off(&mut self, side: &[Addr]);
     /// Undoes [`Cluster::cut_off`] of the same side.

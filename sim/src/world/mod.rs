@@ -19,6 +19,7 @@ mod renews;
 mod restores;
 pub mod salvage;
 mod supervisor;
+mod votes;
 
 use supervisor::is_initial_rate;
 pub(crate) use supervisor::Supervisor;

@@ -8,6 +8,7 @@ use super::churn::{Churn, Cluster, Renewal};
 use super::grants::{GrantStrike, LockTraffic};
 use super::renews::RenewStrike;
 use super::restores::{Backups, ClusterRestore};
+use super::votes::VoteStrike;
 use super::{salvage, RunRecord};
 use crate::faults::{ChurnEvent, Fault, FaultEvent};
 use crate::history::{Actor, EventKind};
@@ -55,6 +56,8 @@ pub(crate) struct Supervisor {
     amnesia: Option<Amnesia>,
     /// Grant strikes; taken out like `churn` while they act.
     grants: Option<GrantStrike>,
+    /// Vote strikes; taken out like `churn` while they act.
+    votes: Option<VoteStrike>,
     /// The tasks that end timed pauses, aborted when the run ends (`tear_down`).
     pause_ends: Vec<AbortHandle>,
     /// Leaders crashed by `CrashLeader` and the true instant each comes back, in order.
@@ -182,6 +185,7 @@ impl Supervisor {
             renews: Some(RenewStrike::new(ctx_seed)),
             amnesia: Some(Amnesia::new(ctx_seed)),
             grants: Some(GrantStrike::new()),
+            votes: Some(VoteStrike::new(ctx_seed)),
             pause_ends: Vec::new(),
             restarts_due: Vec::new(),
         }
@@ -203,6 +207,7 @@ impl Supervisor {
         self.renews.as_mut().expect("the renew strikes are back after every step").yield_to(fault);
         self.amnesia.as_mut().expect("the ack amnesia is back after every step").yield_to(fault);
         // Grant strikes only pause, and a planned fault ends a pause as it would any other.
+        self.votes.as_mut().expect("the vote strikes are back after every step").yield_to(fault);
         match fault {
             Fault::Partition { sides } => ctx.net.partition(sides),
             Fault::OneWay { from, to } => ctx.net.cut(*from, *to),
@@ -288,6 +293,7 @@ impl Supervisor {
             Fault::GrantStrikes { .. } => {
                 self.with_family(|s| &mut s.grants, |grants, s| grants.start(now_us(), fault, s))
             }
+            Fault::VoteStrikes { .. } => self.with_family(|s| &mut s.votes, |votes, s| votes.start(now_us(), fault, s)),
         }
     }
 
@@ -439,7 +445,9 @@ impl Supervisor {
         self.renews = Some(RenewStrike::new(self.ctx.seed));
         self.amnesia = Some(Amnesia::new(self.ctx.seed));
         self.grants = Some(GrantStrike::new());
+        self.votes = Some(VoteStrike::new(self.ctx.seed));
         self.ctx.watch_acks(false);
+        self.ctx.watch_votes(false);
         let down: Vec<Actor> = self.down.keys().copied().collect();
         for actor in down {
             self.restart(actor);
@@ -457,8 +465,10 @@ impl Supervisor {
             let renews = self.renews.as_ref().expect("the renew strikes are back after every step").next_wake_us(now);
             let amnesia = self.amnesia.as_ref().expect("the ack amnesia is back after every step").next_wake_us(now);
             let grants = self.grants.as_ref().expect("the grant strikes are back after every step").next_wake_us(now);
+            let votes = self.votes.as_ref().expect("the vote strikes are back after every step").next_wake_us(now);
             let restart = self.restarts_due.iter().map(|(due_us, _)| *due_us).min();
-            let wake_us = [churn, acks, renews, amnesia, grants, restart].into_iter().flatten().fold(at_us, u64::min);
+            let wake_us =
+                [churn, acks, renews, amnesia, grants, votes, restart].into_iter().flatten().fold(at_us, u64::min);
             sleep_until_us(wake_us).await;
             self.churn_step();
             self.restart_due_leaders();
@@ -486,15 +496,16 @@ impl Supervisor {
         self.churn.as_mut().expect("the churn is back after every step")
     }
 
-    /// Lets the churn, the ack crashes, the renew strikes, the ack amnesia
-    /// and the grant strikes, in this order, do what they owe now, acting on
-    /// this supervisor.
+    /// Lets the churn, the ack crashes, the renew strikes, the ack amnesia,
+    /// the grant strikes and the vote strikes, in this order, do what they
+    /// owe now, acting on this supervisor.
     fn churn_step(&mut self) {
         self.with_family(|s| &mut s.churn, |churn, s| churn.step(now_us(), s));
         self.with_family(|s| &mut s.acks, |acks, s| acks.step(now_us(), s));
         self.with_family(|s| &mut s.renews, |renews, s| renews.step(now_us(), s));
         self.with_family(|s| &mut s.amnesia, |amnesia, s| amnesia.step(now_us(), s));
         self.with_family(|s| &mut s.grants, |grants, s| grants.step(now_us(), s));
+        self.with_family(|s| &mut s.votes, |votes, s| votes.step(now_us(), s));
     }
 
     /// Takes a reactive family out of its slot while it acts on this
@@ -624,6 +635,32 @@ impl Cluster for Supervisor {
             })
             .collect();
         (traffic, events.len())
+    }
+
+    fn watch_votes(&mut self, on: bool) {
+        self.ctx.watch_votes(on);
+    }
+
+    fn votes_watched(&self) -> bool {
+        self.ctx.votes_watched()
+    }
+
+    fn take_votes(&mut self) -> Vec<crate::nodes::context::VoteSent> {
+        self.ctx.take_votes()
+    }
+
+    fn cut_between(&mut self, addr: Addr, others: &[Addr]) {
+        for other in others {
+            self.ctx.net.cut(addr, *other);
+            self.ctx.net.cut(*other, addr);
+        }
+    }
+
+    fn reconnect_between(&mut self, addr: Addr, others: &[Addr]) {
+        for other in others {
+            self.ctx.net.uncut(addr, *other);
+            self.ctx.net.uncut(*other, addr);
+        }
     }
 
     fn cut_off(&mut self, side: &[Addr]) {

@@ -283,6 +283,8 @@ impl Servers {
             | ChurnEvent::AckStruck { .. }
             | ChurnEvent::RenewStruck { .. }
             | ChurnEvent::GrantStruck { .. }
+            | ChurnEvent::VoteSplit { .. }
+            | ChurnEvent::VoteStruck { .. }
             | ChurnEvent::AmnesiaArmed { .. }
             | ChurnEvent::AmnesiaStruck { .. }
             | ChurnEvent::Reconnected { .. } => {}
