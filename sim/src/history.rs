@@ -365,6 +365,7 @@ impl EventKind {
             ) => {
                 vec![Actor::Server(*candidate), Actor::Server(*voter)]
             }
+            K::Churn(ChurnEvent::FenceStruck { .. }) => vec![Actor::Resource],
             K::Churn(ChurnEvent::AmnesiaArmed { leader, cut, .. }) => {
                 std::iter::once(leader).chain(cut).map(|node| Actor::Server(*node)).collect()
             }

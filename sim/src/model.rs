@@ -118,6 +118,12 @@ pub struct Model {
     /// model has `crashes`; `false` keeps it off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vote_strikes: Option<bool>,
+    /// Stretches in which the resource crashes just after it accepts a
+    /// takeover write (a higher token on a key whose last lock expired)
+    /// (extension of CLI.md; `world/fences.rs`). Absent, off in a plain run;
+    /// swarm draws it when the model has `resource_crashes`; `false` keeps it off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fence_strikes: Option<bool>,
     /// Raft entries per append message (extension of CLI.md); 1 makes a new
     /// leader's first entries travel one by one.
     pub entries_per_message_max: u32,
@@ -185,6 +191,7 @@ impl Default for Model {
             ack_amnesia: None,
             grant_strikes: None,
             vote_strikes: None,
+            fence_strikes: None,
             entries_per_message_max: 64,
             inflight_max: 4,
             snapshot_entries: None,
@@ -320,6 +327,11 @@ pub const KEYS: &[KeyInfo] = &[
         "vote_strikes",
         "With crashes: an election split around one voter (the pre-candidate cut off from all but a bare majority, \
          the voter crashed just after its vote, the candidate cut off); absent, off, but drawn by swarm.",
+    ),
+    flag(
+        "fence_strikes",
+        "The resource crashes just after it accepts a takeover write (a higher token on a key whose last lock \
+         expired), back 5-100 ms later; absent, off, but drawn by swarm (with resource_crashes).",
     ),
     int("entries_per_message_max", 1, 1_024, "Raft entries per append message."),
     int("inflight_max", 1, 64, "Raft appends in flight per follower."),
@@ -633,6 +645,7 @@ mod tests {
             ack_amnesia: Some(true),
             grant_strikes: Some(true),
             vote_strikes: Some(true),
+            fence_strikes: Some(true),
             snapshot_entries: Some(32),
             ..Model::default()
         };

@@ -288,6 +288,66 @@ fn vote_strikes_split_an_election_around_a_voter_and_only_the_undurable_vote_bre
     assert!(caught >= 1, "vote-not-durable caught in {caught} of four seeds");
 }
 
+/// Fence strikes (`world/fences.rs`) crash the resource within a
+/// millisecond of its accepting a takeover write (a higher token on a key
+/// whose last lock expired); the protocol's resource, which syncs before it
+/// answers, stays safe, and `sink-max-in-memory`, which keeps the highest
+/// token only in memory, accepts a stale write.
+#[test]
+fn fence_strikes_crash_the_resource_after_a_takeover_and_only_a_forgetful_fence_breaks() {
+    use fencelock::{ApplyResult, Command, Property, Variant, WriteVerdict};
+    let model = Model { fence_strikes: Some(true), ..Model::default() };
+    let mut strikes = 0;
+    for seed in 0..6 {
+        let outcome = run_seed(seed, &model);
+        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+        let events = outcome.history.events();
+        for (i, event) in events.iter().enumerate() {
+            let EventKind::Churn(strike @ ChurnEvent::FenceStruck { key, token, expired, after_us, .. }) = &event.kind
+            else {
+                continue;
+            };
+            strikes += 1;
+            assert!(expired < token, "seed {seed}: `{strike}` is no takeover");
+            assert!(*after_us <= 1_000, "seed {seed}: `{strike}` more than a millisecond after the write");
+            let accepted = events[..i].iter().rev().any(|e| {
+                e.at_us + after_us == event.at_us
+                    && matches!(&e.kind, EventKind::WriteDone { key: k, token: t, verdict: WriteVerdict::Accepted, .. }
+                        if k == key && t == token)
+            });
+            assert!(accepted, "seed {seed}: `{strike}` follows no accepted write");
+            let expiry = events[..i].iter().any(|e| {
+                matches!(&e.kind, EventKind::Applied {
+                    command: Command::Expire { key: k, token: t }, result: ApplyResult::Expired { existed: true }, ..
+                } if k == key && t == expired)
+            });
+            assert!(expiry, "seed {seed}: `{strike}` follows no expiry of {expired}");
+            let crashed = events[i..]
+                .iter()
+                .take_while(|e| e.at_us == event.at_us)
+                .any(|e| matches!(&e.kind, EventKind::Crashed { actor: Actor::Resource }));
+            assert!(crashed, "seed {seed}: `{strike}` crashed nothing");
+        }
+    }
+    assert!(strikes >= 2, "{strikes} fence strikes in six seeds");
+    // Caught after a strike: a stale write accepted once a struck resource came back.
+    let forgetful = Model { variant: Variant::SinkMaxInMemory, ..model };
+    let caught = (0..40)
+        .filter(|seed| {
+            let outcome = run_seed(*seed, &forgetful);
+            let struck_us =
+                outcome.history.events().iter().find_map(|e| {
+                    matches!(&e.kind, EventKind::Churn(ChurnEvent::FenceStruck { .. })).then_some(e.at_us)
+                });
+            outcome
+                .violations
+                .iter()
+                .any(|v| v.property == Property::FencedWrite && struck_us.is_some_and(|at| v.at_us > at))
+        })
+        .count();
+    assert!(caught >= 1, "sink-max-in-memory caught after a fence strike in {caught} of 40 seeds");
+}
+
 /// Ack amnesia (`world/amnesia.rs`) makes a follower forget what it
 /// acknowledged as the leader applies it, by a restore from a backup or a
 /// crash inside a slowed fsync, and pulls the leader's cable; the protocol

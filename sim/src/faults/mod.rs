@@ -10,7 +10,7 @@
 use crate::actor::Actor;
 use crate::machine::net::Addr;
 use crate::model::{Model, BEYOND_BOUND_BASE_PPM_MIN, BEYOND_BOUND_FACTOR_MAX, DRIFT_PPM_REAL_MAX};
-use fencelock::{ClientId, Key, NodeId, Term};
+use fencelock::{ClientId, Key, NodeId, Term, Token};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -21,6 +21,7 @@ mod acks;
 mod amnesia;
 mod churn;
 mod disks;
+mod fences;
 mod grants;
 mod renews;
 pub mod swarm;
@@ -206,6 +207,14 @@ pub enum Fault {
         down_ms: u64,
         cut_ms: u64,
     },
+    /// For `for_ms`, up to `strikes` times, the resource is crashed within a
+    /// millisecond of accepting a takeover write (a higher token on a key
+    /// whose last lock expired), back `down_ms` later (`world/fences.rs`).
+    FenceStrikes {
+        for_ms: u64,
+        strikes: u64,
+        down_ms: u64,
+    },
 }
 
 /// What acknowledgement a crash-after-acknowledging strike follows.
@@ -243,6 +252,9 @@ pub enum ChurnEvent {
     /// `voter` crashed `after_us` after it granted `candidate` its vote in
     /// `term`, back `down_ms` later; the candidate cut off from every server for `cut_ms`.
     VoteStruck { voter: NodeId, candidate: NodeId, term: Term, after_us: u64, down_ms: u64, cut_ms: u64 },
+    /// The resource crashed `after_us` after it accepted `token` on `key`,
+    /// whose lock with `expired` had ended by expiry; back `down_ms` later.
+    FenceStruck { key: Key, token: Token, expired: Token, after_us: u64, down_ms: u64 },
     /// `cut` cut off from the other servers while `leader` leads `term`, and
     /// every server backed up (`fsync_ms` 0) or the other followers' fsyncs slowed to `fsync_ms`.
     AmnesiaArmed { leader: NodeId, term: Term, cut: Vec<NodeId>, fsync_ms: u64 },
@@ -306,6 +318,11 @@ impl fmt::Display for ChurnEvent {
                 "vote strike: crash {voter} {after_us} us after it voted for {candidate} in {term}, back in {down_ms} \
                  ms; cut {candidate} off from every server for {cut_ms} ms"
             ),
+            ChurnEvent::FenceStruck { key, token, expired, after_us, down_ms } => write!(
+                f,
+                "fence strike: crash the resource {after_us} us after it accepted {token} on {key} (the lock of \
+                 {expired} expired), back in {down_ms} ms"
+            ),
             ChurnEvent::AmnesiaArmed { leader, term, cut, fsync_ms } => {
                 let cut: Vec<String> = cut.iter().map(NodeId::to_string).collect();
                 let prepare = match fsync_ms {
@@ -368,7 +385,8 @@ impl Fault {
             | Fault::RenewStrikes { .. }
             | Fault::AckAmnesia { .. }
             | Fault::GrantStrikes { .. }
-            | Fault::VoteStrikes { .. } => Vec::new(),
+            | Fault::VoteStrikes { .. }
+            | Fault::FenceStrikes { .. } => Vec::new(),
         };
         named.into_iter().filter(|actor| *actor != Actor::Resource).collect()
     }
@@ -462,6 +480,11 @@ impl fmt::Display for Fault {
                 "vote strikes for {for_ms} ms: up to {strikes} times, split an election and crash a voter just after \
                  its vote, back within {down_ms} ms, the candidate cut off {cut_ms} ms"
             ),
+            Fault::FenceStrikes { for_ms, strikes, down_ms } => write!(
+                f,
+                "fence strikes for {for_ms} ms: up to {strikes} times, crash the resource just after a takeover \
+                 write, back in {down_ms} ms"
+            ),
         }
     }
 }
@@ -489,6 +512,7 @@ enum Family {
     AckAmnesia = 13,
     GrantStrikes = 14,
     VoteStrikes = 15,
+    FenceStrikes = 16,
 }
 
 fn family_rng(seed: u64, family: Family) -> ChaCha8Rng {
@@ -541,6 +565,9 @@ pub fn plan(model: &Model, seed: u64) -> Vec<FaultEvent> {
     }
     if model.crashes && model.vote_strikes == Some(true) {
         planner.vote_strikes(&mut family_rng(seed, Family::VoteStrikes));
+    }
+    if model.fence_strikes == Some(true) {
+        planner.fence_strikes(&mut family_rng(seed, Family::FenceStrikes));
     }
     let mut events = planner.events;
     // Stable: events at the same millisecond keep their family order.

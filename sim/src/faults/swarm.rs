@@ -101,6 +101,8 @@ pub fn draw(model: &Model, seed: u64) -> Model {
     drawn.grant_strikes = Some(family(&mut rng, model.grant_strikes != Some(false) && model.pauses));
     // And after it: an election split around a voter crashed after its vote.
     drawn.vote_strikes = Some(family(&mut rng, model.vote_strikes != Some(false) && model.crashes) && drawn.crashes);
+    // And after it: the resource crashed just after a takeover write.
+    drawn.fence_strikes = Some(family(&mut rng, model.fence_strikes != Some(false) && model.resource_crashes));
     debug_assert!(drawn.validate().is_ok(), "a swarm draw of a valid model is valid");
     drawn
 }
@@ -110,7 +112,7 @@ pub fn describe(drawn: &Model) -> String {
     format!(
         "nodes={} entries_per_message_max={} inflight_max={} partitions={} crashes={} leader_churn={} restores={} \
          pauses={} clock_steps={} resource_crashes={} resource_restores={} corruption={} drift_beyond_bound={} loss_rate={} dup_rate={} \
-         pause_ms_max={} drift_ppm_max={} ack_crashes={} snapshot_entries={} renew_strikes={} ack_amnesia={} grant_strikes={} vote_strikes={}",
+         pause_ms_max={} drift_ppm_max={} ack_crashes={} snapshot_entries={} renew_strikes={} ack_amnesia={} grant_strikes={} vote_strikes={} fence_strikes={}",
         drawn.nodes,
         drawn.entries_per_message_max,
         drawn.inflight_max,
@@ -134,6 +136,7 @@ pub fn describe(drawn: &Model) -> String {
         drawn.ack_amnesia.unwrap_or(false),
         drawn.grant_strikes.unwrap_or(false),
         drawn.vote_strikes.unwrap_or(false),
+        drawn.fence_strikes.unwrap_or(false),
     )
 }
 
@@ -396,6 +399,28 @@ mod tests {
             assert_eq!(
                 Model { vote_strikes: None, ..draw(&off, seed) },
                 Model { vote_strikes: None, ..drawn.clone() },
+                "seed {seed}"
+            );
+        }
+    }
+
+    #[test]
+    fn fence_strikes_are_drawn_after_every_other_key_and_only_with_resource_crashes() {
+        let draws: Vec<Model> = (0..400).map(|seed| draw(&swarm_model(), seed)).collect();
+        let on = draws.iter().filter(|m| m.fence_strikes == Some(true)).count();
+        assert!((140..=260).contains(&on), "fence_strikes on in {on} of 400 seeds");
+        let off = Model { fence_strikes: Some(false), ..swarm_model() };
+        let forced = Model { fence_strikes: Some(true), ..swarm_model() };
+        let steady = Model { resource_crashes: false, ..swarm_model() };
+        for seed in 0..400 {
+            let drawn = &draws[seed as usize];
+            assert_eq!(draw(&off, seed).fence_strikes, Some(false), "seed {seed}: false keeps it off");
+            assert_eq!(&draw(&forced, seed), drawn, "seed {seed}: true is what absent draws");
+            assert_eq!(draw(&steady, seed).fence_strikes, Some(false), "seed {seed}: it crashes the resource");
+            // Drawn last: every other key is what it was before the family existed.
+            assert_eq!(
+                Model { fence_strikes: None, ..draw(&off, seed) },
+                Model { fence_strikes: None, ..drawn.clone() },
                 "seed {seed}"
             );
         }

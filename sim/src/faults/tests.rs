@@ -524,6 +524,32 @@ fn vote_strikes_are_planned_only_with_crashes_when_set_on_and_leave_the_other_fa
 }
 
 #[test]
+fn fence_strikes_are_planned_only_when_set_on_and_leave_the_other_families_alone() {
+    let standard = Model::default();
+    assert_eq!(standard.fence_strikes, None, "off in the standard model");
+    let on = Model { fence_strikes: Some(true), ..Model::default() };
+    let off = Model { fence_strikes: Some(false), ..Model::default() };
+    let mut episodes = 0;
+    for seed in 0..50 {
+        let with = plan(&on, seed);
+        assert_eq!(with, plan(&on, seed), "seed {seed}: the same plan every time");
+        let (strikes, others): (Vec<&FaultEvent>, Vec<&FaultEvent>) =
+            with.iter().partition(|e| matches!(e.fault, Fault::FenceStrikes { .. }));
+        for event in strikes {
+            let Fault::FenceStrikes { for_ms, strikes, down_ms } = event.fault else { unreachable!() };
+            episodes += 1;
+            assert!(event.at_ms + for_ms + down_ms < on.safety_ms, "seed {seed}: past the safety phase");
+            assert!((5_000..=15_000).contains(&for_ms) && (1..=2).contains(&strikes), "seed {seed}");
+            assert!((5..=100).contains(&down_ms), "seed {seed}: {down_ms} ms");
+        }
+        // Its own stream: the other families are the same with and without it.
+        assert_eq!(others, plan(&standard, seed).iter().collect::<Vec<_>>(), "seed {seed}");
+        assert_eq!(plan(&off, seed), plan(&standard, seed), "seed {seed}: false is absent");
+    }
+    assert!((50..=200).contains(&episodes), "{episodes} fence-strike episodes in 50 runs");
+}
+
+#[test]
 fn grant_strikes_are_planned_only_when_set_on_outlast_a_lease_and_leave_the_other_families_alone() {
     let standard = Model::default();
     assert_eq!(standard.grant_strikes, None, "off in the standard model");

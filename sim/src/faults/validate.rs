@@ -66,6 +66,9 @@ fn physical(fault: &Fault) -> Option<String> {
         Fault::VoteStrikes { for_ms, down_ms, cut_ms, .. } if for_ms.max(down_ms).max(cut_ms) > STEP_MS_MAX => {
             Some(format!("a vote strike's times must be within 0..={STEP_MS_MAX} ms (one day)"))
         }
+        Fault::FenceStrikes { for_ms, down_ms, .. } if for_ms.max(down_ms) > STEP_MS_MAX => {
+            Some(format!("a fence strike's times must be within 0..={STEP_MS_MAX} ms (one day)"))
+        }
         Fault::GrantStrikes { for_ms, pause_ms, .. } if for_ms.max(pause_ms) > STEP_MS_MAX => {
             Some(format!("a grant strike's times must be within 0..={STEP_MS_MAX} ms (one day)"))
         }

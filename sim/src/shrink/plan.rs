@@ -108,7 +108,8 @@ fn family(fault: &Fault) -> Family {
         | Fault::RenewStrikes { .. }
         | Fault::AckAmnesia { .. }
         | Fault::GrantStrikes { .. }
-        | Fault::VoteStrikes { .. } => Family::Reactive,
+        | Fault::VoteStrikes { .. }
+        | Fault::FenceStrikes { .. } => Family::Reactive,
     }
 }
 

@@ -97,7 +97,8 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
         | Fault::RenewStrikes { .. }
         | Fault::AckAmnesia { .. }
         | Fault::GrantStrikes { .. }
-        | Fault::VoteStrikes { .. } => fault.clone(),
+        | Fault::VoteStrikes { .. }
+        | Fault::FenceStrikes { .. } => fault.clone(),
     })
 }
 

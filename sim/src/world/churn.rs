@@ -62,6 +62,13 @@ pub(super) trait Cluster {
     /// on (waiting acquires, their ends, keys freed), oldest first, and the
     /// position after the last event read.
     fn lock_traffic_since(&self, from: usize) -> (Vec<super::grants::LockTraffic>, usize);
+    /// What the fence strikes follow in the history from position `from` on
+    /// (locks ended by expiry, writes the resource accepted), oldest first,
+    /// and the position after the last event read.
+    fn fence_traffic_since(&self, from: usize) -> (Vec<super::fences::FenceTraffic>, usize);
+    /// Crashes the resource (whatever it has not synced is lost).
+    fn crash_resource(&mut self);
+    fn restart_resource(&mut self);
     /// Turns the servers' reports of the (pre-)votes they grant on or off (`world/votes.rs`).
     fn watch_votes(&mut self, on: bool);
     fn votes_watched(&self) -> bool;

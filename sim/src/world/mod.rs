@@ -14,6 +14,7 @@ use crate::model::Model;
 mod acks;
 mod amnesia;
 mod churn;
+mod fences;
 mod grants;
 mod renews;
 mod restores;

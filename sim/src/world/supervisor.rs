@@ -5,6 +5,7 @@
 use super::acks::AckCrash;
 use super::amnesia::Amnesia;
 use super::churn::{Churn, Cluster, Renewal};
+use super::fences::{FenceStrike, FenceTraffic};
 use super::grants::{GrantStrike, LockTraffic};
 use super::renews::RenewStrike;
 use super::restores::{Backups, ClusterRestore};
@@ -22,7 +23,7 @@ use crate::nodes::{resource, server, worker};
 use crate::streams;
 use fencelock::raft::Role;
 use fencelock::service::{ClientReply, ClientRequest};
-use fencelock::{ApplyResult, Command};
+use fencelock::{ApplyResult, Command, WriteVerdict};
 use fencelock::{ClientId, NodeId, Term, Token};
 use madsim::runtime::{Handle, NodeHandle};
 use madsim::task::AbortHandle;
@@ -58,6 +59,8 @@ pub(crate) struct Supervisor {
     grants: Option<GrantStrike>,
     /// Vote strikes; taken out like `churn` while they act.
     votes: Option<VoteStrike>,
+    /// Fence strikes; taken out like `churn` while they act.
+    fences: Option<FenceStrike>,
     /// The tasks that end timed pauses, aborted when the run ends (`tear_down`).
     pause_ends: Vec<AbortHandle>,
     /// Leaders crashed by `CrashLeader` and the true instant each comes back, in order.
@@ -186,6 +189,7 @@ impl Supervisor {
             amnesia: Some(Amnesia::new(ctx_seed)),
             grants: Some(GrantStrike::new()),
             votes: Some(VoteStrike::new(ctx_seed)),
+            fences: Some(FenceStrike::new()),
             pause_ends: Vec::new(),
             restarts_due: Vec::new(),
         }
@@ -208,6 +212,7 @@ impl Supervisor {
         self.amnesia.as_mut().expect("the ack amnesia is back after every step").yield_to(fault);
         // Grant strikes only pause, and a planned fault ends a pause as it would any other.
         self.votes.as_mut().expect("the vote strikes are back after every step").yield_to(fault);
+        self.fences.as_mut().expect("the fence strikes are back after every step").yield_to(fault);
         match fault {
             Fault::Partition { sides } => ctx.net.partition(sides),
             Fault::OneWay { from, to } => ctx.net.cut(*from, *to),
@@ -294,6 +299,9 @@ impl Supervisor {
                 self.with_family(|s| &mut s.grants, |grants, s| grants.start(now_us(), fault, s))
             }
             Fault::VoteStrikes { .. } => self.with_family(|s| &mut s.votes, |votes, s| votes.start(now_us(), fault, s)),
+            Fault::FenceStrikes { .. } => {
+                self.with_family(|s| &mut s.fences, |fences, s| fences.start(now_us(), fault, s))
+            }
         }
     }
 
@@ -446,6 +454,7 @@ impl Supervisor {
         self.amnesia = Some(Amnesia::new(self.ctx.seed));
         self.grants = Some(GrantStrike::new());
         self.votes = Some(VoteStrike::new(self.ctx.seed));
+        self.fences = Some(FenceStrike::new());
         self.ctx.watch_acks(false);
         self.ctx.watch_votes(false);
         let down: Vec<Actor> = self.down.keys().copied().collect();
@@ -466,9 +475,12 @@ impl Supervisor {
             let amnesia = self.amnesia.as_ref().expect("the ack amnesia is back after every step").next_wake_us(now);
             let grants = self.grants.as_ref().expect("the grant strikes are back after every step").next_wake_us(now);
             let votes = self.votes.as_ref().expect("the vote strikes are back after every step").next_wake_us(now);
+            let fences = self.fences.as_ref().expect("the fence strikes are back after every step").next_wake_us(now);
             let restart = self.restarts_due.iter().map(|(due_us, _)| *due_us).min();
-            let wake_us =
-                [churn, acks, renews, amnesia, grants, votes, restart].into_iter().flatten().fold(at_us, u64::min);
+            let wake_us = [churn, acks, renews, amnesia, grants, votes, fences, restart]
+                .into_iter()
+                .flatten()
+                .fold(at_us, u64::min);
             sleep_until_us(wake_us).await;
             self.churn_step();
             self.restart_due_leaders();
@@ -497,8 +509,8 @@ impl Supervisor {
     }
 
     /// Lets the churn, the ack crashes, the renew strikes, the ack amnesia,
-    /// the grant strikes and the vote strikes, in this order, do what they
-    /// owe now, acting on this supervisor.
+    /// the grant, vote and fence strikes, in this order, do what they owe
+    /// now, acting on this supervisor.
     fn churn_step(&mut self) {
         self.with_family(|s| &mut s.churn, |churn, s| churn.step(now_us(), s));
         self.with_family(|s| &mut s.acks, |acks, s| acks.step(now_us(), s));
@@ -506,6 +518,7 @@ impl Supervisor {
         self.with_family(|s| &mut s.amnesia, |amnesia, s| amnesia.step(now_us(), s));
         self.with_family(|s| &mut s.grants, |grants, s| grants.step(now_us(), s));
         self.with_family(|s| &mut s.votes, |votes, s| votes.step(now_us(), s));
+        self.with_family(|s| &mut s.fences, |fences, s| fences.step(now_us(), s));
     }
 
     /// Takes a reactive family out of its slot while it acts on this
@@ -635,6 +648,37 @@ impl Cluster for Supervisor {
             })
             .collect();
         (traffic, events.len())
+    }
+
+    fn fence_traffic_since(&self, from: usize) -> (Vec<FenceTraffic>, usize) {
+        let shared = self.ctx.shared();
+        let events = shared.history.events();
+        let traffic = events
+            .get(from..)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|event| match &event.kind {
+                EventKind::Applied {
+                    command: Command::Expire { key, token },
+                    result: ApplyResult::Expired { existed: true },
+                    ..
+                } => Some(FenceTraffic::Expired { key: key.clone(), token: *token }),
+                EventKind::WriteDone { key, token, verdict: WriteVerdict::Accepted, .. } => {
+                    Some(FenceTraffic::Accepted { key: key.clone(), token: *token, at_us: event.at_us })
+                }
+                _ => None,
+            })
+            .collect();
+        (traffic, events.len())
+    }
+
+    fn crash_resource(&mut self) {
+        self.kill(Actor::Resource);
+        self.ctx.resource_disk.lock().expect("disk lock").crash(0);
+    }
+
+    fn restart_resource(&mut self) {
+        self.restart(Actor::Resource);
     }
 
     fn watch_votes(&mut self, on: bool) {

@@ -285,6 +285,7 @@ impl Servers {
             | ChurnEvent::GrantStruck { .. }
             | ChurnEvent::VoteSplit { .. }
             | ChurnEvent::VoteStruck { .. }
+            | ChurnEvent::FenceStruck { .. }
             | ChurnEvent::AmnesiaArmed { .. }
             | ChurnEvent::AmnesiaStruck { .. }
             | ChurnEvent::Reconnected { .. } => {}

@@ -1,0 +1,128 @@
+//! Fence strikes at run time ([`crate::faults::Fault::FenceStrikes`],
+//! planned in `faults/fences.rs`): the supervisor follows, from the
+//! history, which locks ended by expiry (an Expire applied that removed the
+//! lock), so their holders may still be alive. While an episode lasts, when
+//! the resource accepts a write on such a key with a higher token (a
+//! takeover: the write that raises the fence against the expired holder),
+//! the supervisor crashes the resource at its next look, within a
+//! millisecond, losing whatever it had not synced, and restarts it
+//! `down_ms` later. The expired holder's next write then meets a resource
+//! that either kept the raised fence (it synced before it answered: the
+//! protocol) or forgot it (`resource-sync-lazy`, `sink-max-in-memory`).
+//!
+//! No draws at run time: the first takeover of an episode is struck, one at
+//! a time. Every strike is in the history (`ChurnEvent::FenceStruck`); the
+//! crash and restart are ordinary `Crashed` and `Restarted` events. A
+//! planned crash, restart or restore of the resource takes it over.
+
+use super::churn::Cluster;
+use crate::faults::{ChurnEvent, Fault};
+use fencelock::{Key, Token};
+use std::collections::BTreeMap;
+
+/// How often the supervisor reads the history during an episode (madsim's finest sleep).
+const WATCH_US: u64 = 1_000;
+
+/// What the fence strikes read of the history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum FenceTraffic {
+    /// The lock on `key` with `token` was removed by an Expire.
+    Expired { key: Key, token: Token },
+    /// The resource accepted a write on `key` with `token`, at `at_us`.
+    Accepted { key: Key, token: Token, at_us: u64 },
+}
+
+pub(super) struct FenceStrike {
+    /// The episode lasts until this true instant (0: none started).
+    until_us: u64,
+    strikes_left: u64,
+    down_ms: u64,
+    /// The history read so far (from the start of the run, so expiries older than an episode are known).
+    read_to: usize,
+    /// Each key whose last lock ended by expiry, with that lock's token.
+    expired: BTreeMap<Key, Token>,
+    /// The instant the struck resource comes back.
+    back_us: Option<u64>,
+}
+
+impl FenceStrike {
+    pub(super) fn new() -> FenceStrike {
+        FenceStrike { until_us: 0, strikes_left: 0, down_ms: 0, read_to: 0, expired: BTreeMap::new(), back_us: None }
+    }
+
+    fn watching(&self, now_us: u64) -> bool {
+        now_us < self.until_us && self.strikes_left > 0
+    }
+
+    /// The next instant the supervisor must act for this family, if any.
+    pub(super) fn next_wake_us(&self, now_us: u64) -> Option<u64> {
+        let watching = self.watching(now_us).then_some(now_us + WATCH_US);
+        [watching, self.back_us].into_iter().flatten().min()
+    }
+
+    /// Starts an episode: takeovers from now on are watched.
+    pub(super) fn start(&mut self, now_us: u64, fault: &Fault, cluster: &impl Cluster) {
+        let Fault::FenceStrikes { for_ms, strikes, down_ms } = *fault else {
+            unreachable!("a fence-strike episode starts from its fault")
+        };
+        self.until_us = now_us + for_ms * 1_000;
+        self.strikes_left = strikes;
+        self.down_ms = down_ms;
+        let (traffic, read_to) = cluster.fence_traffic_since(self.read_to);
+        self.read_to = read_to;
+        for event in traffic {
+            self.follow(&event);
+        }
+    }
+
+    /// Brings the resource back when due, then crashes it after the first
+    /// takeover write since the last look.
+    pub(super) fn step(&mut self, now_us: u64, cluster: &mut impl Cluster) {
+        if self.back_us.is_some_and(|at_us| at_us <= now_us) {
+            self.back_us = None;
+            cluster.restart_resource();
+        }
+        if !self.watching(now_us) {
+            return;
+        }
+        let (traffic, read_to) = cluster.fence_traffic_since(self.read_to);
+        self.read_to = read_to;
+        for event in traffic {
+            if let FenceTraffic::Accepted { ref key, token, at_us } = event {
+                let over = self.expired.get(key).copied().filter(|expired| *expired < token);
+                if let Some(expired) = over {
+                    if self.strikes_left > 0 && self.back_us.is_none() {
+                        let down_ms = self.down_ms;
+                        let after_us = now_us - at_us;
+                        cluster.note(ChurnEvent::FenceStruck { key: key.clone(), token, expired, after_us, down_ms });
+                        cluster.crash_resource();
+                        self.back_us = Some(now_us + down_ms * 1_000);
+                        self.strikes_left -= 1;
+                    }
+                }
+            }
+            self.follow(&event);
+        }
+    }
+
+    /// Keeps `expired` up to date with one event: a takeover settles its key.
+    fn follow(&mut self, event: &FenceTraffic) {
+        match event {
+            FenceTraffic::Expired { key, token } => {
+                self.expired.insert(key.clone(), *token);
+            }
+            FenceTraffic::Accepted { key, token, .. } => {
+                if self.expired.get(key).is_some_and(|expired| expired < token) {
+                    self.expired.remove(key);
+                }
+            }
+        }
+    }
+
+    /// A planned crash, restart or restore of the resource takes it over.
+    pub(super) fn yield_to(&mut self, fault: &Fault) {
+        if matches!(fault, Fault::CrashResource | Fault::RestartResource | Fault::RestoreResource) {
+            self.back_us = None;
+        }
+    }
+}
