@@ -12,7 +12,7 @@
 # tree: a hunt that fails there would make every mutant look caught.
 #
 # Usage:
-#   scripts/mutant-hunt.sh [-F REGEX]... [--missed FILE] [--seeds A..B] [--jobs N] [--swarm] [--no-check]
+#   scripts/mutant-hunt.sh [-F REGEX]... [--missed FILE] [--seeds A..B] [--jobs N] [--swarm] [--set KEY=VALUE]... [--no-check]
 #
 #   -F REGEX      mutants whose name matches (as `cargo mutants -F`); repeatable
 #   --missed FILE the missed mutants of a cargo-mutants run: `mutants.out/missed.txt`
@@ -20,6 +20,7 @@
 #   --seeds A..B  hunt seed range (default 0..300)
 #   --jobs N      hunt threads (default 2)
 #   --swarm       hunt with --swarm
+#   --set K=V     a model key for the hunt, as `fencesim hunt --set` (repeatable)
 #   --no-check    skip the run of the unmutated tree
 #
 # Environment: MUTANT_HUNT_DIR (default target/mutant-hunt) holds the scratch
@@ -34,7 +35,7 @@ filters=()
 missed=""
 seeds="0..300"
 jobs=2
-swarm=()
+hunt_flags=()
 check=1
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -42,9 +43,10 @@ while [ $# -gt 0 ]; do
         --missed) missed="$2"; shift 2 ;;
         --seeds) seeds="$2"; shift 2 ;;
         --jobs) jobs="$2"; shift 2 ;;
-        --swarm) swarm=(--swarm); shift ;;
+        --swarm) hunt_flags+=(--swarm); shift ;;
+        --set) hunt_flags+=(--set "$2"); shift 2 ;;
         --no-check) check=0; shift ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) echo "mutant-hunt: unknown argument \`$1\` (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -79,7 +81,7 @@ else
     cargo mutants --list --json --diff "${filters[@]}" > "$mutants"
 fi
 count=$(jq length "$mutants")
-echo "mutant-hunt: $count mutants, hunt --seeds $seeds --jobs $jobs ${swarm[*]}" >&2
+echo "mutant-hunt: $count mutants, hunt --seeds $seeds --jobs $jobs ${hunt_flags[*]}" >&2
 
 # A scratch copy of the tree as it is now (tracked and new files, without target/).
 copy_tree() {
@@ -95,7 +97,7 @@ build_and_hunt() {
         return
     fi
     local code=0
-    "$CARGO_TARGET_DIR/release/fencesim" hunt --seeds "$seeds" --json --jobs "$jobs" "${swarm[@]}" > "$json" 2> "$json.err" || code=$?
+    "$CARGO_TARGET_DIR/release/fencesim" hunt --seeds "$seeds" --json --jobs "$jobs" "${hunt_flags[@]}" > "$json" 2> "$json.err" || code=$?
     if [ "$code" -ne 0 ] && [ "$code" -ne 1 ]; then
         echo "error (hunt exit $code, see $json.err)"
         return
