@@ -17,7 +17,8 @@
 //!    won, and the restarted voter, if its vote was not durable, votes again.
 //!
 //! A split whose vote does not come within `VOTE_WAIT_MS` is undone. A
-//! strike never crashes a voter while another server is down. Every step is
+//! split is made only while every server is up (a server that goes down in
+//! the milliseconds before the vote does not stop the crash). Every step is
 //! in the history (`ChurnEvent::VoteSplit`, `ChurnEvent::VoteStruck`,
 //! `ChurnEvent::Reconnected`); the crash and restart are ordinary `Crashed`
 //! and `Restarted` events. A planned heal ends the cuts; a planned crash,
