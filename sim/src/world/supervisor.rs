@@ -12,7 +12,7 @@ use super::restores::{Backups, ClusterRestore};
 use super::votes::VoteStrike;
 use super::{salvage, RunRecord};
 use crate::faults::{ChurnEvent, Fault, FaultEvent};
-use crate::history::{Actor, EventKind};
+use crate::history::{Actor, Event, EventKind};
 use crate::machine::clock::{init_true_time, now_us};
 use crate::machine::disk::NodeImage;
 use crate::machine::net::{Addr, Net, NetConfig};
@@ -534,6 +534,17 @@ impl Supervisor {
     }
 }
 
+impl Supervisor {
+    /// What `pick` takes from each event of the history from position
+    /// `from` on, oldest first, and the position after the last event read:
+    /// how the reactive families follow a run as it is recorded.
+    fn history_since<T>(&self, from: usize, pick: impl Fn(&Event) -> Option<T>) -> (Vec<T>, usize) {
+        let shared = self.ctx.shared();
+        let events = shared.history.events();
+        (events.get(from..).unwrap_or_default().iter().filter_map(pick).collect(), events.len())
+    }
+}
+
 /// The churn's view of the cluster.
 impl Cluster for Supervisor {
     fn nodes(&self) -> usize {
@@ -605,71 +616,47 @@ impl Cluster for Supervisor {
     }
 
     fn renewals_since(&self, from: usize) -> (Vec<Renewal>, usize) {
-        let shared = self.ctx.shared();
-        let events = shared.history.events();
-        let renewals = events
-            .get(from..)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|event| match event.kind {
-                EventKind::Replied { node, client, reply: ClientReply::Renewed { .. }, .. } => {
-                    Some(Renewal { node, client, at_us: event.at_us })
-                }
-                _ => None,
-            })
-            .collect();
-        (renewals, events.len())
+        self.history_since(from, |event| match event.kind {
+            EventKind::Replied { node, client, reply: ClientReply::Renewed { .. }, .. } => {
+                Some(Renewal { node, client, at_us: event.at_us })
+            }
+            _ => None,
+        })
     }
 
     fn lock_traffic_since(&self, from: usize) -> (Vec<LockTraffic>, usize) {
-        let shared = self.ctx.shared();
-        let events = shared.history.events();
-        let traffic = events
-            .get(from..)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|event| match &event.kind {
-                EventKind::Requested { client, request, to, body } => Some(match body {
-                    ClientRequest::Acquire { key, wait_ms, .. } if *wait_ms > 0 => {
-                        LockTraffic::Waits { client: *client, request: *request, node: *to, key: key.clone() }
-                    }
-                    _ => LockTraffic::Asks { client: *client, request: *request },
-                }),
-                EventKind::Answered { client, request, .. } | EventKind::GaveUp { client, request } => {
-                    Some(LockTraffic::Ends { client: *client, request: *request })
+        self.history_since(from, |event| match &event.kind {
+            EventKind::Requested { client, request, to, body } => Some(match body {
+                ClientRequest::Acquire { key, wait_ms, .. } if *wait_ms > 0 => {
+                    LockTraffic::Waits { client: *client, request: *request, node: *to, key: key.clone() }
                 }
-                EventKind::Applied {
-                    node,
-                    command: Command::Release { key, .. } | Command::Expire { key, .. },
-                    result: ApplyResult::Released | ApplyResult::Expired { existed: true },
-                    ..
-                } => Some(LockTraffic::Freed { node: *node, key: key.clone(), at_us: event.at_us }),
-                _ => None,
-            })
-            .collect();
-        (traffic, events.len())
+                _ => LockTraffic::Asks { client: *client, request: *request },
+            }),
+            EventKind::Answered { client, request, .. } | EventKind::GaveUp { client, request } => {
+                Some(LockTraffic::Ends { client: *client, request: *request })
+            }
+            EventKind::Applied {
+                node,
+                command: Command::Release { key, .. } | Command::Expire { key, .. },
+                result: ApplyResult::Released | ApplyResult::Expired { existed: true },
+                ..
+            } => Some(LockTraffic::Freed { node: *node, key: key.clone(), at_us: event.at_us }),
+            _ => None,
+        })
     }
 
     fn fence_traffic_since(&self, from: usize) -> (Vec<FenceTraffic>, usize) {
-        let shared = self.ctx.shared();
-        let events = shared.history.events();
-        let traffic = events
-            .get(from..)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|event| match &event.kind {
-                EventKind::Applied {
-                    command: Command::Expire { key, token },
-                    result: ApplyResult::Expired { existed: true },
-                    ..
-                } => Some(FenceTraffic::Expired { key: key.clone(), token: *token }),
-                EventKind::WriteDone { key, token, verdict: WriteVerdict::Accepted, .. } => {
-                    Some(FenceTraffic::Accepted { key: key.clone(), token: *token, at_us: event.at_us })
-                }
-                _ => None,
-            })
-            .collect();
-        (traffic, events.len())
+        self.history_since(from, |event| match &event.kind {
+            EventKind::Applied {
+                command: Command::Expire { key, token },
+                result: ApplyResult::Expired { existed: true },
+                ..
+            } => Some(FenceTraffic::Expired { key: key.clone(), token: *token }),
+            EventKind::WriteDone { key, token, verdict: WriteVerdict::Accepted, .. } => {
+                Some(FenceTraffic::Accepted { key: key.clone(), token: *token, at_us: event.at_us })
+            }
+            _ => None,
+        })
     }
 
     fn crash_resource(&mut self) {
