@@ -3,11 +3,22 @@
 //! a model without faults stays clean.
 
 use fencesim::faults::{ChurnEvent, Fault};
-use fencesim::history::{Actor, EventKind};
+use fencesim::history::{Actor, Event, EventKind};
 use fencesim::model::Model;
 use fencesim::nodes::commands::WorkerResult;
 use fencesim::run::seed::run_seed;
 use fencesim::script::{ms, run_script, script_model, worker_a, Sim, B1042};
+
+/// Whether an event recorded at the same instant as `events[i]`, from it
+/// on, is `wanted`: what a reactive strike did as it struck.
+fn at_its_instant(events: &[Event], i: usize, wanted: impl Fn(&Event) -> bool) -> bool {
+    events[i..].iter().take_while(|e| e.at_us == events[i].at_us).any(wanted)
+}
+
+/// Whether seed `seed` of `model` violates `property`.
+fn violates(seed: u64, model: &Model, property: fencelock::Property) -> bool {
+    run_seed(seed, model).violations.iter().any(|v| v.property == property)
+}
 
 #[test]
 fn a_paused_worker_acts_only_after_it_resumes() {
@@ -189,10 +200,11 @@ fn renew_strikes_follow_a_renewal_and_the_protocol_stays_safe() {
                     if n == node && c == client && e.at_us + after_us == event.at_us)
             });
             assert!(renewed, "seed {seed}: `{strike}` follows no renewal of its client by its node");
-            let paused = events[i..]
-                .iter()
-                .take_while(|e| e.at_us == event.at_us)
-                .any(|e| matches!(&e.kind, EventKind::Paused { actor: Actor::Server(n) } if n == node));
+            let paused = at_its_instant(
+                events,
+                i,
+                |e| matches!(&e.kind, EventKind::Paused { actor: Actor::Server(n) } if n == node),
+            );
             assert!(paused, "seed {seed}: `{strike}` paused nothing");
         }
     }
@@ -231,18 +243,17 @@ fn grant_strikes_pause_a_leader_that_freed_a_waited_key_and_only_the_naive_grant
                     } if n == node && k == key)
             });
             assert!(freed, "seed {seed}: `{strike}` follows no free of its key by its node");
-            let paused = events[i..]
-                .iter()
-                .take_while(|e| e.at_us == event.at_us)
-                .any(|e| matches!(&e.kind, EventKind::Paused { actor: Actor::Server(n) } if n == node));
+            let paused = at_its_instant(
+                events,
+                i,
+                |e| matches!(&e.kind, EventKind::Paused { actor: Actor::Server(n) } if n == node),
+            );
             assert!(paused, "seed {seed}: `{strike}` paused nothing");
         }
     }
     assert!(strikes >= 2, "{strikes} grant strikes in four seeds");
     let naive = Model { variant: Variant::GrantAfterExpiredWait, ..model };
-    let caught = (0..4)
-        .filter(|seed| run_seed(*seed, &naive).violations.iter().any(|v| v.property == Property::GrantValidity))
-        .count();
+    let caught = (0..4).filter(|seed| violates(*seed, &naive, Property::GrantValidity)).count();
     assert!(caught >= 1, "grant-after-expired-wait caught in {caught} of four seeds");
 }
 
@@ -270,10 +281,11 @@ fn vote_strikes_split_an_election_around_a_voter_and_only_the_undurable_vote_bre
                 EventKind::Churn(strike @ ChurnEvent::VoteStruck { voter, after_us, .. }) => {
                     strikes += 1;
                     assert!(*after_us <= 1_000, "seed {seed}: `{strike}` more than a millisecond after the vote");
-                    let crashed = events[i..]
-                        .iter()
-                        .take_while(|e| e.at_us == event.at_us)
-                        .any(|e| matches!(&e.kind, EventKind::Crashed { actor: Actor::Server(n) } if n == voter));
+                    let crashed = at_its_instant(
+                        events,
+                        i,
+                        |e| matches!(&e.kind, EventKind::Crashed { actor: Actor::Server(n) } if n == voter),
+                    );
                     assert!(crashed, "seed {seed}: `{strike}` crashed nothing");
                 }
                 _ => {}
@@ -282,9 +294,7 @@ fn vote_strikes_split_an_election_around_a_voter_and_only_the_undurable_vote_bre
     }
     assert!(splits >= strikes && strikes >= 1, "{splits} splits and {strikes} strikes in four seeds");
     let undurable = Model { variant: Variant::VoteNotDurable, ..model };
-    let caught = (0..4)
-        .filter(|seed| run_seed(*seed, &undurable).violations.iter().any(|v| v.property == Property::ElectionSafety))
-        .count();
+    let caught = (0..4).filter(|seed| violates(*seed, &undurable, Property::ElectionSafety)).count();
     assert!(caught >= 1, "vote-not-durable caught in {caught} of four seeds");
 }
 
@@ -322,10 +332,8 @@ fn fence_strikes_crash_the_resource_after_a_takeover_and_only_a_forgetful_fence_
                 } if k == key && t == expired)
             });
             assert!(expiry, "seed {seed}: `{strike}` follows no expiry of {expired}");
-            let crashed = events[i..]
-                .iter()
-                .take_while(|e| e.at_us == event.at_us)
-                .any(|e| matches!(&e.kind, EventKind::Crashed { actor: Actor::Resource }));
+            let crashed =
+                at_its_instant(events, i, |e| matches!(&e.kind, EventKind::Crashed { actor: Actor::Resource }));
             assert!(crashed, "seed {seed}: `{strike}` crashed nothing");
         }
     }
