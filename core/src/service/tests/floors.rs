@@ -1,9 +1,10 @@
 //! The resource's floor read: a linearizable read of the lock table and counter.
 
 use super::*;
+use crate::raft::{Config, Message};
 use crate::resource::Fence;
 use crate::service::FloorAnswer;
-use crate::types::Holder;
+use crate::types::{Holder, Key, Token};
 
 fn floor_answers(cluster: &Cluster, read: u64) -> Vec<FloorAnswer> {
     cluster
@@ -49,4 +50,94 @@ fn a_cut_off_leader_never_answers() {
     ask(&mut cluster, leader, 9);
     cluster.run_ms(2_000);
     assert_eq!(floor_answers(&cluster, 9), vec![]);
+}
+
+/// A floor read confirmed while the leader has committed more than two
+/// Readies' worth of entries (1,024 each) beyond what it applied waits for
+/// the apply (parked), then answers with the counter of everything
+/// committed before it was asked: answered at once it would miss the last
+/// grants. Client proposals alone stay within one Ready (`PENDING_MAX`), so
+/// the leader's own Expires of three thousand leases join them, and the test
+/// moves the messages by hand so that one acknowledgement commits them all.
+#[test]
+fn a_floor_read_confirmed_ahead_of_apply_waits_for_the_apply() {
+    let wide = |raft: &mut Config| {
+        raft.entries_per_message_max = 4_096;
+        raft.inflight_max = 4;
+    };
+    let mut cluster = Cluster::with_raft(3, ServiceConfig::standard(Variant::Default), wide);
+    let leader = cluster.elect();
+    let follower = other_than(leader);
+    let grant = |cluster: &mut Cluster, client: u32| {
+        let body = ClientRequest::Acquire { key: Key::new(format!("k{client}")), lease_ms: LEASE_MS, wait_ms: 0 };
+        cluster.send(leader, client, 1, body);
+    };
+    // Three thousand locks, committed and applied.
+    for batch in 0..3 {
+        for client in 1 + batch * 1_000..=(batch + 1) * 1_000 {
+            grant(&mut cluster, client);
+        }
+        cluster.settle();
+    }
+    // From now on appends with entries wait: the leases run out and the
+    // leader proposes their Expires, then a thousand more grants.
+    cluster.hold_entries();
+    cluster.step_clock(leader, i64::try_from(2 * LEASE_MS).expect("small"));
+    for _ in 0..20 {
+        cluster.tick();
+    }
+    for client in 3_001..=4_000 {
+        grant(&mut cluster, client);
+    }
+    cluster.settle();
+    // Every held append reaches one follower at once, and its answers reach
+    // the leader at once: the leader's commit jumps over thousands of entries.
+    let now = |cluster: &Cluster, node: NodeId| cluster.now_ms(node);
+    let drain = |cluster: &mut Cluster, node: NodeId| -> Vec<Message> {
+        let at = now(cluster, node);
+        let server = &mut cluster.servers[usize::from(node.0)];
+        if !server.has_ready() {
+            return Vec::new();
+        }
+        let mut ready = server.ready();
+        let messages: Vec<Message> = std::mem::take(&mut ready.messages)
+            .into_iter()
+            .chain(std::mem::take(&mut ready.messages_after_persist))
+            .collect();
+        server.apply_ready(ready, at);
+        cluster.collect(node);
+        messages
+    };
+    let deliver = |cluster: &mut Cluster, messages: Vec<Message>, to: NodeId| {
+        for message in messages.into_iter().filter(|m| m.to == to) {
+            let at = now(cluster, to);
+            cluster.servers[usize::from(to.0)].step(message, at);
+        }
+        cluster.collect(to);
+    };
+    let held: Vec<Message> = std::mem::take(&mut cluster.held_entries).into_iter().collect();
+    cluster.entries_pass_through = None;
+    deliver(&mut cluster, held, follower);
+    let answers = drain(&mut cluster, follower);
+    deliver(&mut cluster, answers, leader);
+    let (commit, applied) = {
+        let raft = cluster.server(leader).raft();
+        (raft.commit_index().0, raft.applied_index().0)
+    };
+    assert!(commit > applied + 2 * 1_024, "the commit ran ahead of the apply: {commit} and {applied}");
+    // The floor read; its confirming round rides on the leader's next appends.
+    cluster.servers[usize::from(leader.0)].on_floor_read(11);
+    cluster.collect(leader);
+    let round = drain(&mut cluster, leader);
+    deliver(&mut cluster, round, follower);
+    let confirmations = drain(&mut cluster, follower);
+    deliver(&mut cluster, confirmations, leader);
+    let _ = drain(&mut cluster, leader);
+    assert!(!cluster.server(leader).floors_parked.is_empty(), "the read waits for the apply");
+    assert_eq!(floor_answers(&cluster, 11), vec![], "not answered before the apply caught up");
+    cluster.inbox.clear();
+    cluster.settle();
+    let answers = floor_answers(&cluster, 11);
+    let [FloorAnswer::Floor(floor)] = answers.as_slice() else { panic!("one floor answer: {answers:?}") };
+    assert_eq!(floor.token_last, Token(4_000), "every grant committed before the read is in it");
 }

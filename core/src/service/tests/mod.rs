@@ -72,15 +72,17 @@ impl Cluster {
         config: ServiceConfig,
         snapshot_threshold_entries: u64,
     ) -> Cluster {
+        Cluster::with_raft(nodes, config, |raft| raft.snapshot_threshold_entries = snapshot_threshold_entries)
+    }
+
+    /// A cluster whose Raft nodes take the standard configuration as `tweak` changes it.
+    pub(super) fn with_raft(nodes: u8, config: ServiceConfig, tweak: impl Fn(&mut Config)) -> Cluster {
         let voters: Vec<NodeId> = (0..nodes).map(NodeId).collect();
         let servers = voters
             .iter()
             .map(|id| {
-                let raft_config = Config {
-                    variant: config.variant,
-                    snapshot_threshold_entries,
-                    ..Config::standard(*id, voters.clone())
-                };
+                let mut raft_config = Config { variant: config.variant, ..Config::standard(*id, voters.clone()) };
+                tweak(&mut raft_config);
                 let raft =
                     RaftNode::new(raft_config, DurableState::default(), 1_000 + u64::from(id.0)).expect("valid config");
                 LockServer::new(config.clone(), raft, LockState::new(Token(0)))
