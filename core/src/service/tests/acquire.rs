@@ -370,3 +370,54 @@ fn a_retry_of_an_ended_grant_is_not_held_even_while_another_holds_the_key() {
     cluster.request(NodeId(0), 1, 1, acquire(0));
     assert_eq!(cluster.answers(1, 1)[1..], [ClientReply::NotHeld]);
 }
+
+/// A newcomer does not overtake a queue whose head could not be proposed.
+/// With the leader's uncommitted log full (two entries at most here) as a
+/// Release applies, the head's Grant is refused (`Unavailable`) and the rest
+/// of the queue still waits on a free key; a try-lock that arrives once a
+/// commit has made room, before the next apply serves the queue, is not
+/// granted ahead of it (it is told to retry).
+#[test]
+fn a_newcomer_does_not_overtake_waiters_whose_head_could_not_be_proposed() {
+    let narrow = |raft: &mut crate::raft::Config| {
+        raft.entries_per_message_max = 1;
+        raft.inflight_max = 1;
+    };
+    let mut config = ServiceConfig::standard(Variant::Default);
+    config.wait_queue_max = 2;
+    let mut cluster = Cluster::with_raft(3, config, narrow);
+    let leader = cluster.elect();
+    let follower = other_than(leader);
+    let try_lock = |name: &str| ClientRequest::Acquire { key: Key::new(name), lease_ms: LEASE_MS, wait_ms: 0 };
+    cluster.request(leader, 1, 1, acquire(0));
+    cluster.request(leader, 2, 1, acquire(5_000));
+    cluster.request(leader, 3, 1, acquire(5_000));
+    // c1's Release and a grant of another key, both held uncommitted.
+    cluster.hold_entries();
+    cluster.send(leader, 1, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    cluster.settle();
+    cluster.send(leader, 4, 1, try_lock("other/1"));
+    cluster.settle();
+    // The Release reaches a follower, whose answer commits it; before the
+    // leader applies it, a third grant fills the uncommitted log again.
+    let held: Vec<Message> = std::mem::take(&mut cluster.held_entries).into_iter().collect();
+    cluster.step_into(follower, held);
+    let answers = cluster.take_ready(follower);
+    cluster.step_into(leader, answers);
+    cluster.send(leader, 5, 1, try_lock("other/2"));
+    // The leader applies the Release: c2's Grant cannot be proposed.
+    let sent = cluster.take_ready(leader);
+    assert_eq!(cluster.answers(2, 1), vec![ClientReply::Unavailable], "the head's Grant was refused");
+    // A commit makes room; the newcomer arrives before the next apply.
+    cluster.step_into(follower, sent);
+    let answers = cluster.take_ready(follower);
+    cluster.step_into(leader, answers);
+    cluster.send(leader, 6, 1, acquire(0));
+    cluster.entries_pass_through = None;
+    cluster.inbox.clear();
+    cluster.tick();
+    cluster.run_ms(200);
+    // Its Busy is proposed while the key is free, so the state machine finds
+    // no lock to decline against and the client is told to retry.
+    assert_eq!(cluster.answers(6, 1), vec![ClientReply::Unavailable], "the newcomer is not granted ahead of the queue");
+}

@@ -92,34 +92,11 @@ fn a_floor_read_confirmed_ahead_of_apply_waits_for_the_apply() {
     cluster.settle();
     // Every held append reaches one follower at once, and its answers reach
     // the leader at once: the leader's commit jumps over thousands of entries.
-    let now = |cluster: &Cluster, node: NodeId| cluster.now_ms(node);
-    let drain = |cluster: &mut Cluster, node: NodeId| -> Vec<Message> {
-        let at = now(cluster, node);
-        let server = &mut cluster.servers[usize::from(node.0)];
-        if !server.has_ready() {
-            return Vec::new();
-        }
-        let mut ready = server.ready();
-        let messages: Vec<Message> = std::mem::take(&mut ready.messages)
-            .into_iter()
-            .chain(std::mem::take(&mut ready.messages_after_persist))
-            .collect();
-        server.apply_ready(ready, at);
-        cluster.collect(node);
-        messages
-    };
-    let deliver = |cluster: &mut Cluster, messages: Vec<Message>, to: NodeId| {
-        for message in messages.into_iter().filter(|m| m.to == to) {
-            let at = now(cluster, to);
-            cluster.servers[usize::from(to.0)].step(message, at);
-        }
-        cluster.collect(to);
-    };
     let held: Vec<Message> = std::mem::take(&mut cluster.held_entries).into_iter().collect();
     cluster.entries_pass_through = None;
-    deliver(&mut cluster, held, follower);
-    let answers = drain(&mut cluster, follower);
-    deliver(&mut cluster, answers, leader);
+    cluster.step_into(follower, held);
+    let answers = cluster.take_ready(follower);
+    cluster.step_into(leader, answers);
     let (commit, applied) = {
         let raft = cluster.server(leader).raft();
         (raft.commit_index().0, raft.applied_index().0)
@@ -128,11 +105,11 @@ fn a_floor_read_confirmed_ahead_of_apply_waits_for_the_apply() {
     // The floor read; its confirming round rides on the leader's next appends.
     cluster.servers[usize::from(leader.0)].on_floor_read(11);
     cluster.collect(leader);
-    let round = drain(&mut cluster, leader);
-    deliver(&mut cluster, round, follower);
-    let confirmations = drain(&mut cluster, follower);
-    deliver(&mut cluster, confirmations, leader);
-    let _ = drain(&mut cluster, leader);
+    let round = cluster.take_ready(leader);
+    cluster.step_into(follower, round);
+    let confirmations = cluster.take_ready(follower);
+    cluster.step_into(leader, confirmations);
+    let _ = cluster.take_ready(leader);
     assert!(!cluster.server(leader).floors_parked.is_empty(), "the read waits for the apply");
     assert_eq!(floor_answers(&cluster, 11), vec![], "not answered before the apply caught up");
     cluster.inbox.clear();

@@ -161,6 +161,33 @@ impl Cluster {
         panic!("the cluster did not settle within {SETTLE_ROUNDS_MAX} rounds");
     }
 
+    /// Takes `node`'s Ready by hand (if it has one), applies it, and returns
+    /// its messages instead of delivering them: for tests that order every step.
+    pub(super) fn take_ready(&mut self, node: NodeId) -> Vec<Message> {
+        let now_ms = self.now_ms(node);
+        let server = &mut self.servers[usize::from(node.0)];
+        if !server.has_ready() {
+            return Vec::new();
+        }
+        let mut ready = server.ready();
+        let messages: Vec<Message> = std::mem::take(&mut ready.messages)
+            .into_iter()
+            .chain(std::mem::take(&mut ready.messages_after_persist))
+            .collect();
+        server.apply_ready(ready, now_ms);
+        self.collect(node);
+        messages
+    }
+
+    /// Steps each of `messages` addressed to `to` into it by hand, in order (no Ready is taken).
+    pub(super) fn step_into(&mut self, to: NodeId, messages: Vec<Message>) {
+        let now_ms = self.now_ms(to);
+        for message in messages.into_iter().filter(|m| m.to == to) {
+            self.servers[usize::from(to.0)].step(message, now_ms);
+        }
+        self.collect(to);
+    }
+
     fn collect(&mut self, node: NodeId) {
         let outputs = self.servers[usize::from(node.0)].take_outputs();
         self.log.extend(outputs.into_iter().map(|output| (node, output)));
