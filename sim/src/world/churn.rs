@@ -22,9 +22,10 @@
 //! still depend on the seed and model alone.
 
 use crate::faults::{ChurnEvent, Fault};
+use crate::history::Event;
 use crate::machine::disk::NodeImage;
 use crate::machine::net::Addr;
-use fencelock::{ClientId, NodeId, Term};
+use fencelock::{NodeId, Term};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -55,17 +56,10 @@ pub(super) trait Cluster {
     fn take_acks(&mut self) -> Vec<crate::nodes::context::AckSent>;
     /// How many events the history holds so far.
     fn history_len(&self) -> usize;
-    /// The renewals servers answered `Renewed` in the history from position
-    /// `from` on, oldest first, and the position after the last event read.
-    fn renewals_since(&self, from: usize) -> (Vec<Renewal>, usize);
-    /// What the grant strikes follow in the history from position `from`
-    /// on (waiting acquires, their ends, keys freed), oldest first, and the
-    /// position after the last event read.
-    fn lock_traffic_since(&self, from: usize) -> (Vec<super::grants::LockTraffic>, usize);
-    /// What the fence strikes follow in the history from position `from` on
-    /// (locks ended by expiry, writes the resource accepted), oldest first,
-    /// and the position after the last event read.
-    fn fence_traffic_since(&self, from: usize) -> (Vec<super::fences::FenceTraffic>, usize);
+    /// What `pick` takes from each event of the history from position
+    /// `from` on, oldest first, and the position after the last event read:
+    /// how the renew, grant and fence strikes follow a run as it is recorded.
+    fn history_since<T>(&self, from: usize, pick: impl Fn(&Event) -> Option<T>) -> (Vec<T>, usize);
     /// Crashes the resource (whatever it has not synced is lost).
     fn crash_resource(&mut self);
     fn restart_resource(&mut self);
@@ -91,14 +85,6 @@ pub(super) trait Cluster {
     /// Restarts `node` from `image`, a backup taken at `backup_at_us`, marked
     /// as restored; false (nothing done) when the operator's rule forbids it.
     fn restore_from_backup(&mut self, node: NodeId, backup_at_us: u64, image: NodeImage) -> bool;
-}
-
-/// A renew a server answered `Renewed`, as the history recorded it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Renewal {
-    pub node: NodeId,
-    pub client: ClientId,
-    pub at_us: u64,
 }
 
 /// How often a churning supervisor looks at roles and applies (madsim's finest sleep).

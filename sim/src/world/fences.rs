@@ -17,7 +17,8 @@
 
 use super::churn::Cluster;
 use crate::faults::{ChurnEvent, Fault};
-use fencelock::{Key, Token};
+use crate::history::{Event, EventKind};
+use fencelock::{ApplyResult, Command, Key, Token, WriteVerdict};
 use std::collections::BTreeMap;
 
 /// How often the supervisor reads the history during an episode (madsim's finest sleep).
@@ -25,11 +26,28 @@ const WATCH_US: u64 = 1_000;
 
 /// What the fence strikes read of the history.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum FenceTraffic {
+enum FenceTraffic {
     /// The lock on `key` with `token` was removed by an Expire.
     Expired { key: Key, token: Token },
     /// The resource accepted a write on `key` with `token`, at `at_us`.
     Accepted { key: Key, token: Token, at_us: u64 },
+}
+
+impl FenceTraffic {
+    /// What `event` tells the fence strikes, if anything.
+    fn of(event: &Event) -> Option<FenceTraffic> {
+        match &event.kind {
+            EventKind::Applied {
+                command: Command::Expire { key, token },
+                result: ApplyResult::Expired { existed: true },
+                ..
+            } => Some(FenceTraffic::Expired { key: key.clone(), token: *token }),
+            EventKind::WriteDone { key, token, verdict: WriteVerdict::Accepted, .. } => {
+                Some(FenceTraffic::Accepted { key: key.clone(), token: *token, at_us: event.at_us })
+            }
+            _ => None,
+        }
+    }
 }
 
 pub(super) struct FenceStrike {
@@ -68,7 +86,7 @@ impl FenceStrike {
         self.until_us = now_us + for_ms * 1_000;
         self.strikes_left = strikes;
         self.down_ms = down_ms;
-        let (traffic, read_to) = cluster.fence_traffic_since(self.read_to);
+        let (traffic, read_to) = cluster.history_since(self.read_to, FenceTraffic::of);
         self.read_to = read_to;
         for event in traffic {
             self.follow(&event);
@@ -85,7 +103,7 @@ impl FenceStrike {
         if !self.watching(now_us) {
             return;
         }
-        let (traffic, read_to) = cluster.fence_traffic_since(self.read_to);
+        let (traffic, read_to) = cluster.history_since(self.read_to, FenceTraffic::of);
         self.read_to = read_to;
         for event in traffic {
             if let FenceTraffic::Accepted { ref key, token, at_us } = event {

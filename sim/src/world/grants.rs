@@ -24,7 +24,9 @@
 
 use super::churn::Cluster;
 use crate::faults::{ChurnEvent, Fault};
-use fencelock::{ClientId, Key, NodeId, RequestId};
+use crate::history::{Event, EventKind};
+use fencelock::service::ClientRequest;
+use fencelock::{ApplyResult, ClientId, Command, Key, NodeId, RequestId};
 use std::collections::BTreeMap;
 
 /// How often the supervisor reads the history during an episode (madsim's finest sleep).
@@ -33,7 +35,7 @@ const WATCH_US: u64 = 1_000;
 /// What the grant strikes read of the history: client requests that wait,
 /// their ends, and keys freed.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum LockTraffic {
+enum LockTraffic {
     /// `client` sent `request`, an acquire of `key` that waits, to `node`.
     Waits { client: ClientId, request: RequestId, node: NodeId, key: Key },
     /// `client` sent `request`, which does not wait for a key.
@@ -42,6 +44,30 @@ pub(super) enum LockTraffic {
     Ends { client: ClientId, request: RequestId },
     /// `node` applied a command that removed the lock on `key`, at `at_us`.
     Freed { node: NodeId, key: Key, at_us: u64 },
+}
+
+impl LockTraffic {
+    /// What `event` tells the grant strikes, if anything.
+    fn of(event: &Event) -> Option<LockTraffic> {
+        match &event.kind {
+            EventKind::Requested { client, request, to, body } => Some(match body {
+                ClientRequest::Acquire { key, wait_ms, .. } if *wait_ms > 0 => {
+                    LockTraffic::Waits { client: *client, request: *request, node: *to, key: key.clone() }
+                }
+                _ => LockTraffic::Asks { client: *client, request: *request },
+            }),
+            EventKind::Answered { client, request, .. } | EventKind::GaveUp { client, request } => {
+                Some(LockTraffic::Ends { client: *client, request: *request })
+            }
+            EventKind::Applied {
+                node,
+                command: Command::Release { key, .. } | Command::Expire { key, .. },
+                result: ApplyResult::Released | ApplyResult::Expired { existed: true },
+                ..
+            } => Some(LockTraffic::Freed { node: *node, key: key.clone(), at_us: event.at_us }),
+            _ => None,
+        }
+    }
 }
 
 /// A request waiting for a key at a server, as the history tells it.
@@ -94,7 +120,7 @@ impl GrantStrike {
         self.until_us = now_us + for_ms * 1_000;
         self.strikes_left = strikes;
         self.pause_ms = pause_ms;
-        let (traffic, read_to) = cluster.lock_traffic_since(self.read_to);
+        let (traffic, read_to) = cluster.history_since(self.read_to, LockTraffic::of);
         self.read_to = read_to;
         for event in traffic {
             self.follow(&event);
@@ -107,7 +133,7 @@ impl GrantStrike {
         if !self.watching(now_us) {
             return;
         }
-        let (traffic, read_to) = cluster.lock_traffic_since(self.read_to);
+        let (traffic, read_to) = cluster.history_since(self.read_to, LockTraffic::of);
         self.read_to = read_to;
         for event in traffic {
             if let LockTraffic::Freed { node, ref key, at_us } = event {

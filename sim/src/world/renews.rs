@@ -16,9 +16,12 @@
 //! links early; the pause is an ordinary pause. Every strike is in the
 //! history (`ChurnEvent::RenewStruck`), and so is the reconnection.
 
-use super::churn::{Cluster, Renewal};
+use super::churn::Cluster;
 use crate::faults::{ChurnEvent, Fault, RENEW_CUT_AFTER_PAUSE_MS_MAX};
+use crate::history::{Event, EventKind};
 use crate::machine::net::Addr;
+use fencelock::service::ClientReply;
+use fencelock::{ClientId, NodeId};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -27,6 +30,26 @@ const WATCH_US: u64 = 1_000;
 
 /// The shortest time the links stay cut after the victim's pause ends.
 const CUT_AFTER_PAUSE_MS_MIN: u64 = 50;
+
+/// A renew a server answered `Renewed`, as the history recorded it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Renewal {
+    node: NodeId,
+    client: ClientId,
+    at_us: u64,
+}
+
+impl Renewal {
+    /// The renewal `event` records, if it is one.
+    fn of(event: &Event) -> Option<Renewal> {
+        match event.kind {
+            EventKind::Replied { node, client, reply: ClientReply::Renewed { .. }, .. } => {
+                Some(Renewal { node, client, at_us: event.at_us })
+            }
+            _ => None,
+        }
+    }
+}
 
 pub(super) struct RenewStrike {
     rng: ChaCha8Rng,
@@ -88,7 +111,7 @@ impl RenewStrike {
         if !self.watching(now_us) {
             return;
         }
-        let (renewals, read_to) = cluster.renewals_since(self.read_to);
+        let (renewals, read_to) = cluster.history_since(self.read_to, Renewal::of);
         self.read_to = read_to;
         if self.cut.is_some() {
             return;

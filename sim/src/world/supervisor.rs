@@ -4,9 +4,9 @@
 
 use super::acks::AckCrash;
 use super::amnesia::Amnesia;
-use super::churn::{Churn, Cluster, Renewal};
-use super::fences::{FenceStrike, FenceTraffic};
-use super::grants::{GrantStrike, LockTraffic};
+use super::churn::{Churn, Cluster};
+use super::fences::FenceStrike;
+use super::grants::GrantStrike;
 use super::renews::RenewStrike;
 use super::restores::{Backups, ClusterRestore};
 use super::votes::VoteStrike;
@@ -22,8 +22,6 @@ use crate::nodes::context::Ctx;
 use crate::nodes::{resource, server, worker};
 use crate::streams;
 use fencelock::raft::Role;
-use fencelock::service::{ClientReply, ClientRequest};
-use fencelock::{ApplyResult, Command, WriteVerdict};
 use fencelock::{ClientId, NodeId, Term, Token};
 use madsim::runtime::{Handle, NodeHandle};
 use madsim::task::AbortHandle;
@@ -534,17 +532,6 @@ impl Supervisor {
     }
 }
 
-impl Supervisor {
-    /// What `pick` takes from each event of the history from position
-    /// `from` on, oldest first, and the position after the last event read:
-    /// how the reactive families follow a run as it is recorded.
-    fn history_since<T>(&self, from: usize, pick: impl Fn(&Event) -> Option<T>) -> (Vec<T>, usize) {
-        let shared = self.ctx.shared();
-        let events = shared.history.events();
-        (events.get(from..).unwrap_or_default().iter().filter_map(pick).collect(), events.len())
-    }
-}
-
 /// The churn's view of the cluster.
 impl Cluster for Supervisor {
     fn nodes(&self) -> usize {
@@ -615,48 +602,10 @@ impl Cluster for Supervisor {
         self.ctx.shared().history.events().len()
     }
 
-    fn renewals_since(&self, from: usize) -> (Vec<Renewal>, usize) {
-        self.history_since(from, |event| match event.kind {
-            EventKind::Replied { node, client, reply: ClientReply::Renewed { .. }, .. } => {
-                Some(Renewal { node, client, at_us: event.at_us })
-            }
-            _ => None,
-        })
-    }
-
-    fn lock_traffic_since(&self, from: usize) -> (Vec<LockTraffic>, usize) {
-        self.history_since(from, |event| match &event.kind {
-            EventKind::Requested { client, request, to, body } => Some(match body {
-                ClientRequest::Acquire { key, wait_ms, .. } if *wait_ms > 0 => {
-                    LockTraffic::Waits { client: *client, request: *request, node: *to, key: key.clone() }
-                }
-                _ => LockTraffic::Asks { client: *client, request: *request },
-            }),
-            EventKind::Answered { client, request, .. } | EventKind::GaveUp { client, request } => {
-                Some(LockTraffic::Ends { client: *client, request: *request })
-            }
-            EventKind::Applied {
-                node,
-                command: Command::Release { key, .. } | Command::Expire { key, .. },
-                result: ApplyResult::Released | ApplyResult::Expired { existed: true },
-                ..
-            } => Some(LockTraffic::Freed { node: *node, key: key.clone(), at_us: event.at_us }),
-            _ => None,
-        })
-    }
-
-    fn fence_traffic_since(&self, from: usize) -> (Vec<FenceTraffic>, usize) {
-        self.history_since(from, |event| match &event.kind {
-            EventKind::Applied {
-                command: Command::Expire { key, token },
-                result: ApplyResult::Expired { existed: true },
-                ..
-            } => Some(FenceTraffic::Expired { key: key.clone(), token: *token }),
-            EventKind::WriteDone { key, token, verdict: WriteVerdict::Accepted, .. } => {
-                Some(FenceTraffic::Accepted { key: key.clone(), token: *token, at_us: event.at_us })
-            }
-            _ => None,
-        })
+    fn history_since<T>(&self, from: usize, pick: impl Fn(&Event) -> Option<T>) -> (Vec<T>, usize) {
+        let shared = self.ctx.shared();
+        let events = shared.history.events();
+        (events.get(from..).unwrap_or_default().iter().filter_map(pick).collect(), events.len())
     }
 
     fn crash_resource(&mut self) {

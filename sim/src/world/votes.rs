@@ -21,7 +21,10 @@
 //! the milliseconds before the vote does not stop the crash). Every step is
 //! in the history (`ChurnEvent::VoteSplit`, `ChurnEvent::VoteStruck`,
 //! `ChurnEvent::Reconnected`); the crash and restart are ordinary `Crashed`
-//! and `Restarted` events. A planned heal ends the cuts; a planned crash,
+//! and `Restarted` events. The cuts are one-way cuts of the net, so undoing
+//! them (every link of the candidate to the other servers, after the split
+//! or the isolation) also ends a planned cut of those links early, as the
+//! renew strikes' reconnection does. A planned heal ends the cuts; a planned crash,
 //! restart or restore of the voter takes it over.
 
 use super::churn::Cluster;

@@ -121,17 +121,9 @@ impl Cluster {
             let mut busy = false;
             for n in 0..self.servers.len() {
                 let node = NodeId(n as u8);
-                let now_ms = self.clocks_ms[n];
-                let server = &mut self.servers[n];
-                if !self.paused.contains(&node) && server.has_ready() {
+                if !self.paused.contains(&node) && self.servers[n].has_ready() {
                     busy = true;
-                    let mut ready = server.ready();
-                    let messages: Vec<Message> = std::mem::take(&mut ready.messages)
-                        .into_iter()
-                        .chain(std::mem::take(&mut ready.messages_after_persist))
-                        .collect();
-                    server.apply_ready(ready, now_ms);
-                    for message in messages {
+                    for message in self.take_ready(node) {
                         if !self.isolated.contains(&message.from) && !self.isolated.contains(&message.to) {
                             self.inbox.push_back(message);
                         }
@@ -161,8 +153,9 @@ impl Cluster {
         panic!("the cluster did not settle within {SETTLE_ROUNDS_MAX} rounds");
     }
 
-    /// Takes `node`'s Ready by hand (if it has one), applies it, and returns
-    /// its messages instead of delivering them: for tests that order every step.
+    /// Takes `node`'s Ready (if it has one), applies it, and returns its
+    /// messages instead of delivering them: `settle_until` delivers them, and
+    /// tests that order every step by hand take them.
     pub(super) fn take_ready(&mut self, node: NodeId) -> Vec<Message> {
         let now_ms = self.now_ms(node);
         let server = &mut self.servers[usize::from(node.0)];
