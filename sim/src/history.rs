@@ -12,7 +12,7 @@ use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LogIndex, NodeId, R
 use serde::{Deserialize, Serialize};
 
 pub use crate::actor::Actor;
-use crate::faults::{ChurnEvent, Fault};
+use crate::faults::{ChurnEvent, Fault, Overtake};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -199,6 +199,19 @@ pub enum EventKind {
         token_last: Token,
         held: Vec<(Key, Token)>,
     },
+
+    // ---- a planned stall told by what it waits for (last, for the same reason) ----
+    /// A worker holding `key` under `token` stalls between its lease check
+    /// and its write until another worker overtakes it there (`on`), then
+    /// `after_ms` more, at most `ms_max` (`StallUntilOvertaken`); a `Resumed` ends it.
+    StalledUntilOvertaken {
+        client: ClientId,
+        key: Key,
+        token: Token,
+        on: Overtake,
+        after_ms: u64,
+        ms_max: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -316,7 +329,8 @@ impl EventKind {
             | K::BeliefStart { key, .. }
             | K::BeliefEnd { key, .. }
             | K::WriteSent { key, .. }
-            | K::WriteDone { key, .. } => Some(key),
+            | K::WriteDone { key, .. }
+            | K::StalledUntilOvertaken { key, .. } => Some(key),
             _ => None,
         }
     }
@@ -342,7 +356,8 @@ impl EventKind {
             | K::BeliefStart { token, .. }
             | K::BeliefEnd { token, .. }
             | K::WriteSent { token, .. }
-            | K::WriteDone { token, .. } => Some(*token),
+            | K::WriteDone { token, .. }
+            | K::StalledUntilOvertaken { token, .. } => Some(*token),
             _ => None,
         }
     }
@@ -389,7 +404,8 @@ impl EventKind {
             K::BeliefStart { client, .. }
             | K::BeliefEnd { client, .. }
             | K::GaveUp { client, .. }
-            | K::Stalled { client, .. } => vec![Actor::Client(*client)],
+            | K::Stalled { client, .. }
+            | K::StalledUntilOvertaken { client, .. } => vec![Actor::Client(*client)],
             K::WriteSent { client, .. } => vec![Actor::Client(*client), Actor::Resource],
             K::WriteDone { client, .. } => vec![Actor::Resource, Actor::Client(*client)],
             K::ResourceRestored { .. } => vec![Actor::Resource],
@@ -412,6 +428,20 @@ impl EventKind {
             K::Paused { actor: a } => (actor(*a), "paused".into()),
             K::Stalled { client, ms } => {
                 (client.to_string(), format!("stalls {ms}ms between its lease check and its write"))
+            }
+            K::StalledUntilOvertaken { client, key, token, on, after_ms, ms_max } => {
+                let until = match on {
+                    Overtake::Grant => format!("another worker is granted {key}"),
+                    Overtake::Write => format!("a write on {key} under a token above {token} is accepted"),
+                };
+                let more = match after_ms {
+                    0 => String::new(),
+                    ms => format!(", then {ms}ms more"),
+                };
+                (
+                    client.to_string(),
+                    format!("stalls between its lease check and its write until {until}{more} (at most {ms_max}ms)"),
+                )
             }
             K::Resumed { actor: a } => (actor(*a), "resumed".into()),
             K::NodeRestored { node, backup_at_us } => {

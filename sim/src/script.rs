@@ -263,6 +263,9 @@ pub fn story(history: &History) -> String {
             EventKind::Paused { actor } => format!("{actor} paused"),
             EventKind::Resumed { actor } => format!("{actor} resumed"),
             EventKind::Stalled { client, ms } => format!("{client} stalls {ms}ms before its write"),
+            EventKind::StalledUntilOvertaken { client, key, .. } => {
+                format!("{client} stalls before its write until overtaken on {key}")
+            }
             EventKind::NodeRestored { node, .. } => format!("{node} restored from a stale backup"),
             EventKind::GhostReleaseProposed { key, token, .. } => format!("ghost release proposed {key} {token}"),
             EventKind::ResourceRestored { restore, .. } => format!("db restored from its backup (restore {restore})"),

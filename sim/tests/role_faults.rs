@@ -1,9 +1,11 @@
 //! The faults that name a role, not a node (`CrashLeader`, `PauseLeader`,
-//! `StallHolder`): each strikes whoever plays the role when it fires.
+//! `StallHolder`, `StallUntilOvertaken`): each strikes whoever plays the
+//! role when it fires.
 
 use fencelock::raft::Role;
-use fencesim::faults::{Fault, FaultEvent};
-use fencesim::history::{Actor, Event, EventKind};
+use fencelock::ApplyResult;
+use fencesim::faults::{Fault, FaultEvent, Overtake};
+use fencesim::history::{Actor, Event, EventKind, WriteVerdict};
 use fencesim::model::Model;
 use fencesim::run::seed::run_plan;
 
@@ -88,4 +90,82 @@ fn stall_holder_stalls_the_next_writer_once_and_only_then() {
         assert_eq!(stalled.len(), 1, "seed {seed}: exactly the planned stall");
         assert!(stalled[0].0 >= 1_000_000 && stalled[0].1 == 1_234, "seed {seed}: {stalled:?}");
     }
+}
+
+/// When the stall that `StallUntilOvertaken` armed at `stalled` (holding
+/// `key` under `token`) was overtaken: the first later grant of the key, or
+/// accepted write on it, under a higher token.
+fn overtaken_at(events: &[Event], stalled: &Event, on: Overtake) -> Option<u64> {
+    let EventKind::StalledUntilOvertaken { ref key, token, .. } = stalled.kind else { unreachable!() };
+    events.iter().filter(|event| event.seq > stalled.seq).find_map(|event| {
+        let higher = match (&event.kind, on) {
+            (EventKind::Applied { command, result: ApplyResult::Granted { token: t }, .. }, Overtake::Grant) => {
+                command.key() == key && *t > token
+            }
+            (EventKind::WriteDone { key: k, token: t, verdict: WriteVerdict::Accepted, .. }, Overtake::Write) => {
+                k == key && *t > token
+            }
+            _ => false,
+        };
+        higher.then_some(event.at_us)
+    })
+}
+
+#[test]
+fn stall_until_overtaken_lasts_until_another_worker_overtakes_the_holder_and_the_token_stops_it() {
+    let (after_ms, ms_max) = (7, 6_000);
+    // Long enough for a stall taken late to end at its cap inside the run.
+    let model = Model { safety_ms: 16_000, ..model() };
+    for on in [Overtake::Grant, Overtake::Write] {
+        let mut overtaken = 0;
+        for seed in 0..6 {
+            let plan = at(1_000, Fault::StallUntilOvertaken { on, after_ms, ms_max });
+            let outcome = run_plan(seed, &model, plan);
+            let events = outcome.history.events();
+            let stalls: Vec<&Event> =
+                events.iter().filter(|e| matches!(e.kind, EventKind::StalledUntilOvertaken { .. })).collect();
+            assert_eq!(stalls.len(), 1, "seed {seed} {on:?}: exactly the planned stall");
+            let stalled = stalls[0];
+            let EventKind::StalledUntilOvertaken { client, .. } = stalled.kind else { unreachable!() };
+            assert!(stalled.at_us >= 1_000_000, "seed {seed} {on:?}: armed at 1 s, taken later");
+            let resumed =
+                first_after(events, stalled.at_us, |kind| *kind == EventKind::Resumed { actor: Actor::Client(client) });
+            let deadline_us = stalled.at_us + ms_max * 1_000;
+            match overtaken_at(events, stalled, on).filter(|&at_us| at_us < deadline_us) {
+                // The world looks once a millisecond, then waits `after_ms`
+                // (a madsim sleep lasts a millisecond at least).
+                Some(at_us) => {
+                    overtaken += 1;
+                    let (earliest, latest) = (at_us + after_ms * 1_000, at_us + (after_ms + 2) * 1_000);
+                    assert!(
+                        (earliest..=latest).contains(&resumed.at_us),
+                        "seed {seed} {on:?}: overtaken at {at_us} us, resumed at {} us",
+                        resumed.at_us
+                    );
+                }
+                None => assert!(
+                    (deadline_us..=deadline_us + 1_000).contains(&resumed.at_us),
+                    "seed {seed} {on:?}: never overtaken, so resumed at the cap {deadline_us} us, not {} us",
+                    resumed.at_us
+                ),
+            }
+            // The stale holder writes after the takeover; the resource's token check refuses it.
+            assert!(outcome.ok, "seed {seed} {on:?}: {:?}", outcome.violations);
+        }
+        assert!(overtaken >= 3, "{on:?}: overtaken in only {overtaken} of 6 seeds");
+    }
+}
+
+#[test]
+fn stall_until_overtaken_breaks_an_unfenced_sink_in_most_seeds() {
+    let model = Model { variant: fencelock::Variant::SinkUnfenced, ..model() };
+    let plan = at(500, Fault::StallUntilOvertaken { on: Overtake::Write, after_ms: 0, ms_max: 8_000 });
+    let caught = (0..20)
+        .filter(|&seed| {
+            let outcome = run_plan(seed, &model, plan.clone());
+            outcome.violations.iter().any(|v| v.property == fencelock::Property::FencedWrite)
+        })
+        .count();
+    // 15 of 20 when written.
+    assert!(caught >= 12, "fenced-write in only {caught} of 20 seeds");
 }

@@ -87,7 +87,9 @@ impl LivenessChecker {
                     pending.settled = true;
                 }
             }
-            EventKind::Paused { actor: Actor::Client(client) } | EventKind::Stalled { client, .. } => {
+            EventKind::Paused { actor: Actor::Client(client) }
+            | EventKind::Stalled { client, .. }
+            | EventKind::StalledUntilOvertaken { client, .. } => {
                 self.interrupted_us.insert(*client, at_us);
             }
             EventKind::Crashed { actor: Actor::Client(client) } => {

@@ -215,6 +215,27 @@ pub enum Fault {
         strikes: u64,
         down_ms: u64,
     },
+    /// The next worker to pass its lease check with a lock held stalls
+    /// between that check and its write until another worker overtakes it on
+    /// that key — is granted it (`Overtake::Grant`) or has a write under a
+    /// higher token accepted (`Overtake::Write`) — and `after_ms` more; at
+    /// most `ms_max` in all. `StallHolder` told by what the stall waits for,
+    /// not by its length, so it outlasts the takeover under any seed's timing
+    /// (`shrink` writes these).
+    StallUntilOvertaken {
+        on: Overtake,
+        after_ms: u64,
+        ms_max: u64,
+    },
+}
+
+/// What a `StallUntilOvertaken` stall waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Overtake {
+    /// Another worker is granted the key (a higher token applied at any server).
+    Grant,
+    /// The resource accepts a write on the key under a higher token.
+    Write,
 }
 
 /// What acknowledgement a crash-after-acknowledging strike follows.
@@ -386,7 +407,8 @@ impl Fault {
             | Fault::AckAmnesia { .. }
             | Fault::GrantStrikes { .. }
             | Fault::VoteStrikes { .. }
-            | Fault::FenceStrikes { .. } => Vec::new(),
+            | Fault::FenceStrikes { .. }
+            | Fault::StallUntilOvertaken { .. } => Vec::new(),
         };
         named.into_iter().filter(|actor| *actor != Actor::Resource).collect()
     }
@@ -413,6 +435,21 @@ impl fmt::Display for Fault {
                 write!(
                     f,
                     "stall the next worker to write under a lock for {ms} ms between its lease check and its write"
+                )
+            }
+            Fault::StallUntilOvertaken { on, after_ms, ms_max } => {
+                let what = match on {
+                    Overtake::Grant => "another worker is granted its key",
+                    Overtake::Write => "another worker's write under a higher token is accepted",
+                };
+                let then = match after_ms {
+                    0 => String::new(),
+                    ms => format!(" and {ms} ms more"),
+                };
+                write!(
+                    f,
+                    "stall the next worker to write under a lock between its lease check and its write until {what}{then} \
+                     (at most {ms_max} ms)"
                 )
             }
             Fault::IsolateLeaderWith { clients, pause_ms } => {

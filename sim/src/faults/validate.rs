@@ -60,6 +60,9 @@ fn physical(fault: &Fault) -> Option<String> {
         {
             Some(format!("a planned stall or time down must be within 0..={STEP_MS_MAX} ms (one day)"))
         }
+        Fault::StallUntilOvertaken { after_ms, ms_max, .. } if after_ms.max(ms_max) > STEP_MS_MAX => {
+            Some(format!("a planned stall must be within 0..={STEP_MS_MAX} ms (one day)"))
+        }
         Fault::RenewStrikes { for_ms, pause_ms, .. } if for_ms.max(pause_ms) > STEP_MS_MAX => {
             Some(format!("a renew strike's times must be within 0..={STEP_MS_MAX} ms (one day)"))
         }

@@ -2,6 +2,7 @@
 //! disks and the history. One `Ctx` per run, held in an `Arc` by every node's
 //! init closure, so it outlives kills and restarts.
 
+use crate::faults::Overtake;
 use crate::history::{Actor, EventKind, History};
 use crate::machine::clock::{now_us, LocalClock, SharedClock};
 use crate::machine::disk::{Disk, NodeImage, ResourceImage, SharedDisk};
@@ -29,13 +30,23 @@ pub struct Shared {
     pub applies: BTreeMap<NodeId, u64>,
     /// Stalls planned by `StallHolder`, in the order they fired, each taken
     /// by the next worker to pass its lease check with a lock held.
-    pub armed_stalls: VecDeque<u64>,
+    pub armed_stalls: VecDeque<ArmedStall>,
     /// Vote grants and entry acknowledgements sent while the ack-crash
     /// watch is on (`Ctx::watch_acks`), in the order they were sent.
     pub acks: Vec<AckSent>,
     /// Pre-vote and vote grants sent while the vote-strike watch is on
     /// (`Ctx::watch_votes`), in the order they were sent.
     pub votes: Vec<VoteSent>,
+}
+
+/// A stall a planned fault left for the next worker to pass its lease check
+/// with a lock held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArmedStall {
+    /// `StallHolder`: this many milliseconds.
+    For(u64),
+    /// `StallUntilOvertaken`: until another worker overtakes it on its key.
+    UntilOvertaken { on: Overtake, after_ms: u64, ms_max: u64 },
 }
 
 /// A vote granted, or appended entries acknowledged, by a server in a round
@@ -156,7 +167,7 @@ impl Ctx {
     }
 
     /// The stall a `StallHolder` fault left for the next worker at its write, if any.
-    pub fn take_armed_stall(&self) -> Option<u64> {
+    pub fn take_armed_stall(&self) -> Option<ArmedStall> {
         self.shared().armed_stalls.pop_front()
     }
 

@@ -7,19 +7,20 @@
 //! clients do: it gives up before the answer (ghost lock), retries with the
 //! same request id, and crashes while holding a lock.
 
+use crate::faults::Overtake;
 use crate::history::{Actor, EventKind, WritePath, WriteVerdict};
-use crate::machine::clock::{local_now, SharedClock};
+use crate::machine::clock::{local_now, now_us, SharedClock};
 use crate::machine::envelope::Envelope;
 use crate::machine::net::{Addr, Delivery, Mailbox};
 use crate::machine::timer::{self, Deadline};
 use crate::machine::wire;
 use crate::model::Model;
 use crate::nodes::commands::{CommandQueue, WorkerCommand, WorkerResult};
-use crate::nodes::context::Ctx;
+use crate::nodes::context::{ArmedStall, Ctx};
 use crate::streams;
 use fencelock::client::{Client, ClientConfig, ClientEvent, Outgoing};
 use fencelock::resource::Write;
-use fencelock::{ClientId, Holder, Key, RequestId, Token, Variant};
+use fencelock::{ApplyResult, ClientId, Holder, Key, RequestId, Token, Variant};
 use futures::StreamExt;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -209,19 +210,53 @@ impl Worker {
             return None;
         };
         // Worker A: a stop-the-world stall (GC) between the check and the
-        // write, planned (`StallHolder`) or drawn by the workload.
-        let stall_ms = self.ctx.take_armed_stall().or_else(|| {
+        // write, planned (`StallHolder`, `StallUntilOvertaken`) or drawn by the workload.
+        let stall = self.ctx.take_armed_stall().or_else(|| {
             (self.ctx.model.stalls && self.rng.gen_bool(0.25)).then(|| {
                 let longest_ms = self.ctx.model.stall_ms_longest();
-                self.rng.gen_range(lease_ms.min(longest_ms) / 2..=longest_ms)
+                ArmedStall::For(self.rng.gen_range(lease_ms.min(longest_ms) / 2..=longest_ms))
             })
         });
-        if let Some(ms) = stall_ms {
-            self.ctx.record(EventKind::Stalled { client: self.id, ms });
-            madsim::time::sleep(Duration::from_millis(ms)).await;
-            self.ctx.record(EventKind::Resumed { actor: Actor::Client(self.id) });
+        match stall {
+            Some(ArmedStall::For(ms)) => {
+                self.ctx.record(EventKind::Stalled { client: self.id, ms });
+                madsim::time::sleep(Duration::from_millis(ms)).await;
+                self.ctx.record(EventKind::Resumed { actor: Actor::Client(self.id) });
+            }
+            Some(ArmedStall::UntilOvertaken { on, after_ms, ms_max }) => {
+                self.stall_until_overtaken(key, token, on, after_ms, ms_max).await;
+            }
+            None => {}
         }
         Some(believed)
+    }
+
+    /// A planned stall that lasts until another worker overtakes this one on
+    /// `key` (granted it, or a write under a higher token accepted), then
+    /// `after_ms` more, at most `ms_max` in all. The stalled worker does
+    /// nothing; the world looks at the history once a millisecond, as the
+    /// reactive fault families do.
+    async fn stall_until_overtaken(&mut self, key: &Key, token: Token, on: Overtake, after_ms: u64, ms_max: u64) {
+        let stalled =
+            EventKind::StalledUntilOvertaken { client: self.id, key: key.clone(), token, on, after_ms, ms_max };
+        self.ctx.record(stalled);
+        let mut seen = self.ctx.shared().history.events().len();
+        let deadline_us = now_us() + ms_max * 1_000;
+        while now_us() < deadline_us {
+            madsim::time::sleep(Duration::from_micros((deadline_us - now_us()).min(1_000))).await;
+            let overtaken = {
+                let shared = self.ctx.shared();
+                let events = &shared.history.events()[seen..];
+                seen += events.len();
+                events.iter().any(|event| overtakes(&event.kind, key, token, on))
+            };
+            if overtaken {
+                let left_us = deadline_us.saturating_sub(now_us());
+                madsim::time::sleep(Duration::from_micros((after_ms * 1_000).min(left_us))).await;
+                break;
+            }
+        }
+        self.ctx.record(EventKind::Resumed { actor: Actor::Client(self.id) });
     }
 
     /// Renews the lease on `key`; returns false when the service says it is lost.
@@ -483,5 +518,20 @@ impl Worker {
             Answer::Event(other) => WorkerResult::Refused(format!("{other:?}")),
             Answer::GaveUp => WorkerResult::NoAnswer,
         }
+    }
+}
+
+/// Whether `event` overtakes a worker holding `key` under `token`: another
+/// grant of the key, or an accepted write on it, under a higher token.
+fn overtakes(event: &EventKind, key: &Key, token: Token, on: Overtake) -> bool {
+    match (on, event) {
+        (Overtake::Grant, EventKind::Applied { command, result: ApplyResult::Granted { token: granted }, .. }) => {
+            command.key() == key && *granted > token
+        }
+        (
+            Overtake::Write,
+            EventKind::WriteDone { key: written, token: higher, verdict: WriteVerdict::Accepted, .. },
+        ) => written == key && *higher > token,
+        _ => false,
     }
 }

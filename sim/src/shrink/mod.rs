@@ -21,10 +21,12 @@
 //!    the leader"), and the workload's stalls of lock holders become planned
 //!    ones, where the plan then fails in at least as many probe seeds.
 //! 7. `robustness`: a minimal case that fails in fewer than most of a few
-//!    probe seeds gets back time and workload (never faults) until it fails
-//!    in most of them, within a trace-line cap; then the result is measured
-//!    under other seeds (other workloads and timing), so a plan that fails
-//!    only by luck of timing is labelled so.
+//!    probe seeds gets back time and workload until it fails in most of
+//!    them, within a trace-line cap, its faults told by what they wait for
+//!    where that helps (strike windows opened to the whole run, stalls that
+//!    last until another worker overtakes the holder, `roles`); then the
+//!    result is measured under other seeds (other workloads and timing), so
+//!    a plan that fails only by luck of timing is labelled so.
 //!
 //! Wall time bounds the search (and is reported) but never enters a run.
 
@@ -109,7 +111,9 @@ pub struct Report {
     pub robustness: Option<Robustness>,
     pub needed: Vec<Needed>,
     /// Whether every remaining fault was proven needed (the plan is
-    /// 1-minimal); false when the budget ran out or Ctrl-C came first.
+    /// 1-minimal; in a repaired case an event may be needed for robustness
+    /// only, as its `without` says); false when the budget ran out or
+    /// Ctrl-C came first.
     pub minimal: bool,
     /// The kept violation in the shrunk run.
     pub violation: String,
@@ -154,7 +158,7 @@ pub fn shrink(case: Case, options: &Options) -> Result<Report, String> {
     roles::generalize(&mut s, options.probes);
     let repaired = robustness::repair(&mut s, &start, options.probes);
     let minimal = !s.stopped();
-    let needed = if minimal { plan::prove(&mut s) } else { Vec::new() };
+    let needed = if minimal { plan::prove(&mut s, repaired.then_some(options.probes)) } else { Vec::new() };
     let interrupted = INTERRUPTED.load(Ordering::Relaxed);
     let robustness = (!interrupted).then(|| robustness::measure(&s.best, &s.property, options.robustness_seeds));
     let violation = s.kept_violation().to_string();

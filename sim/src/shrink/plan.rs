@@ -3,6 +3,7 @@
 //! without it no longer shows the property).
 
 use super::ddmin::{ddmin, sweep, TESTS_MAX};
+use super::robustness::{probes_pass, REPAIR_TRACE_LINES_MAX};
 use super::{length, Case, Needed, Shrinker};
 use crate::faults::{Fault, FaultEvent};
 use crate::history::Actor;
@@ -95,7 +96,7 @@ fn family(fault: &Fault) -> Family {
         | Fault::Heal => Family::Network,
         Fault::Crash { .. } | Fault::Restart { .. } | Fault::CrashLeader { .. } => Family::Crashes,
         Fault::Pause { actor: Actor::Server(_), .. } | Fault::PauseLeader { .. } => Family::ServerPauses,
-        Fault::Pause { .. } | Fault::StallHolder { .. } => Family::WorkerPauses,
+        Fault::Pause { .. } | Fault::StallHolder { .. } | Fault::StallUntilOvertaken { .. } => Family::WorkerPauses,
         Fault::ClockRate { .. } | Fault::ClockStep { .. } => Family::Clocks,
         Fault::BackupNode { .. } | Fault::RestoreNode { .. } => Family::NodeRestores,
         Fault::BackupCluster | Fault::RestoreCluster => Family::ClusterRestores,
@@ -173,8 +174,12 @@ fn ends(opener: &Fault, closer: &Fault) -> bool {
 }
 
 /// For each remaining event, the run without it. An event whose removal
-/// still fails is dropped (the passes after ddmin can make one redundant).
-pub(crate) fn prove(s: &mut Shrinker) -> Vec<Needed> {
+/// still fails is dropped (the passes after ddmin can make one redundant),
+/// unless the case was repaired for robustness (`repaired_probes`: the
+/// probe seeds it was repaired against) and the run without it no longer
+/// fails in most probe seeds or outgrows the repair's trace cap: such an
+/// event is needed for robustness, not for this seed, and is kept.
+pub(crate) fn prove(s: &mut Shrinker, repaired_probes: Option<u64>) -> Vec<Needed> {
     'rounds: for _ in 0..PROOF_ROUNDS_MAX {
         let mut needed = Vec::with_capacity(s.best.plan.len());
         for i in 0..s.best.plan.len() {
@@ -182,15 +187,28 @@ pub(crate) fn prove(s: &mut Shrinker) -> Vec<Needed> {
             let event = plan.remove(i);
             let candidate = Case { plan, ..s.best.clone() };
             let Some(outcome) = s.run(&candidate) else { return Vec::new() };
-            if s.shows(&outcome) {
-                s.best = candidate;
-                s.best_outcome = outcome;
-                continue 'rounds;
-            }
-            let mut others: Vec<String> = outcome.violations.iter().map(|v| v.property.to_string()).collect();
-            others.dedup();
-            let without =
-                if others.is_empty() { "passes".to_string() } else { format!("violates only {}", others.join(", ")) };
+            let without = if s.shows(&outcome) {
+                let robust_without = match repaired_probes {
+                    None => true,
+                    Some(probes) => {
+                        outcome.history.events().len() <= REPAIR_TRACE_LINES_MAX && probes_pass(s, &candidate, probes)
+                    }
+                };
+                if robust_without {
+                    s.best = candidate;
+                    s.best_outcome = outcome;
+                    continue 'rounds;
+                }
+                "still fails, but no longer in most probe seeds (needed for robustness)".to_string()
+            } else {
+                let mut others: Vec<String> = outcome.violations.iter().map(|v| v.property.to_string()).collect();
+                others.dedup();
+                if others.is_empty() {
+                    "passes".to_string()
+                } else {
+                    format!("violates only {}", others.join(", "))
+                }
+            };
             needed.push(Needed {
                 at_ms: event.at_ms,
                 fault: event.fault.to_string(),

@@ -85,6 +85,7 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
         | Fault::CrashLeader { .. }
         | Fault::PauseLeader { .. }
         | Fault::StallHolder { .. }
+        | Fault::StallUntilOvertaken { .. }
         | Fault::Heal
         | Fault::BackupCluster
         | Fault::RestoreCluster

@@ -3,7 +3,7 @@
 //! election timeouts), so other seeds ask whether the plan breaks the
 //! property by itself or only by the luck of one timing.
 
-use super::{Case, Shrinker};
+use super::{roles, Case, Shrinker};
 use crate::model::Model;
 use crate::run::seed::run_plan;
 use crate::run::sweep::default_jobs;
@@ -83,53 +83,81 @@ const REPAIR_MARGINS_MS: [u64; 6] = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000]
 
 /// A minimal case that fails by luck of timing is given back time and
 /// workload — a longer safety phase, no job cap, the starting case's workers
-/// and keys — never faults, until it fails in most probe seeds too; the
-/// first candidate that does (shortest run first) is kept, if its trace stays
-/// within [`REPAIR_TRACE_LINES_MAX`]. Returns whether it was repaired.
+/// and keys — never more fault events, until it fails in most probe seeds
+/// too. Its faults may also be told by what they wait for rather than when
+/// one seed's timing brought it: the strike families' windows opened to the
+/// whole run (`roles::widened`), and the stalls of lock holders ended as
+/// another worker overtakes the holder on its key (`roles::overtaken_forms`;
+/// a stall the workload drew becomes a planned one). The first candidate
+/// that does (the plan as it is before its rewrites, each plan's shortest
+/// run first) is
+/// kept, if its trace stays within [`REPAIR_TRACE_LINES_MAX`]. Returns
+/// whether it was repaired.
 pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> bool {
     if probes == 0 || s.stopped() || probes_pass(s, &s.best.clone(), probes) {
         return false;
     }
     let violation_ms = s.kept_violation().at_us / 1_000;
     let best = s.best.clone();
+    let run_ms = start.model.safety_ms.max(best.model.safety_ms);
+    // The plans, fewest changes first: as it is, its strike windows opened,
+    // its stalls told by what they wait for, then those stalls repeated.
+    let mut bases = vec![best.clone()];
+    bases.extend(roles::widened(&best, run_ms));
+    let told: Vec<Case> = bases.iter().flat_map(|base| roles::overtaken_forms(s, base)).collect();
+    let repeats: Vec<Case> = told.iter().filter_map(|c| roles::repeated(c, roles::OVERTAKEN_REPEATS)).collect();
+    bases.extend(told);
+    bases.extend(repeats);
     // One key makes every worker contend for it: more chances per second.
     let clients = start.model.clients.max(best.model.clients);
-    let workloads = [
-        best.model.clone(),
-        Model { jobs_max: None, ..best.model.clone() },
-        Model { jobs_max: None, keys: 1, ..best.model.clone() },
-        Model { jobs_max: None, clients, keys: 1, ..best.model.clone() },
-        Model { jobs_max: None, clients, keys: start.model.keys, ..best.model.clone() },
-    ];
-    let mut too_long = [false; 5];
-    for margin_ms in REPAIR_MARGINS_MS {
-        let safety_ms = (violation_ms + margin_ms).min(start.model.safety_ms.max(best.model.safety_ms));
-        for (w, workload) in workloads.iter().enumerate() {
-            if too_long[w] || s.stopped() {
-                continue;
-            }
-            let model = Model { safety_ms, liveness_ms: best.model.liveness_ms, ..workload.clone() };
-            let candidate = Case { model, ..best.clone() };
-            if candidate == best {
-                continue;
-            }
-            let Some(outcome) = s.run(&candidate) else { continue };
-            if outcome.history.events().len() > REPAIR_TRACE_LINES_MAX {
-                too_long[w] = true;
-                continue;
-            }
-            if s.shows(&outcome) && probes_pass(s, &candidate, probes) {
-                s.best = candidate;
-                s.best_outcome = outcome;
-                return true;
+    let workloads = |model: &Model| {
+        [
+            model.clone(),
+            Model { jobs_max: None, ..model.clone() },
+            Model { jobs_max: None, keys: 1, ..model.clone() },
+            Model { jobs_max: None, clients, keys: 1, ..model.clone() },
+            Model { jobs_max: None, clients, keys: start.model.keys, ..model.clone() },
+        ]
+    };
+    let mut too_long = vec![[false; 5]; bases.len()];
+    for (b, base) in bases.iter().enumerate() {
+        for margin_ms in REPAIR_MARGINS_MS {
+            let safety_ms = (violation_ms + margin_ms).min(run_ms);
+            for (w, workload) in workloads(&base.model).into_iter().enumerate() {
+                if too_long[b][w] || s.stopped() {
+                    continue;
+                }
+                let model = Model { safety_ms, liveness_ms: best.model.liveness_ms, ..workload };
+                let candidate = Case { model, ..base.clone() };
+                if candidate == best {
+                    continue;
+                }
+                let Some(outcome) = s.run(&candidate) else { continue };
+                if outcome.history.events().len() > REPAIR_TRACE_LINES_MAX {
+                    too_long[b][w] = true;
+                    continue;
+                }
+                if s.shows(&outcome) && probes_pass(s, &candidate, probes) {
+                    s.best = candidate;
+                    s.best_outcome = outcome;
+                    return true;
+                }
             }
         }
     }
     false
 }
 
-fn probes_pass(s: &mut Shrinker, case: &Case, probes: u64) -> bool {
-    let probed = measure_from(case, &s.property, PROBE_OFFSET, probes);
-    s.runs += probed.seeds;
-    probed.failing * 1_000 >= probed.seeds * PROBE_PERMILLE_MIN
+/// Whether `case` fails in [`PROBE_PERMILLE_MIN`] of `probes` probe seeds,
+/// and again of the next `probes`: the repair tries many candidates, and
+/// one that passes a single round only by luck should not be the one kept.
+pub(crate) fn probes_pass(s: &mut Shrinker, case: &Case, probes: u64) -> bool {
+    (0..PROBE_ROUNDS).all(|round| {
+        let probed = measure_from(case, &s.property, PROBE_OFFSET + round * probes, probes);
+        s.runs += probed.seeds;
+        probed.failing * 1_000 >= probed.seeds * PROBE_PERMILLE_MIN
+    })
 }
+
+/// Rounds of probe seeds a repaired case must pass, each on its own seeds.
+const PROBE_ROUNDS: u64 = 2;

@@ -13,7 +13,7 @@
 
 use super::robustness::{measure_from, PROBE_OFFSET};
 use super::{Case, Shrinker};
-use crate::faults::{Fault, FaultEvent};
+use crate::faults::{Fault, FaultEvent, Overtake};
 use crate::history::{Actor, EventKind};
 use crate::model::Model;
 
@@ -33,7 +33,7 @@ pub(crate) fn generalize(s: &mut Shrinker, probes: u64) {
         }
         i += 1;
     }
-    if let Some(candidate) = planned_stalls(s) {
+    if let Some(candidate) = planned_stalls(s, &s.best) {
         // It adds events and turns the workload's stalls off: only worth it
         // if more probe seeds fail.
         if try_keep(s, candidate, probes, failing + 1).is_some() {
@@ -104,8 +104,8 @@ pub fn leader_form(plan: &[FaultEvent], i: usize, safety_ms: u64) -> Option<Vec<
 /// The run's own stalls of lock holders (model key `stalls`) up to the
 /// violation, as planned `StallHolder` events in a run whose workload draws
 /// none: the stall that broke the property, told as data.
-fn planned_stalls(s: &Shrinker) -> Option<Case> {
-    if !s.best.model.stalls {
+fn planned_stalls(s: &Shrinker, case: &Case) -> Option<Case> {
+    if !case.model.stalls {
         return None;
     }
     let violation_us = s.kept_violation().at_us;
@@ -132,8 +132,121 @@ fn planned_stalls(s: &Shrinker) -> Option<Case> {
             _ => None,
         })
         .max()?;
-    let model = Model { stalls: false, safety_ms: s.best.model.safety_ms + longest_ms, ..s.best.model.clone() };
-    Some(Case { model, plan: merged(&s.best.plan, stalls), ..s.best.clone() })
+    let model = Model { stalls: false, safety_ms: case.model.safety_ms + longest_ms, ..case.model.clone() };
+    Some(Case { model, plan: merged(&case.plan, stalls), ..case.clone() })
+}
+
+/// An until-overtaken stall lasts at most this many leases (or the stall it
+/// replaces, if longer): long enough for a lease to run out and the key to
+/// pass on under any seed's timing.
+const OVERTAKEN_LEASES_MAX: u64 = 4;
+
+/// The best case with its stalls of lock holders told by what they wait
+/// for instead of how long they last: every planned `StallHolder` — or,
+/// where the workload drew the stalls, their planned form — becomes a
+/// `StallUntilOvertaken` that ends as another worker's write on the key is
+/// accepted, or as another worker is granted it. First the planned form
+/// itself where the stalls were drawn, then the two rewrites; none where
+/// no lock holder stalls.
+pub(crate) fn overtaken_forms(s: &Shrinker, case: &Case) -> Vec<Case> {
+    let has_planned = case.plan.iter().any(|e| matches!(e.fault, Fault::StallHolder { .. }));
+    let base = if has_planned { case.clone() } else { planned_stalls(s, case).unwrap_or_else(|| case.clone()) };
+    if !base.plan.iter().any(|e| matches!(e.fault, Fault::StallHolder { .. })) {
+        return Vec::new();
+    }
+    let lease_ms = base.model.lease_ms;
+    let rewritten = |on: Overtake| {
+        let plan = base
+            .plan
+            .iter()
+            .map(|event| match event.fault {
+                Fault::StallHolder { ms } => FaultEvent {
+                    at_ms: event.at_ms,
+                    fault: Fault::StallUntilOvertaken {
+                        on,
+                        after_ms: 0,
+                        ms_max: ms.max(OVERTAKEN_LEASES_MAX * lease_ms),
+                    },
+                },
+                _ => event.clone(),
+            })
+            .collect();
+        Case { plan, ..base.clone() }
+    };
+    let mut forms = Vec::new();
+    if !has_planned {
+        forms.push(base.clone());
+    }
+    forms.push(rewritten(Overtake::Write));
+    forms.push(rewritten(Overtake::Grant));
+    forms
+}
+
+/// How many lock holders in a row a repeated until-overtaken stall takes.
+pub(crate) const OVERTAKEN_REPEATS: usize = 3;
+
+/// The case with each `StallUntilOvertaken` armed `times` times at its
+/// instant, `None` if it has none. What an overtaken holder does next is
+/// the workload's to draw (a Release or a Revoke, which write path): the
+/// next holders stall the same way, a few tries at the story in every seed.
+pub(crate) fn repeated(case: &Case, times: usize) -> Option<Case> {
+    if !case.plan.iter().any(|event| matches!(event.fault, Fault::StallUntilOvertaken { .. })) {
+        return None;
+    }
+    let plan = case
+        .plan
+        .iter()
+        .flat_map(|event| {
+            let copies = if matches!(event.fault, Fault::StallUntilOvertaken { .. }) { times } else { 1 };
+            (0..copies).map(move |_| event.clone())
+        })
+        .collect();
+    Some(Case { plan, ..case.clone() })
+}
+
+/// A reactive family widened opens its window this early at the latest
+/// (the standard planner's warm-up: the first election is left in peace).
+const WIDE_FROM_MS: u64 = 300;
+
+/// A widened family strikes at least this many times.
+const WIDE_STRIKES_MIN: u64 = 3;
+
+/// The case with its strike families' windows opened to the whole run of
+/// `run_ms` — from the warm-up on, at least [`WIDE_STRIKES_MIN`] strikes —
+/// so a strike waits for its trigger whenever this seed's timing brings
+/// it, not only inside the window where one seed brought it; `None` where
+/// the plan has no such family or it is already as wide.
+pub(crate) fn widened(case: &Case, run_ms: u64) -> Option<Case> {
+    let mut plan: Vec<FaultEvent> = case
+        .plan
+        .iter()
+        .map(|event| {
+            let at_ms = event.at_ms.min(WIDE_FROM_MS);
+            let for_ms = run_ms.saturating_sub(at_ms);
+            let strikes_of = |strikes: u64| strikes.max(WIDE_STRIKES_MIN);
+            let fault = match event.fault {
+                Fault::RenewStrikes { strikes, pause_ms, .. } => {
+                    Fault::RenewStrikes { for_ms, strikes: strikes_of(strikes), pause_ms }
+                }
+                Fault::GrantStrikes { strikes, pause_ms, .. } => {
+                    Fault::GrantStrikes { for_ms, strikes: strikes_of(strikes), pause_ms }
+                }
+                Fault::VoteStrikes { strikes, down_ms, cut_ms, .. } => {
+                    Fault::VoteStrikes { for_ms, strikes: strikes_of(strikes), down_ms, cut_ms }
+                }
+                Fault::FenceStrikes { strikes, down_ms, .. } => {
+                    Fault::FenceStrikes { for_ms, strikes: strikes_of(strikes), down_ms }
+                }
+                Fault::AckCrashes { votes, strikes, down_ms, .. } => {
+                    Fault::AckCrashes { for_ms, votes, strikes: strikes_of(strikes), down_ms }
+                }
+                _ => return event.clone(),
+            };
+            FaultEvent { at_ms, fault }
+        })
+        .collect();
+    plan.sort_by_key(|event| event.at_ms);
+    (plan != case.plan).then(|| Case { plan, ..case.clone() })
 }
 
 /// `plan` with `added` put in time order (an added event goes after the
@@ -181,6 +294,43 @@ mod tests {
         );
         let restored = vec![plan[0].clone(), at(2_000, Fault::RestoreNode { node: NodeId(0) })];
         assert_eq!(leader_form(&restored, 0, 5_000), None);
+    }
+
+    fn case(plan: Vec<FaultEvent>) -> Case {
+        Case { seed: 7, model: Model::default(), plan }
+    }
+
+    #[test]
+    fn widened_opens_every_strike_window_to_the_whole_run_and_keeps_the_rest() {
+        let plan = vec![
+            at(100, Fault::Heal),
+            at(2_000, Fault::FenceStrikes { for_ms: 500, strikes: 1, down_ms: 12 }),
+            at(2_500, Fault::PauseLeader { ms: 30 }),
+            at(4_000, Fault::GrantStrikes { for_ms: 900, strikes: 5, pause_ms: 700 }),
+        ];
+        let wide = widened(&case(plan.clone()), 10_000).expect("two windows to open");
+        assert_eq!(
+            wide.plan,
+            vec![
+                at(100, Fault::Heal),
+                at(300, Fault::FenceStrikes { for_ms: 9_700, strikes: 3, down_ms: 12 }),
+                at(300, Fault::GrantStrikes { for_ms: 9_700, strikes: 5, pause_ms: 700 }),
+                at(2_500, Fault::PauseLeader { ms: 30 }),
+            ],
+            "windows from the warm-up to the end, at least three strikes, sizes kept, the plan in time order"
+        );
+        assert_eq!(widened(&wide, 10_000), None, "already as wide");
+        assert_eq!(widened(&case(vec![plan[2].clone()]), 10_000), None, "no strike family");
+    }
+
+    #[test]
+    fn a_repeated_stall_arms_the_next_holders_and_nothing_else_twice() {
+        let on = Overtake::Write;
+        let stall = at(500, Fault::StallUntilOvertaken { on, after_ms: 0, ms_max: 2_000 });
+        let out = repeated(&case(vec![at(100, Fault::Heal), stall.clone(), at(900, Fault::Heal)]), 3);
+        let plan = vec![at(100, Fault::Heal), stall.clone(), stall.clone(), stall, at(900, Fault::Heal)];
+        assert_eq!(out.map(|c| c.plan), Some(plan));
+        assert_eq!(repeated(&case(vec![at(100, Fault::Heal)]), 3), None, "no stall to repeat");
     }
 
     #[test]

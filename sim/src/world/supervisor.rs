@@ -18,7 +18,7 @@ use crate::machine::disk::NodeImage;
 use crate::machine::net::{Addr, Net, NetConfig};
 use crate::model::Model;
 use crate::nodes::commands::CommandQueue;
-use crate::nodes::context::Ctx;
+use crate::nodes::context::{ArmedStall, Ctx};
 use crate::nodes::{resource, server, worker};
 use crate::streams;
 use fencelock::raft::Role;
@@ -241,7 +241,11 @@ impl Supervisor {
                     self.pause(Actor::Server(leader), *ms);
                 }
             }
-            Fault::StallHolder { ms } => ctx.shared().armed_stalls.push_back(*ms),
+            Fault::StallHolder { ms } => ctx.shared().armed_stalls.push_back(ArmedStall::For(*ms)),
+            Fault::StallUntilOvertaken { on, after_ms, ms_max } => ctx
+                .shared()
+                .armed_stalls
+                .push_back(ArmedStall::UntilOvertaken { on: *on, after_ms: *after_ms, ms_max: *ms_max }),
             Fault::CutClient { client } => ctx.net.isolate(Addr::Client(*client)),
             Fault::Heal => ctx.net.heal(),
             Fault::Crash { node, torn } => self.crash_server(*node, *torn),

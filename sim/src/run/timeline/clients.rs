@@ -122,7 +122,7 @@ impl Clients {
                 let open = Open::new(event, Style::Paused, "paused".into());
                 self.lanes.entry(*client).or_default().paused = Some(open);
             }
-            EventKind::Stalled { client, .. } => {
+            EventKind::Stalled { client, .. } | EventKind::StalledUntilOvertaken { client, .. } => {
                 let open = Open::new(event, Style::Paused, "stalled".into());
                 self.lanes.entry(*client).or_default().paused = Some(open);
             }
