@@ -199,7 +199,7 @@ pub(crate) fn prove(s: &mut Shrinker, repaired_probes: Option<u64>) -> Vec<Neede
                     s.best_outcome = outcome;
                     continue 'rounds;
                 }
-                "still fails, but no longer in most probe seeds (needed for robustness)".to_string()
+                "still fails, but in fewer than 3 in 4 probe seeds: needed for robustness".to_string()
             } else {
                 let mut others: Vec<String> = outcome.violations.iter().map(|v| v.property.to_string()).collect();
                 others.dedup();
