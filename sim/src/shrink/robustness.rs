@@ -83,16 +83,15 @@ const REPAIR_MARGINS_MS: [u64; 6] = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000]
 
 /// A minimal case that fails by luck of timing is given back time and
 /// workload — a longer safety phase, no job cap, the starting case's workers
-/// and keys — never more fault events, until it fails in most probe seeds
-/// too. Its faults may also be told by what they wait for rather than when
-/// one seed's timing brought it: the strike families' windows opened to the
-/// whole run (`roles::widened`), and the stalls of lock holders ended as
-/// another worker overtakes the holder on its key (`roles::overtaken_forms`;
-/// a stall the workload drew becomes a planned one). The first candidate
-/// that does (the plan as it is before its rewrites, each plan's shortest
-/// run first) is
-/// kept, if its trace stays within [`REPAIR_TRACE_LINES_MAX`]. Returns
-/// whether it was repaired.
+/// and keys — until it fails in most probe seeds too. Where that is not
+/// enough, its faults are told by what they wait for rather than when one
+/// seed's timing brought them: the strike families' windows opened to the
+/// whole run (`roles::widened`), the lock holders' stalls ended as another
+/// worker overtakes the holder on its key (`roles::overtaken_forms`; a stall
+/// the workload drew is planned first), then those stalls armed three times
+/// (`roles::repeated`). The first candidate that does — plans in that order,
+/// each with its shortest run first — is kept, if its trace stays within
+/// [`REPAIR_TRACE_LINES_MAX`]. Returns whether it was repaired.
 pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> bool {
     if probes == 0 || s.stopped() || probes_pass(s, &s.best.clone(), probes) {
         return false;
@@ -119,12 +118,12 @@ pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> bool {
             Model { jobs_max: None, clients, keys: start.model.keys, ..model.clone() },
         ]
     };
-    let mut too_long = vec![[false; 5]; bases.len()];
-    for (b, base) in bases.iter().enumerate() {
+    for base in &bases {
+        let mut too_long = [false; 5];
         for margin_ms in REPAIR_MARGINS_MS {
             let safety_ms = (violation_ms + margin_ms).min(run_ms);
             for (w, workload) in workloads(&base.model).into_iter().enumerate() {
-                if too_long[b][w] || s.stopped() {
+                if too_long[w] || s.stopped() {
                     continue;
                 }
                 let model = Model { safety_ms, liveness_ms: best.model.liveness_ms, ..workload };
@@ -134,7 +133,7 @@ pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> bool {
                 }
                 let Some(outcome) = s.run(&candidate) else { continue };
                 if outcome.history.events().len() > REPAIR_TRACE_LINES_MAX {
-                    too_long[b][w] = true;
+                    too_long[w] = true;
                     continue;
                 }
                 if s.shows(&outcome) && probes_pass(s, &candidate, probes) {
