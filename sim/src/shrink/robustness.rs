@@ -5,7 +5,7 @@
 
 use super::{roles, Case, Shrinker};
 use crate::model::Model;
-use crate::run::seed::run_plan;
+use crate::run::seed::{run_plan, Outcome};
 use crate::run::sweep::default_jobs;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -89,8 +89,9 @@ const REPAIR_MARGINS_MS: [u64; 6] = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000]
 /// whole run (`roles::widened`), the lock holders' stalls ended as another
 /// worker overtakes the holder on its key (`roles::overtaken_forms`; a stall
 /// the workload drew is planned first), then those stalls armed three times
-/// (`roles::repeated`). The first candidate that does — plans in that order,
-/// each with its shortest run first — is kept, if its trace stays within
+/// (`roles::repeated`). The first run length that does — plans in that
+/// order, each with its shortest run first — is kept, with the workload
+/// that fails in the most probe seeds there, if its trace stays within
 /// [`REPAIR_TRACE_LINES_MAX`]. Returns whether it was repaired.
 pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> bool {
     if probes == 0 || s.stopped() || probes_pass(s, &s.best.clone(), probes) {
@@ -122,6 +123,9 @@ pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> bool {
         let mut too_long = [false; 5];
         for margin_ms in REPAIR_MARGINS_MS {
             let safety_ms = (violation_ms + margin_ms).min(run_ms);
+            // Of the workloads that pass at this length, the one that fails
+            // in the most probe seeds (the first of equals).
+            let mut chosen: Option<(u64, Case, Outcome)> = None;
             for (w, workload) in workloads(&base.model).into_iter().enumerate() {
                 if too_long[w] || s.stopped() {
                     continue;
@@ -136,11 +140,22 @@ pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> bool {
                     too_long[w] = true;
                     continue;
                 }
-                if s.shows(&outcome) && probes_pass(s, &candidate, probes) {
-                    s.best = candidate;
-                    s.best_outcome = outcome;
-                    return true;
+                if !s.shows(&outcome) {
+                    continue;
                 }
+                let Some(failing) = probes_failing(s, &candidate, probes) else { continue };
+                let better = match &chosen {
+                    Some((most, ..)) => failing > *most,
+                    None => true,
+                };
+                if better {
+                    chosen = Some((failing, candidate, outcome));
+                }
+            }
+            if let Some((_, candidate, outcome)) = chosen {
+                s.best = candidate;
+                s.best_outcome = outcome;
+                return true;
             }
         }
     }
@@ -151,11 +166,22 @@ pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> bool {
 /// and again of the next `probes`: the repair tries many candidates, and
 /// one that passes a single round only by luck should not be the one kept.
 pub(crate) fn probes_pass(s: &mut Shrinker, case: &Case, probes: u64) -> bool {
-    (0..PROBE_ROUNDS).all(|round| {
+    probes_failing(s, case, probes).is_some()
+}
+
+/// How many probe seeds of all rounds `case` fails in, if it passes every
+/// round (a round it fails ends the probing).
+fn probes_failing(s: &mut Shrinker, case: &Case, probes: u64) -> Option<u64> {
+    let mut failing = 0;
+    for round in 0..PROBE_ROUNDS {
         let probed = measure_from(case, &s.property, PROBE_OFFSET + round * probes, probes);
         s.runs += probed.seeds;
-        probed.failing * 1_000 >= probed.seeds * PROBE_PERMILLE_MIN
-    })
+        if probed.failing * 1_000 < probed.seeds * PROBE_PERMILLE_MIN {
+            return None;
+        }
+        failing += probed.failing;
+    }
+    Some(failing)
 }
 
 /// Rounds of probe seeds a repaired case must pass, each on its own seeds.
