@@ -38,7 +38,7 @@ pub(crate) use votes::VOTE_WAIT_MS;
 pub const EVENTS_MAX: usize = 1_000_000;
 
 /// No fault starts before this, so the cluster elects its first leader in peace.
-const WARMUP_MS: u64 = 300;
+pub(crate) const WARMUP_MS: u64 = 300;
 
 /// A majority may be down at once only this long (a brief blip, not an outage).
 const MAJORITY_DOWN_MS_MAX: u64 = 1_500;

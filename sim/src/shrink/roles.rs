@@ -13,7 +13,7 @@
 
 use super::robustness::{measure_from, PROBE_OFFSET};
 use super::{Case, Shrinker};
-use crate::faults::{Fault, FaultEvent, Overtake};
+use crate::faults::{Fault, FaultEvent, Overtake, WARMUP_MS};
 use crate::history::{Actor, EventKind};
 use crate::model::Model;
 
@@ -150,10 +150,13 @@ const OVERTAKEN_LEASES_MAX: u64 = 4;
 /// no lock holder stalls.
 pub(crate) fn overtaken_forms(s: &Shrinker, case: &Case) -> Vec<Case> {
     let has_planned = case.plan.iter().any(|e| matches!(e.fault, Fault::StallHolder { .. }));
-    let base = if has_planned { case.clone() } else { planned_stalls(s, case).unwrap_or_else(|| case.clone()) };
-    if !base.plan.iter().any(|e| matches!(e.fault, Fault::StallHolder { .. })) {
-        return Vec::new();
-    }
+    // `planned_stalls` is `None` where the workload drew no stall either.
+    let base = if has_planned {
+        case.clone()
+    } else {
+        let Some(planned) = planned_stalls(s, case) else { return Vec::new() };
+        planned
+    };
     let lease_ms = base.model.lease_ms;
     let rewritten = |on: Overtake| {
         let plan = base
@@ -204,15 +207,12 @@ pub(crate) fn repeated(case: &Case, times: usize) -> Option<Case> {
     Some(Case { plan, ..case.clone() })
 }
 
-/// A reactive family widened opens its window this early at the latest
-/// (the standard planner's warm-up: the first election is left in peace).
-const WIDE_FROM_MS: u64 = 300;
-
 /// A widened family strikes at least this many times.
 const WIDE_STRIKES_MIN: u64 = 3;
 
 /// The case with its strike families' windows opened to the whole run of
-/// `run_ms` — from the warm-up on, at least [`WIDE_STRIKES_MIN`] strikes —
+/// `run_ms` — from the standard planner's warm-up on (the first election
+/// is left in peace), at least [`WIDE_STRIKES_MIN`] strikes —
 /// so a strike waits for its trigger whenever this seed's timing brings
 /// it, not only inside the window where one seed brought it; `None` where
 /// the plan has no such family or it is already as wide.
@@ -221,7 +221,7 @@ pub(crate) fn widened(case: &Case, run_ms: u64) -> Option<Case> {
         .plan
         .iter()
         .map(|event| {
-            let at_ms = event.at_ms.min(WIDE_FROM_MS);
+            let at_ms = event.at_ms.min(WARMUP_MS);
             let for_ms = run_ms.saturating_sub(at_ms);
             let strikes_of = |strikes: u64| strikes.max(WIDE_STRIKES_MIN);
             let fault = match event.fault {
