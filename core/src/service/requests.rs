@@ -318,6 +318,9 @@ impl LockServer {
     /// Granting that one later would lock the key for a holder nobody knows
     /// about (found by the `linearizable` checker: a client's own next
     /// try-lock told `Busy` by the lock its abandoned wait was granted).
+    /// The session now also refuses such a Grant at apply, once the newer
+    /// request's answer is in the log; dropping the wait here still frees its
+    /// place in the bounded queue and spares the proposal.
     fn drop_superseded_waiters(&mut self, client: ClientId, request: RequestId) {
         for queue in self.waiters.values_mut() {
             queue.retain(|waiter| waiter.holder.client != client || waiter.holder.request >= request);

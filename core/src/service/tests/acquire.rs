@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::service::ReadPurpose;
+use crate::Holder;
 
 #[test]
 fn granted_only_after_commit_and_apply() {
@@ -96,6 +97,30 @@ fn a_newer_request_of_the_same_client_drops_its_abandoned_wait() {
     cluster.request(NodeId(0), 2, 3, acquire(5_000));
     cluster.request(NodeId(0), 3, 2, ClientRequest::Release { key: key(), token: Token(2) });
     assert_eq!(cluster.answers(2, 3), vec![ClientReply::Granted { token: Token(3), lease_ms: LEASE_MS }]);
+}
+
+#[test]
+fn an_abandoned_wait_gives_up_its_place_in_the_bounded_queue() {
+    let mut cluster = single(Variant::Default);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    // wait_queue_max is 2 in the test cluster: c2 and c3 fill it.
+    cluster.request(NodeId(0), 2, 1, acquire(5_000));
+    cluster.request(NodeId(0), 3, 1, acquire(5_000));
+    // c2 gives up waiting and moves on to a try-lock, told Busy.
+    cluster.request(NodeId(0), 2, 2, acquire(0));
+    assert!(matches!(cluster.answers(2, 2)[..], [ClientReply::Busy { .. }]));
+    // Its abandoned wait no longer holds a place: c4 queues instead of being turned away.
+    cluster.request(NodeId(0), 4, 1, acquire(5_000));
+    assert_eq!(cluster.answers(4, 1), vec![], "c4 waits in the place c2 gave up");
+    cluster.request(NodeId(0), 1, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    cluster.run_ms(100);
+    assert_eq!(cluster.answers(3, 1), vec![ClientReply::Granted { token: Token(2), lease_ms: LEASE_MS }]);
+    let abandoned = Holder { client: ClientId(2), request: RequestId(1) };
+    let proposed = cluster
+        .applied(NodeId(0))
+        .iter()
+        .any(|(command, _)| matches!(command, Command::Grant { holder, .. } if *holder == abandoned));
+    assert!(!proposed, "no Grant is proposed for a wait its client abandoned");
 }
 
 #[test]
