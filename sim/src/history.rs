@@ -12,7 +12,7 @@ use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LogIndex, NodeId, R
 use serde::{Deserialize, Serialize};
 
 pub use crate::actor::Actor;
-use crate::faults::{ChurnEvent, Fault, Overtake};
+use crate::faults::{ChurnEvent, Fault, Overtake, StallPoint};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -202,8 +202,9 @@ pub enum EventKind {
 
     // ---- a planned stall told by what it waits for (last, for the same reason) ----
     /// A worker holding `key` under `token` stalls between its lease check
-    /// and its write until another worker overtakes it there (`on`), then
-    /// `after_ms` more, at most `ms_max` (`StallUntilOvertaken`); a `Resumed` ends it.
+    /// and its write (or before a renewal, `before`) until another worker
+    /// overtakes it there (`on`), then `after_ms` more, at most `ms_max`
+    /// (`StallUntilOvertaken`); a `Resumed` ends it.
     StalledUntilOvertaken {
         client: ClientId,
         key: Key,
@@ -211,6 +212,14 @@ pub enum EventKind {
         on: Overtake,
         after_ms: u64,
         ms_max: u64,
+        before: StallPoint,
+    },
+    /// A worker answered `Granted` for `request` stalls `ms` before reading
+    /// the answer (`StallOnGrant`); a `Resumed` ends it.
+    StalledOnGrant {
+        client: ClientId,
+        request: RequestId,
+        ms: u64,
     },
 }
 
@@ -405,7 +414,8 @@ impl EventKind {
             | K::BeliefEnd { client, .. }
             | K::GaveUp { client, .. }
             | K::Stalled { client, .. }
-            | K::StalledUntilOvertaken { client, .. } => vec![Actor::Client(*client)],
+            | K::StalledUntilOvertaken { client, .. }
+            | K::StalledOnGrant { client, .. } => vec![Actor::Client(*client)],
             K::WriteSent { client, .. } => vec![Actor::Client(*client), Actor::Resource],
             K::WriteDone { client, .. } => vec![Actor::Resource, Actor::Client(*client)],
             K::ResourceRestored { .. } => vec![Actor::Resource],
@@ -429,7 +439,7 @@ impl EventKind {
             K::Stalled { client, ms } => {
                 (client.to_string(), format!("stalls {ms}ms between its lease check and its write"))
             }
-            K::StalledUntilOvertaken { client, key, token, on, after_ms, ms_max } => {
+            K::StalledUntilOvertaken { client, key, token, on, after_ms, ms_max, before } => {
                 let until = match on {
                     Overtake::Grant => format!("another worker is granted {key}"),
                     Overtake::Write => format!("a write on {key} under a token above {token} is accepted"),
@@ -438,10 +448,14 @@ impl EventKind {
                     0 => String::new(),
                     ms => format!(", then {ms}ms more"),
                 };
-                (
-                    client.to_string(),
-                    format!("stalls between its lease check and its write until {until}{more} (at most {ms_max}ms)"),
-                )
+                let at = match before {
+                    StallPoint::Write => "between its lease check and its write",
+                    StallPoint::Renew => "before its renewal",
+                };
+                (client.to_string(), format!("stalls {at} until {until}{more} (at most {ms_max}ms)"))
+            }
+            K::StalledOnGrant { client, request, ms } => {
+                (client.to_string(), format!("stalls {ms}ms before reading the Granted answer to {request}"))
             }
             K::Resumed { actor: a } => (actor(*a), "resumed".into()),
             K::NodeRestored { node, backup_at_us } => {

@@ -12,7 +12,7 @@
 //! commands on their own nodes, so a paused worker really is paused: a command
 //! sent to it waits until it resumes. The same checker judges a scripted run.
 
-use crate::faults::Fault;
+use crate::faults::{Fault, StallPoint};
 use crate::history::{Actor, EventKind, History};
 use crate::machine::clock::now_us;
 use crate::machine::net::Addr;
@@ -263,8 +263,15 @@ pub fn story(history: &History) -> String {
             EventKind::Paused { actor } => format!("{actor} paused"),
             EventKind::Resumed { actor } => format!("{actor} resumed"),
             EventKind::Stalled { client, ms } => format!("{client} stalls {ms}ms before its write"),
-            EventKind::StalledUntilOvertaken { client, key, .. } => {
-                format!("{client} stalls before its write until overtaken on {key}")
+            EventKind::StalledUntilOvertaken { client, key, before, .. } => {
+                let what = match before {
+                    StallPoint::Write => "write",
+                    StallPoint::Renew => "renewal",
+                };
+                format!("{client} stalls before its {what} until overtaken on {key}")
+            }
+            EventKind::StalledOnGrant { client, request, ms } => {
+                format!("{client} stalls {ms}ms before reading the Granted answer to {request}")
             }
             EventKind::NodeRestored { node, .. } => format!("{node} restored from a stale backup"),
             EventKind::GhostReleaseProposed { key, token, .. } => format!("ghost release proposed {key} {token}"),

@@ -1,10 +1,12 @@
 //! The faults that name a role, not a node (`CrashLeader`, `PauseLeader`,
-//! `StallHolder`, `StallUntilOvertaken`): each strikes whoever plays the
-//! role when it fires.
+//! `StallHolder`, `StallUntilOvertaken`, `StallOnGrant`): each strikes
+//! whoever plays the role when it fires.
 
 use fencelock::raft::Role;
 use fencelock::ApplyResult;
-use fencesim::faults::{Fault, FaultEvent, Overtake};
+use fencelock::service::{ClientReply, ClientRequest};
+use fencelock::{Property, Variant};
+use fencesim::faults::{Fault, FaultEvent, Overtake, StallPoint};
 use fencesim::history::{Actor, Event, EventKind, WriteVerdict};
 use fencesim::model::Model;
 use fencesim::run::seed::run_plan;
@@ -119,7 +121,7 @@ fn stall_until_overtaken_lasts_until_another_worker_overtakes_the_holder_and_the
     for on in [Overtake::Grant, Overtake::Write] {
         let mut overtaken = 0;
         for seed in 0..6 {
-            let plan = at(1_000, Fault::StallUntilOvertaken { on, after_ms, ms_max });
+            let plan = at(1_000, Fault::StallUntilOvertaken { on, after_ms, ms_max, before: StallPoint::Write });
             let outcome = run_plan(seed, &model, plan);
             let events = outcome.history.events();
             let stalls: Vec<&Event> =
@@ -158,14 +160,91 @@ fn stall_until_overtaken_lasts_until_another_worker_overtakes_the_holder_and_the
 
 #[test]
 fn stall_until_overtaken_breaks_an_unfenced_sink_in_most_seeds() {
-    let model = Model { variant: fencelock::Variant::SinkUnfenced, ..model() };
-    let plan = at(500, Fault::StallUntilOvertaken { on: Overtake::Write, after_ms: 0, ms_max: 8_000 });
+    let model = Model { variant: Variant::SinkUnfenced, ..model() };
+    let plan =
+        at(500, Fault::StallUntilOvertaken { on: Overtake::Write, after_ms: 0, ms_max: 8_000, before: StallPoint::Write });
     let caught = (0..20)
         .filter(|&seed| {
             let outcome = run_plan(seed, &model, plan.clone());
-            outcome.violations.iter().any(|v| v.property == fencelock::Property::FencedWrite)
+            outcome.violations.iter().any(|v| v.property == Property::FencedWrite)
         })
         .count();
     // 15 of 20 when written.
     assert!(caught >= 12, "fenced-write in only {caught} of 20 seeds");
+}
+
+/// In how many of seeds `0..seeds` `plan` breaks `property` under `model`.
+fn breaks(model: &Model, plan: &[FaultEvent], property: Property, seeds: u64) -> usize {
+    (0..seeds)
+        .filter(|&seed| run_plan(seed, model, plan.to_vec()).violations.iter().any(|v| v.property == property))
+        .count()
+}
+
+#[test]
+fn a_stall_before_a_renewal_ends_as_the_key_is_regranted_and_the_stale_renewal_is_refused() {
+    let (after_ms, ms_max) = (0, 8_000);
+    let stall = Fault::StallUntilOvertaken { on: Overtake::Grant, after_ms, ms_max, before: StallPoint::Renew };
+    // One key, so the stalled holder's lease runs out with others waiting for it.
+    let model = Model { safety_ms: 16_000, keys: 1, jobs_max: None, ..model() };
+    let mut renewed_stale = 0;
+    for seed in 0..6 {
+        let outcome = run_plan(seed, &model, at(1_000, stall.clone()));
+        let events = outcome.history.events();
+        let stalls: Vec<&Event> =
+            events.iter().filter(|e| matches!(e.kind, EventKind::StalledUntilOvertaken { .. })).collect();
+        assert!(stalls.len() <= 1, "seed {seed}: at most the planned stall");
+        if let Some(stalled) = stalls.first() {
+            let EventKind::StalledUntilOvertaken { client, ref key, token, before, .. } = stalled.kind else {
+                unreachable!()
+            };
+            assert_eq!(before, StallPoint::Renew, "seed {seed}");
+            let resumed =
+                first_after(events, stalled.at_us, |kind| *kind == EventKind::Resumed { actor: Actor::Client(client) });
+            if let Some(at_us) = overtaken_at(events, stalled, Overtake::Grant) {
+                assert!((at_us..=at_us + 2_000).contains(&resumed.at_us), "seed {seed}: resumed a ms after the regrant");
+                // What the worker does next is the renewal it stalled before, naming the old token.
+                let next = first_after(events, resumed.at_us, |kind| {
+                    matches!(kind, EventKind::Requested { client: c, .. } if *c == client)
+                });
+                let renewal = ClientRequest::Renew { key: key.clone(), token };
+                assert!(matches!(&next.kind, EventKind::Requested { body, .. } if *body == renewal), "seed {seed}");
+                renewed_stale += 1;
+            }
+        }
+        // The protocol checks the renewal's token: the stale holder is told it lost the lock.
+        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+    }
+    // 6 of 6 when written.
+    assert!(renewed_stale >= 4, "the stale renewal came in only {renewed_stale} of 6 seeds");
+    // A service that renews whatever token a renewal names extends the successor's lease for the stale holder.
+    let flawed = Model { variant: Variant::RenewIgnoresToken, ..model };
+    let caught = breaks(&flawed, &at(1_000, stall), Property::LeaseExclusion, 20);
+    // 13 of 20 when written.
+    assert!(caught >= 10, "lease-exclusion in only {caught} of 20 seeds");
+}
+
+#[test]
+fn a_stall_on_grant_delays_reading_the_next_granted_answer_and_the_client_counts_from_its_send() {
+    let ms = 1_500;
+    let model = Model { safety_ms: 10_000, keys: 1, jobs_max: None, ..model() };
+    for seed in 0..4 {
+        let outcome = run_plan(seed, &model, at(1_000, Fault::StallOnGrant { ms }));
+        let events = outcome.history.events();
+        let stalls: Vec<&Event> = events.iter().filter(|e| matches!(e.kind, EventKind::StalledOnGrant { .. })).collect();
+        assert_eq!(stalls.len(), 1, "seed {seed}: exactly the planned stall");
+        let stalled = stalls[0];
+        let EventKind::StalledOnGrant { client, request, .. } = stalled.kind else { unreachable!() };
+        assert!(stalled.at_us >= 1_000_000, "seed {seed}: armed at 1 s, taken later");
+        let read = first_after(events, stalled.at_us, |kind| {
+            matches!(kind, EventKind::Answered { client: c, request: r, .. } if *c == client && *r == request)
+        });
+        assert_eq!(read.at_us, stalled.at_us + ms * 1_000, "seed {seed}: the answer is read after the stall");
+        assert!(matches!(read.kind, EventKind::Answered { reply: ClientReply::Granted { .. }, .. }), "seed {seed}");
+        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+    }
+    // A client counting its lease from the answer's arrival believes past the server's lease.
+    let flawed = Model { variant: Variant::BeliefFromArrival, ..model };
+    let caught = breaks(&flawed, &at(1_000, Fault::StallOnGrant { ms: 2_000 }), Property::LeaseExclusion, 20);
+    // 20 of 20 when written.
+    assert!(caught >= 15, "lease-exclusion in only {caught} of 20 seeds");
 }

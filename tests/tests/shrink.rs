@@ -33,6 +33,40 @@ fn a_shrunk_scenario_replays_byte_for_byte_to_the_same_verdict() {
     assert_eq!(outcome.trace_hash, report.outcome.trace_hash, "run FILE replays the shrunk run itself");
 }
 
+/// `belief-from-arrival` seed 10 fails by a lost `Granted` answer and a
+/// retry answered two seconds late, in 1 of 20 other seeds. The repair
+/// tells that lateness as a `StallOnGrant` of the next worker granted,
+/// which then fails in most probe seeds whoever is granted there.
+#[test]
+fn a_late_granted_answer_is_told_as_a_stall_on_grant() {
+    let model = Model::declared(Variant::BeliefFromArrival);
+    let case = Case { seed: 10, plan: faults::plan(&model, 10), model };
+    let options = Options {
+        property: Some("lease-exclusion".into()),
+        budget: Duration::from_secs(120),
+        robustness_seeds: 4,
+        probes: 8,
+    };
+    let report = shrink(case, &options).expect("seed 10 of belief-from-arrival breaks lease-exclusion");
+    let stalls: Vec<u64> = report
+        .case
+        .plan
+        .iter()
+        .filter_map(|event| match event.fault {
+            faults::Fault::StallOnGrant { ms } => Some(ms),
+            _ => None,
+        })
+        .collect();
+    let lease_ms = report.case.model.lease_ms;
+    assert!(
+        stalls.iter().any(|&ms| ms >= lease_ms / 10),
+        "a late answer told as a stall on grant: {:?}",
+        report.case.plan
+    );
+    assert!(report.repaired, "the minimal case fails by luck and is repaired");
+    assert!(report.robustness.as_ref().is_some_and(|r| r.failing >= 2), "{:?}", report.robustness);
+}
+
 #[test]
 fn a_seed_that_passes_or_a_property_never_violated_is_bad_input() {
     let model = Model::declared(Variant::ClientClockToken);

@@ -89,7 +89,8 @@ impl LivenessChecker {
             }
             EventKind::Paused { actor: Actor::Client(client) }
             | EventKind::Stalled { client, .. }
-            | EventKind::StalledUntilOvertaken { client, .. } => {
+            | EventKind::StalledUntilOvertaken { client, .. }
+            | EventKind::StalledOnGrant { client, .. } => {
                 self.interrupted_us.insert(*client, at_us);
             }
             EventKind::Crashed { actor: Actor::Client(client) } => {

@@ -221,12 +221,40 @@ pub enum Fault {
     /// higher token accepted (`Overtake::Write`) — and `after_ms` more; at
     /// most `ms_max` in all. `StallHolder` told by what the stall waits for,
     /// not by its length, so it outlasts the takeover under any seed's timing
-    /// (`shrink` writes these).
+    /// (`shrink` writes these). With `before = "Renew"` the stall comes
+    /// instead before the next renewal of a worker renewing a long job's
+    /// lease, which then renews naming the token it was overtaken on.
     StallUntilOvertaken {
         on: Overtake,
         after_ms: u64,
         ms_max: u64,
+        #[serde(default, skip_serializing_if = "StallPoint::is_write")]
+        before: StallPoint,
     },
+    /// The next worker answered `Granted` stalls `ms` before it reads the
+    /// answer, whoever it is: a GC pause while the answer waits in the
+    /// mailbox (or an answer late by a lost reply and a retry), which a
+    /// client counting its lease from the answer's arrival does not survive
+    /// (`shrink` writes these).
+    StallOnGrant {
+        ms: u64,
+    },
+}
+
+/// Where a lock holder's planned stall comes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StallPoint {
+    /// Between its lease check and its write (worker A of seed 002).
+    #[default]
+    Write,
+    /// Before the next renewal of a long job's lease.
+    Renew,
+}
+
+impl StallPoint {
+    pub fn is_write(&self) -> bool {
+        *self == StallPoint::Write
+    }
 }
 
 /// What a `StallUntilOvertaken` stall waits for.
@@ -408,7 +436,8 @@ impl Fault {
             | Fault::GrantStrikes { .. }
             | Fault::VoteStrikes { .. }
             | Fault::FenceStrikes { .. }
-            | Fault::StallUntilOvertaken { .. } => Vec::new(),
+            | Fault::StallUntilOvertaken { .. }
+            | Fault::StallOnGrant { .. } => Vec::new(),
         };
         named.into_iter().filter(|actor| *actor != Actor::Resource).collect()
     }
@@ -437,7 +466,11 @@ impl fmt::Display for Fault {
                     "stall the next worker to write under a lock for {ms} ms between its lease check and its write"
                 )
             }
-            Fault::StallUntilOvertaken { on, after_ms, ms_max } => {
+            Fault::StallUntilOvertaken { on, after_ms, ms_max, before } => {
+                let at = match before {
+                    StallPoint::Write => "to write under a lock between its lease check and its write",
+                    StallPoint::Renew => "to renew a lock before its renewal",
+                };
                 let what = match on {
                     Overtake::Grant => "another worker is granted its key",
                     Overtake::Write => "another worker's write under a higher token is accepted",
@@ -448,9 +481,11 @@ impl fmt::Display for Fault {
                 };
                 write!(
                     f,
-                    "stall the next worker to write under a lock between its lease check and its write until {what}{then} \
-                     (at most {ms_max} ms)"
+                    "stall the next worker {at} until {what}{then} (at most {ms_max} ms)"
                 )
+            }
+            Fault::StallOnGrant { ms } => {
+                write!(f, "stall the next worker answered Granted for {ms} ms before it reads the answer")
             }
             Fault::IsolateLeaderWith { clients, pause_ms } => {
                 if clients.is_empty() {

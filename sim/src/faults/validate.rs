@@ -55,7 +55,10 @@ fn physical(fault: &Fault) -> Option<String> {
         Fault::ClockStep { delta_ms, .. } if delta_ms.unsigned_abs() > STEP_MS_MAX => {
             Some(format!("a clock step must be within -{STEP_MS_MAX}..={STEP_MS_MAX} ms (one day)"))
         }
-        Fault::CrashLeader { down_ms: ms, .. } | Fault::PauseLeader { ms } | Fault::StallHolder { ms }
+        Fault::CrashLeader { down_ms: ms, .. }
+        | Fault::PauseLeader { ms }
+        | Fault::StallHolder { ms }
+        | Fault::StallOnGrant { ms }
             if ms > STEP_MS_MAX =>
         {
             Some(format!("a planned stall or time down must be within 0..={STEP_MS_MAX} ms (one day)"))

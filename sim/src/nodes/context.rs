@@ -2,7 +2,7 @@
 //! disks and the history. One `Ctx` per run, held in an `Arc` by every node's
 //! init closure, so it outlives kills and restarts.
 
-use crate::faults::Overtake;
+use crate::faults::{Overtake, StallPoint};
 use crate::history::{Actor, EventKind, History};
 use crate::machine::clock::{now_us, LocalClock, SharedClock};
 use crate::machine::disk::{Disk, NodeImage, ResourceImage, SharedDisk};
@@ -46,7 +46,21 @@ pub enum ArmedStall {
     /// `StallHolder`: this many milliseconds.
     For(u64),
     /// `StallUntilOvertaken`: until another worker overtakes it on its key.
-    UntilOvertaken { on: Overtake, after_ms: u64, ms_max: u64 },
+    UntilOvertaken { on: Overtake, after_ms: u64, ms_max: u64, before: StallPoint },
+    /// `StallOnGrant`: this many milliseconds before reading a `Granted` answer.
+    OnGrant(u64),
+}
+
+impl ArmedStall {
+    /// Where the stall comes: before the write or a renewal of a lock
+    /// held, or (`None`) before reading a `Granted` answer.
+    fn point(&self) -> Option<StallPoint> {
+        match self {
+            ArmedStall::For(_) => Some(StallPoint::Write),
+            ArmedStall::UntilOvertaken { before, .. } => Some(*before),
+            ArmedStall::OnGrant(_) => None,
+        }
+    }
 }
 
 /// A vote granted, or appended entries acknowledged, by a server in a round
@@ -166,9 +180,12 @@ impl Ctx {
         self.net.send(from, to, wire::encode(envelope));
     }
 
-    /// The stall a `StallHolder` fault left for the next worker at its write, if any.
-    pub fn take_armed_stall(&self) -> Option<ArmedStall> {
-        self.shared().armed_stalls.pop_front()
+    /// The first stall a planned fault left for the next worker to reach
+    /// `point` (`None`: a `Granted` answer), if any.
+    pub fn take_armed_stall(&self, point: Option<StallPoint>) -> Option<ArmedStall> {
+        let mut shared = self.shared();
+        let at = shared.armed_stalls.iter().position(|stall| stall.point() == point)?;
+        shared.armed_stalls.remove(at)
     }
 
     pub fn note_role(&self, node: NodeId, soft: SoftState) {

@@ -7,7 +7,7 @@
 //! clients do: it gives up before the answer (ghost lock), retries with the
 //! same request id, and crashes while holding a lock.
 
-use crate::faults::Overtake;
+use crate::faults::{Overtake, StallPoint};
 use crate::history::{Actor, EventKind, WritePath, WriteVerdict};
 use crate::machine::clock::{local_now, now_us, SharedClock};
 use crate::machine::envelope::Envelope;
@@ -19,6 +19,7 @@ use crate::nodes::commands::{CommandQueue, WorkerCommand, WorkerResult};
 use crate::nodes::context::{ArmedStall, Ctx};
 use crate::streams;
 use fencelock::client::{Client, ClientConfig, ClientEvent, Outgoing};
+use fencelock::service::ClientReply;
 use fencelock::resource::Write;
 use fencelock::{ApplyResult, ClientId, Holder, Key, RequestId, Token, Variant};
 use futures::StreamExt;
@@ -198,8 +199,18 @@ impl Worker {
             if left_ms == 0 {
                 break;
             }
-            if renews && !self.renew(key, token).await {
-                return None;
+            if renews {
+                // A planned stall before the renewal (`StallUntilOvertaken`
+                // with `before = "Renew"`): the renewal then names the token
+                // another worker may have been granted the key after.
+                if let Some(ArmedStall::UntilOvertaken { on, after_ms, ms_max, before }) =
+                    self.ctx.take_armed_stall(Some(StallPoint::Renew))
+                {
+                    self.stall_until_overtaken(key, token, on, after_ms, ms_max, before).await;
+                }
+                if !self.renew(key, token).await {
+                    return None;
+                }
             }
         }
         // The worker-side check: a careful worker does not write once it knows
@@ -211,7 +222,7 @@ impl Worker {
         };
         // Worker A: a stop-the-world stall (GC) between the check and the
         // write, planned (`StallHolder`, `StallUntilOvertaken`) or drawn by the workload.
-        let stall = self.ctx.take_armed_stall().or_else(|| {
+        let stall = self.ctx.take_armed_stall(Some(StallPoint::Write)).or_else(|| {
             (self.ctx.model.stalls && self.rng.gen_bool(0.25)).then(|| {
                 let longest_ms = self.ctx.model.stall_ms_longest();
                 ArmedStall::For(self.rng.gen_range(lease_ms.min(longest_ms) / 2..=longest_ms))
@@ -223,12 +234,22 @@ impl Worker {
                 madsim::time::sleep(Duration::from_millis(ms)).await;
                 self.ctx.record(EventKind::Resumed { actor: Actor::Client(self.id) });
             }
-            Some(ArmedStall::UntilOvertaken { on, after_ms, ms_max }) => {
-                self.stall_until_overtaken(key, token, on, after_ms, ms_max).await;
+            Some(ArmedStall::UntilOvertaken { on, after_ms, ms_max, before }) => {
+                self.stall_until_overtaken(key, token, on, after_ms, ms_max, before).await;
             }
+            Some(ArmedStall::OnGrant(_)) => unreachable!("taken only as a Granted answer is read"),
             None => {}
         }
         Some(believed)
+    }
+
+    /// A planned stall (`StallOnGrant`) between the arrival of a `Granted`
+    /// answer to `request` and its reading, if one is armed.
+    async fn stall_on_grant(&mut self, request: RequestId) {
+        let Some(ArmedStall::OnGrant(ms)) = self.ctx.take_armed_stall(None) else { return };
+        self.ctx.record(EventKind::StalledOnGrant { client: self.id, request, ms });
+        madsim::time::sleep(Duration::from_millis(ms)).await;
+        self.ctx.record(EventKind::Resumed { actor: Actor::Client(self.id) });
     }
 
     /// A planned stall that lasts until another worker overtakes this one on
@@ -236,9 +257,17 @@ impl Worker {
     /// `after_ms` more, at most `ms_max` in all. The stalled worker does
     /// nothing; the world looks at the history once a millisecond, as the
     /// reactive fault families do.
-    async fn stall_until_overtaken(&mut self, key: &Key, token: Token, on: Overtake, after_ms: u64, ms_max: u64) {
-        let stalled =
-            EventKind::StalledUntilOvertaken { client: self.id, key: key.clone(), token, on, after_ms, ms_max };
+    async fn stall_until_overtaken(
+        &mut self,
+        key: &Key,
+        token: Token,
+        on: Overtake,
+        after_ms: u64,
+        ms_max: u64,
+        before: StallPoint,
+    ) {
+        let client = self.id;
+        let stalled = EventKind::StalledUntilOvertaken { client, key: key.clone(), token, on, after_ms, ms_max, before };
         self.ctx.record(stalled);
         let mut seen = self.ctx.shared().history.events().len();
         let deadline_us = now_us() + ms_max * 1_000;
@@ -406,6 +435,9 @@ impl Worker {
                     };
                     if r != request {
                         continue;
+                    }
+                    if let ClientReply::Granted { .. } = reply {
+                        self.stall_on_grant(request).await;
                     }
                     self.ctx.record(EventKind::Answered { client: self.id, request, from: node, reply });
                     for event in self.client.on_reply(node, r, reply, self.now()) {

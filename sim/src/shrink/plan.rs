@@ -96,7 +96,10 @@ fn family(fault: &Fault) -> Family {
         | Fault::Heal => Family::Network,
         Fault::Crash { .. } | Fault::Restart { .. } | Fault::CrashLeader { .. } => Family::Crashes,
         Fault::Pause { actor: Actor::Server(_), .. } | Fault::PauseLeader { .. } => Family::ServerPauses,
-        Fault::Pause { .. } | Fault::StallHolder { .. } | Fault::StallUntilOvertaken { .. } => Family::WorkerPauses,
+        Fault::Pause { .. }
+        | Fault::StallHolder { .. }
+        | Fault::StallUntilOvertaken { .. }
+        | Fault::StallOnGrant { .. } => Family::WorkerPauses,
         Fault::ClockRate { .. } | Fault::ClockStep { .. } => Family::Clocks,
         Fault::BackupNode { .. } | Fault::RestoreNode { .. } => Family::NodeRestores,
         Fault::BackupCluster | Fault::RestoreCluster => Family::ClusterRestores,

@@ -86,6 +86,7 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
         | Fault::PauseLeader { .. }
         | Fault::StallHolder { .. }
         | Fault::StallUntilOvertaken { .. }
+        | Fault::StallOnGrant { .. }
         | Fault::Heal
         | Fault::BackupCluster
         | Fault::RestoreCluster

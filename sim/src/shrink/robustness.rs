@@ -86,9 +86,11 @@ const REPAIR_MARGINS_MS: [u64; 6] = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000]
 /// and keys — until it fails in most probe seeds too. Where that is not
 /// enough, its faults are told by what they wait for rather than when one
 /// seed's timing brought them: the strike families' windows opened to the
-/// whole run (`roles::widened`), the lock holders' stalls ended as another
-/// worker overtakes the holder on its key (`roles::overtaken_forms`; a stall
-/// the workload drew is planned first), then those stalls armed three times
+/// whole run (`roles::widened`), the workers' stalls ended as another
+/// worker overtakes the holder on its key, before its write or its next
+/// renewal (`roles::overtaken_forms`; a stall the workload drew is planned
+/// first), its late `Granted` answers as stalls of the next worker granted
+/// (`roles::late_answer_form`), then those stalls armed three times
 /// (`roles::repeated`). The first run length that does — plans in that
 /// order, each with its shortest run first — is kept, with the workload
 /// that fails in the most probe seeds there, if its trace stays within
@@ -101,10 +103,14 @@ pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> bool {
     let best = s.best.clone();
     let run_ms = start.model.safety_ms.max(best.model.safety_ms);
     // The plans, fewest changes first: as it is, its strike windows opened,
-    // its stalls told by what they wait for, then those stalls repeated.
+    // its stalls and late answers told by what they wait for, then those
+    // stalls repeated.
     let mut bases = vec![best.clone()];
     bases.extend(roles::widened(&best, run_ms));
-    let told: Vec<Case> = bases.iter().flat_map(|base| roles::overtaken_forms(s, base)).collect();
+    let told: Vec<Case> = bases
+        .iter()
+        .flat_map(|base| roles::overtaken_forms(s, base).into_iter().chain(roles::late_answer_form(s, base)))
+        .collect();
     let repeats: Vec<Case> = told.iter().filter_map(|c| roles::repeated(c, roles::OVERTAKEN_REPEATS)).collect();
     bases.extend(told);
     bases.extend(repeats);

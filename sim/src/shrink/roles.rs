@@ -13,9 +13,12 @@
 
 use super::robustness::{measure_from, PROBE_OFFSET};
 use super::{Case, Shrinker};
-use crate::faults::{Fault, FaultEvent, Overtake, WARMUP_MS};
+use crate::faults::{Fault, FaultEvent, Overtake, StallPoint, WARMUP_MS};
 use crate::history::{Actor, EventKind};
 use crate::model::Model;
+use fencelock::service::ClientReply;
+use fencelock::{ApplyResult, Command, Holder};
+use std::collections::BTreeMap;
 
 /// Tries each rewrite in turn.
 pub(crate) fn generalize(s: &mut Shrinker, probes: u64) {
@@ -141,15 +144,31 @@ fn planned_stalls(s: &Shrinker, case: &Case) -> Option<Case> {
 /// pass on under any seed's timing.
 const OVERTAKEN_LEASES_MAX: u64 = 4;
 
-/// The best case with its stalls of lock holders told by what they wait
-/// for instead of how long they last: every planned `StallHolder` — or,
-/// where the workload drew the stalls, their planned form — becomes a
-/// `StallUntilOvertaken` that ends as another worker's write on the key is
-/// accepted, or as another worker is granted it. First the planned form
-/// itself where the stalls were drawn, then the two rewrites; none where
-/// no lock holder stalls.
+/// The length of a planned stall of a worker: a `StallHolder`, or a pause
+/// of a client (which stops its worker wherever it is).
+fn worker_stall_ms(fault: &Fault) -> Option<u64> {
+    match *fault {
+        Fault::StallHolder { ms } | Fault::Pause { actor: Actor::Client(_), ms } => Some(ms),
+        _ => None,
+    }
+}
+
+/// Where an until-overtaken stall comes and what it waits for, in the
+/// order the forms are tried: the stale write after a takeover (two ways
+/// of seeing the takeover), then the stale renewal.
+const OVERTAKEN_FORMS: [(StallPoint, Overtake); 3] =
+    [(StallPoint::Write, Overtake::Write), (StallPoint::Write, Overtake::Grant), (StallPoint::Renew, Overtake::Grant)];
+
+/// The best case with its stalls of workers told by what they wait for
+/// instead of how long they last: every planned `StallHolder` or pause of a
+/// client — or, where the workload drew the stalls, their planned form —
+/// becomes a `StallUntilOvertaken` that ends as another worker's write on
+/// the key is accepted, or as another worker is granted it, before the
+/// holder's write or before its next renewal ([`OVERTAKEN_FORMS`]). First
+/// the planned form itself where the stalls were drawn, then the rewrites;
+/// none where no worker stalls.
 pub(crate) fn overtaken_forms(s: &Shrinker, case: &Case) -> Vec<Case> {
-    let has_planned = case.plan.iter().any(|e| matches!(e.fault, Fault::StallHolder { .. }));
+    let has_planned = case.plan.iter().any(|e| worker_stall_ms(&e.fault).is_some());
     // `planned_stalls` is `None` where the workload drew no stall either.
     let base = if has_planned {
         case.clone()
@@ -158,20 +177,21 @@ pub(crate) fn overtaken_forms(s: &Shrinker, case: &Case) -> Vec<Case> {
         planned
     };
     let lease_ms = base.model.lease_ms;
-    let rewritten = |on: Overtake| {
+    let rewritten = |(before, on): (StallPoint, Overtake)| {
         let plan = base
             .plan
             .iter()
-            .map(|event| match event.fault {
-                Fault::StallHolder { ms } => FaultEvent {
+            .map(|event| match worker_stall_ms(&event.fault) {
+                Some(ms) => FaultEvent {
                     at_ms: event.at_ms,
                     fault: Fault::StallUntilOvertaken {
                         on,
                         after_ms: 0,
                         ms_max: ms.max(OVERTAKEN_LEASES_MAX * lease_ms),
+                        before,
                     },
                 },
-                _ => event.clone(),
+                None => event.clone(),
             })
             .collect();
         Case { plan, ..base.clone() }
@@ -180,27 +200,71 @@ pub(crate) fn overtaken_forms(s: &Shrinker, case: &Case) -> Vec<Case> {
     if !has_planned {
         forms.push(base.clone());
     }
-    forms.push(rewritten(Overtake::Write));
-    forms.push(rewritten(Overtake::Grant));
+    forms.extend(OVERTAKEN_FORMS.into_iter().map(rewritten));
     forms
 }
 
-/// How many lock holders in a row a repeated until-overtaken stall takes.
+/// An answer to a granted acquire read this share of a lease (in
+/// thousandths) or more after the Grant applied is late.
+const LATE_PERMILLE_MIN: u64 = 100;
+
+/// The best case with the late answers of its run up to the violation —
+/// a granted acquire whose answer the worker read [`LATE_PERMILLE_MIN`] of
+/// a lease or more after its Grant first applied (a lost answer and a
+/// retry, a slow path) — told as `StallOnGrant` events as long, armed as
+/// the Grant first applied: the lateness as data, whoever is granted
+/// under another seed. `None` where no answer came late.
+pub(crate) fn late_answer_form(s: &Shrinker, case: &Case) -> Option<Case> {
+    let violation_us = s.kept_violation().at_us;
+    let late_us = case.model.lease_ms * LATE_PERMILLE_MIN;
+    let mut applied_us: BTreeMap<Holder, u64> = BTreeMap::new();
+    let mut stalls = Vec::new();
+    for event in s.best_outcome.history.events().iter().take_while(|event| event.at_us <= violation_us) {
+        match &event.kind {
+            EventKind::Applied { command: Command::Grant { holder, .. }, result: ApplyResult::Granted { .. }, .. } => {
+                applied_us.entry(*holder).or_insert(event.at_us);
+            }
+            EventKind::Answered { client, request, reply: ClientReply::Granted { .. }, .. } => {
+                let holder = Holder { client: *client, request: *request };
+                let Some(&applied) = applied_us.get(&holder) else { continue };
+                let late_by_us = event.at_us.saturating_sub(applied);
+                if late_by_us >= late_us {
+                    let fault = Fault::StallOnGrant { ms: late_by_us / 1_000 };
+                    stalls.push(FaultEvent { at_ms: applied / 1_000, fault });
+                }
+            }
+            _ => {}
+        }
+    }
+    if stalls.is_empty() {
+        return None;
+    }
+    Some(Case { plan: merged(&case.plan, stalls), ..case.clone() })
+}
+
+/// How many lock holders in a row a repeated told stall takes.
 pub(crate) const OVERTAKEN_REPEATS: usize = 3;
 
-/// The case with each `StallUntilOvertaken` armed `times` times at its
-/// instant, `None` if it has none. What an overtaken holder does next is
-/// the workload's to draw (a Release or a Revoke, which write path): the
-/// next holders stall the same way, a few tries at the story in every seed.
+/// Whether the fault is a stall told by what it waits for.
+fn told_stall(fault: &Fault) -> bool {
+    matches!(fault, Fault::StallUntilOvertaken { .. } | Fault::StallOnGrant { .. })
+}
+
+/// The case with each stall told by what it waits for
+/// (`StallUntilOvertaken`, `StallOnGrant`) armed `times` times at
+/// its instant, `None` if it has none. What a stalled holder does next is
+/// the workload's to draw (a Release or a Revoke, which write path, how
+/// long it works): the next holders stall the same way, a few tries at
+/// the story in every seed.
 pub(crate) fn repeated(case: &Case, times: usize) -> Option<Case> {
-    if !case.plan.iter().any(|event| matches!(event.fault, Fault::StallUntilOvertaken { .. })) {
+    if !case.plan.iter().any(|event| told_stall(&event.fault)) {
         return None;
     }
     let plan = case
         .plan
         .iter()
         .flat_map(|event| {
-            let copies = if matches!(event.fault, Fault::StallUntilOvertaken { .. }) { times } else { 1 };
+            let copies = if told_stall(&event.fault) { times } else { 1 };
             (0..copies).map(move |_| event.clone())
         })
         .collect();

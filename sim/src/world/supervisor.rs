@@ -242,10 +242,11 @@ impl Supervisor {
                 }
             }
             Fault::StallHolder { ms } => ctx.shared().armed_stalls.push_back(ArmedStall::For(*ms)),
-            Fault::StallUntilOvertaken { on, after_ms, ms_max } => ctx
-                .shared()
-                .armed_stalls
-                .push_back(ArmedStall::UntilOvertaken { on: *on, after_ms: *after_ms, ms_max: *ms_max }),
+            Fault::StallUntilOvertaken { on, after_ms, ms_max, before } => {
+                let stall = ArmedStall::UntilOvertaken { on: *on, after_ms: *after_ms, ms_max: *ms_max, before: *before };
+                ctx.shared().armed_stalls.push_back(stall)
+            }
+            Fault::StallOnGrant { ms } => ctx.shared().armed_stalls.push_back(ArmedStall::OnGrant(*ms)),
             Fault::CutClient { client } => ctx.net.isolate(Addr::Client(*client)),
             Fault::Heal => ctx.net.heal(),
             Fault::Crash { node, torn } => self.crash_server(*node, *torn),

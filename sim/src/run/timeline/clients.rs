@@ -122,7 +122,9 @@ impl Clients {
                 let open = Open::new(event, Style::Paused, "paused".into());
                 self.lanes.entry(*client).or_default().paused = Some(open);
             }
-            EventKind::Stalled { client, .. } | EventKind::StalledUntilOvertaken { client, .. } => {
+            EventKind::Stalled { client, .. }
+            | EventKind::StalledUntilOvertaken { client, .. }
+            | EventKind::StalledOnGrant { client, .. } => {
                 let open = Open::new(event, Style::Paused, "stalled".into());
                 self.lanes.entry(*client).or_default().paused = Some(open);
             }
