@@ -8,6 +8,8 @@ use crate::types::{Key, LogIndex, NodeId, Term, Token};
 use crate::Command;
 
 const TICKS_MAX: u32 = 1_000;
+/// More Readys in a row than any step of these tests produces.
+const READYS_MAX: usize = 1_000;
 const FOLLOWER_A: NodeId = NodeId(1);
 const FOLLOWER_B: NodeId = NodeId(2);
 
@@ -93,9 +95,14 @@ impl Drained {
     }
 }
 
+/// Takes Readys until the node has none left. A node whose Ready never
+/// runs dry is a bug to report, not a test to hang on.
 fn drain(node: &mut RaftNode) -> Drained {
     let mut drained = Drained::default();
-    while node.has_ready() {
+    for _ in 0..READYS_MAX {
+        if !node.has_ready() {
+            return drained;
+        }
         let ready = node.ready();
         let applied = ready.committed_entries.last().map_or(node.applied_index(), |entry| entry.index);
         drained.messages.extend(ready.messages);
@@ -103,7 +110,7 @@ fn drain(node: &mut RaftNode) -> Drained {
         drained.read_states.extend(ready.read_states);
         node.advance(applied);
     }
-    drained
+    panic!("the node still has a Ready after {READYS_MAX}");
 }
 
 fn propose(node: &mut RaftNode, token: u64) {
