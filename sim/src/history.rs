@@ -221,6 +221,14 @@ pub enum EventKind {
         request: RequestId,
         ms: u64,
     },
+
+    // ---- a planned loss of the resource's answer (last, for the same reason) ----
+    /// The resource's answer to `client`'s write `request` was lost on its
+    /// way back (`LoseWriteAnswer`); the worker sends it again.
+    WriteAnswerLost {
+        client: ClientId,
+        request: RequestId,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -417,7 +425,9 @@ impl EventKind {
             | K::StalledUntilOvertaken { client, .. }
             | K::StalledOnGrant { client, .. } => vec![Actor::Client(*client)],
             K::WriteSent { client, .. } => vec![Actor::Client(*client), Actor::Resource],
-            K::WriteDone { client, .. } => vec![Actor::Resource, Actor::Client(*client)],
+            K::WriteDone { client, .. } | K::WriteAnswerLost { client, .. } => {
+                vec![Actor::Resource, Actor::Client(*client)]
+            }
             K::ResourceRestored { .. } => vec![Actor::Resource],
             K::FloorAsked { to: node, .. } | K::FloorRaised { from: node, .. } => {
                 vec![Actor::Resource, Actor::Server(*node)]
@@ -510,6 +520,9 @@ impl EventKind {
             }
             K::WriteDone { client, request, key, token, path, verdict } => {
                 ("db".into(), format!("{verdict:?}: {client} {request} {key} {token} via {path:?}"))
+            }
+            K::WriteAnswerLost { client, request } => {
+                ("db".into(), format!("the answer to {client} {request} is lost on its way back"))
             }
             K::ResourceRestored { restore, backup_at_us } => {
                 ("db".into(), format!("restored (restore {restore}) from its backup of {}ms", backup_at_us / 1_000))

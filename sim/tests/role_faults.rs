@@ -1,6 +1,6 @@
 //! The faults that name a role, not a node (`CrashLeader`, `PauseLeader`,
-//! `StallHolder`, `StallUntilOvertaken`, `StallOnGrant`): each strikes
-//! whoever plays the role when it fires.
+//! `StallHolder`, `StallUntilOvertaken`, `StallOnGrant`, `LoseWriteAnswer`):
+//! each strikes whoever plays the role when it fires.
 
 use fencelock::raft::Role;
 use fencelock::ApplyResult;
@@ -247,4 +247,39 @@ fn a_stall_on_grant_delays_reading_the_next_granted_answer_and_the_client_counts
     let caught = breaks(&flawed, &at(1_000, Fault::StallOnGrant { ms: 2_000 }), Property::LeaseExclusion, 20);
     // 20 of 20 when written.
     assert!(caught >= 15, "lease-exclusion in only {caught} of 20 seeds");
+}
+
+#[test]
+fn a_lost_write_answer_brings_the_same_write_again_and_the_resource_answers_it_once() {
+    let model = Model { safety_ms: 4_000, ..model() };
+    for seed in 0..4 {
+        let outcome = run_plan(seed, &model, at(500, Fault::LoseWriteAnswer));
+        let events = outcome.history.events();
+        let lost: Vec<&Event> = events.iter().filter(|e| matches!(e.kind, EventKind::WriteAnswerLost { .. })).collect();
+        assert_eq!(lost.len(), 1, "seed {seed}: exactly the planned loss");
+        let EventKind::WriteAnswerLost { client, request } = lost[0].kind else { unreachable!() };
+        assert!(lost[0].at_us >= 500_000, "seed {seed}: armed at 500 ms, taken later");
+        let judged: Vec<WriteVerdict> = events
+            .iter()
+            .filter_map(|event| match event.kind {
+                EventKind::WriteDone { client: c, request: r, verdict, .. } if c == client && r == request => {
+                    Some(verdict)
+                }
+                _ => None,
+            })
+            .collect();
+        // Twice at least: the network may lose the resend's answer too.
+        assert!(judged.len() >= 2, "seed {seed}: the worker sent the same write again");
+        let answer = WriteVerdict::Duplicate { accepted: judged[0] == WriteVerdict::Accepted };
+        assert!(
+            judged[1..].iter().all(|verdict| *verdict == answer),
+            "seed {seed}: a resend is answered from the record, not applied again: {judged:?}"
+        );
+        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+    }
+    // A resource without a record of answered writes applies the resend again.
+    let flawed = Model { variant: Variant::ResourceNoDedup, ..model };
+    let caught = breaks(&flawed, &at(500, Fault::LoseWriteAnswer), Property::EqualToken, 20);
+    // 20 of 20 when written.
+    assert!(caught >= 15, "equal-token in only {caught} of 20 seeds");
 }

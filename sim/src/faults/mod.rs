@@ -239,6 +239,12 @@ pub enum Fault {
     StallOnGrant {
         ms: u64,
     },
+    /// The resource's answer to the next write it judges is lost on its
+    /// way back, whoever wrote: the worker hears nothing and sends the same
+    /// write (same request id) again, which a resource must answer from its
+    /// record of answered writes instead of applying twice (`shrink`
+    /// writes these).
+    LoseWriteAnswer,
 }
 
 /// Where a lock holder's planned stall comes.
@@ -437,7 +443,8 @@ impl Fault {
             | Fault::VoteStrikes { .. }
             | Fault::FenceStrikes { .. }
             | Fault::StallUntilOvertaken { .. }
-            | Fault::StallOnGrant { .. } => Vec::new(),
+            | Fault::StallOnGrant { .. }
+            | Fault::LoseWriteAnswer => Vec::new(),
         };
         named.into_iter().filter(|actor| *actor != Actor::Resource).collect()
     }
@@ -484,6 +491,7 @@ impl fmt::Display for Fault {
                     "stall the next worker {at} until {what}{then} (at most {ms_max} ms)"
                 )
             }
+            Fault::LoseWriteAnswer => f.write_str("lose the resource's answer to the next write"),
             Fault::StallOnGrant { ms } => {
                 write!(f, "stall the next worker answered Granted for {ms} ms before it reads the answer")
             }

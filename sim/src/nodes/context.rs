@@ -31,6 +31,9 @@ pub struct Shared {
     /// Stalls planned by `StallHolder`, in the order they fired, each taken
     /// by the next worker to pass its lease check with a lock held.
     pub armed_stalls: VecDeque<ArmedStall>,
+    /// Answers to writes `LoseWriteAnswer` left for the resource to lose,
+    /// each the answer to the next write it judges.
+    pub write_answers_to_lose: u64,
     /// Vote grants and entry acknowledgements sent while the ack-crash
     /// watch is on (`Ctx::watch_acks`), in the order they were sent.
     pub acks: Vec<AckSent>,
@@ -134,6 +137,7 @@ impl Ctx {
                 incarnations: BTreeMap::new(),
                 applies: BTreeMap::new(),
                 armed_stalls: VecDeque::new(),
+                write_answers_to_lose: 0,
                 acks: Vec::new(),
                 votes: Vec::new(),
             })),
@@ -178,6 +182,15 @@ impl Ctx {
     /// Encodes and hands one envelope to the simulated network.
     pub fn send(&self, from: Addr, to: Addr, envelope: &Envelope) {
         self.net.send(from, to, wire::encode(envelope));
+    }
+
+    /// Whether the resource is to lose the answer to the write it just
+    /// judged (`LoseWriteAnswer`); takes that loss if so.
+    pub fn take_write_answer_to_lose(&self) -> bool {
+        let mut shared = self.shared();
+        let armed = shared.write_answers_to_lose > 0;
+        shared.write_answers_to_lose = shared.write_answers_to_lose.saturating_sub(1);
+        armed
     }
 
     /// The first stall a planned fault left for the next worker to reach

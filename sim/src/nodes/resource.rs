@@ -131,7 +131,11 @@ pub async fn run(ctx: Arc<Ctx>) {
                     path: write.path,
                     verdict,
                 });
-                ctx.send(Addr::Resource, from, &Envelope::WriteReply { request: write.request, verdict });
+                if ctx.take_write_answer_to_lose() {
+                    ctx.record(EventKind::WriteAnswerLost { client: write.holder.client, request: write.request });
+                } else {
+                    ctx.send(Addr::Resource, from, &Envelope::WriteReply { request: write.request, verdict });
+                }
             }
             Ok(Envelope::FloorReply { read, answer }) => {
                 let Addr::Server(node) = from else { continue };

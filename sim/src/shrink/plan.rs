@@ -93,6 +93,7 @@ fn family(fault: &Fault) -> Family {
         | Fault::IsolateLeader
         | Fault::IsolateLeaderWith { .. }
         | Fault::CutClient { .. }
+        | Fault::LoseWriteAnswer
         | Fault::Heal => Family::Network,
         Fault::Crash { .. } | Fault::Restart { .. } | Fault::CrashLeader { .. } => Family::Crashes,
         Fault::Pause { actor: Actor::Server(_), .. } | Fault::PauseLeader { .. } => Family::ServerPauses,

@@ -87,6 +87,7 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
         | Fault::StallHolder { .. }
         | Fault::StallUntilOvertaken { .. }
         | Fault::StallOnGrant { .. }
+        | Fault::LoseWriteAnswer
         | Fault::Heal
         | Fault::BackupCluster
         | Fault::RestoreCluster

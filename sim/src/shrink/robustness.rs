@@ -90,8 +90,9 @@ const REPAIR_MARGINS_MS: [u64; 6] = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000]
 /// worker overtakes the holder on its key, before its write or its next
 /// renewal (`roles::overtaken_forms`; a stall the workload drew is planned
 /// first), its late `Granted` answers as stalls of the next worker granted
-/// (`roles::late_answer_form`), then those stalls armed three times
-/// (`roles::repeated`). The first run length that does — plans in that
+/// (`roles::late_answer_form`), its writes the resource judged twice as
+/// lost answers (`roles::resent_write_form`), then those stalls armed three
+/// times (`roles::repeated`). The first run length that does — plans in that
 /// order, each with its shortest run first — is kept, with the workload
 /// that fails in the most probe seeds there, if its trace stays within
 /// [`REPAIR_TRACE_LINES_MAX`]. Returns whether it was repaired.
@@ -109,7 +110,10 @@ pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> bool {
     bases.extend(roles::widened(&best, run_ms));
     let told: Vec<Case> = bases
         .iter()
-        .flat_map(|base| roles::overtaken_forms(s, base).into_iter().chain(roles::late_answer_form(s, base)))
+        .flat_map(|base| {
+            let late = roles::late_answer_form(s, base);
+            roles::overtaken_forms(s, base).into_iter().chain(late).chain(roles::resent_write_form(s, base))
+        })
         .collect();
     let repeats: Vec<Case> = told.iter().filter_map(|c| roles::repeated(c, roles::OVERTAKEN_REPEATS)).collect();
     bases.extend(told);

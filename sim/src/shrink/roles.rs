@@ -17,7 +17,7 @@ use crate::faults::{Fault, FaultEvent, Overtake, StallPoint, WARMUP_MS};
 use crate::history::{Actor, EventKind};
 use crate::model::Model;
 use fencelock::service::ClientReply;
-use fencelock::{ApplyResult, Command, Holder};
+use fencelock::{ApplyResult, ClientId, Command, Holder, RequestId};
 use std::collections::BTreeMap;
 
 /// Tries each rewrite in turn.
@@ -240,6 +240,38 @@ pub(crate) fn late_answer_form(s: &Shrinker, case: &Case) -> Option<Case> {
         return None;
     }
     Some(Case { plan: merged(&case.plan, stalls), ..case.clone() })
+}
+
+/// The best case with the writes its run delivered to the resource twice
+/// up to the violation — a lost answer and a resend, or a duplicate on the
+/// wire — told as `LoseWriteAnswer` events armed as each write was first
+/// sent: the resend as data, whoever writes under another seed. `None`
+/// where the resource judged every write once.
+pub(crate) fn resent_write_form(s: &Shrinker, case: &Case) -> Option<Case> {
+    let violation_us = s.kept_violation().at_us;
+    let mut sent_us: BTreeMap<(ClientId, RequestId), u64> = BTreeMap::new();
+    let mut judged: BTreeMap<(ClientId, RequestId), u32> = BTreeMap::new();
+    let mut losses = Vec::new();
+    for event in s.best_outcome.history.events().iter().take_while(|event| event.at_us <= violation_us) {
+        match event.kind {
+            EventKind::WriteSent { client, request, .. } => {
+                sent_us.entry((client, request)).or_insert(event.at_us);
+            }
+            EventKind::WriteDone { client, request, .. } => {
+                let times = judged.entry((client, request)).or_insert(0);
+                *times += 1;
+                if *times == 2 {
+                    let Some(&sent) = sent_us.get(&(client, request)) else { continue };
+                    losses.push(FaultEvent { at_ms: sent / 1_000, fault: Fault::LoseWriteAnswer });
+                }
+            }
+            _ => {}
+        }
+    }
+    if losses.is_empty() {
+        return None;
+    }
+    Some(Case { plan: merged(&case.plan, losses), ..case.clone() })
 }
 
 /// How many lock holders in a row a repeated told stall takes.

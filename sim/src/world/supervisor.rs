@@ -247,6 +247,7 @@ impl Supervisor {
                 ctx.shared().armed_stalls.push_back(stall)
             }
             Fault::StallOnGrant { ms } => ctx.shared().armed_stalls.push_back(ArmedStall::OnGrant(*ms)),
+            Fault::LoseWriteAnswer => ctx.shared().write_answers_to_lose += 1,
             Fault::CutClient { client } => ctx.net.isolate(Addr::Client(*client)),
             Fault::Heal => ctx.net.heal(),
             Fault::Crash { node, torn } => self.crash_server(*node, *torn),
