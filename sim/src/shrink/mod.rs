@@ -157,6 +157,9 @@ pub fn shrink(case: Case, options: &Options) -> Result<Report, String> {
     s.reduce();
     roles::generalize(&mut s, options.probes);
     let repaired = robustness::repair(&mut s, &start, options.probes);
+    if repaired {
+        robustness::trim(&mut s, options.probes);
+    }
     let minimal = !s.stopped();
     let needed = if minimal { plan::prove(&mut s, repaired.then_some(options.probes)) } else { Vec::new() };
     let interrupted = INTERRUPTED.load(Ordering::Relaxed);

@@ -3,6 +3,7 @@
 //! election timeouts), so other seeds ask whether the plan breaks the
 //! property by itself or only by the luck of one timing.
 
+use super::renumber::{with_nodes, without_client};
 use super::{roles, Case, Shrinker};
 use crate::model::Model;
 use crate::run::seed::{run_plan, Outcome};
@@ -170,6 +171,43 @@ pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> bool {
         }
     }
     false
+}
+
+/// Cluster sizes a repaired case is tried on, largest first.
+const TRIM_NODES: [u8; 2] = [3, 1];
+
+/// A repaired case gives back what robustness does not need: a smaller
+/// cluster (3 servers, then one; the servers its plan names keep their
+/// ids where they fit), then each worker, highest id first. A change is
+/// kept if the run still shows the property in no more trace lines and
+/// still passes the probes, so the story a reader checks is as short as
+/// the robust one can be.
+pub(crate) fn trim(s: &mut Shrinker, probes: u64) {
+    for small in TRIM_NODES {
+        if s.best.model.nodes > small {
+            let model = Model { nodes: small, ..s.best.model.clone() };
+            let plan = with_nodes(&s.best.plan, &|n| (n.0 < small).then_some(n));
+            try_trim(s, Case { model, plan, seed: s.best.seed }, probes);
+        }
+    }
+    for gone in (0..s.best.model.clients).rev() {
+        let model = Model { clients: s.best.model.clients - 1, ..s.best.model.clone() };
+        let plan = without_client(&s.best.plan, gone);
+        try_trim(s, Case { model, plan, seed: s.best.seed }, probes);
+    }
+}
+
+fn try_trim(s: &mut Shrinker, candidate: Case, probes: u64) {
+    if s.stopped() || candidate.plan.len() != s.best.plan.len() {
+        return;
+    }
+    let Some(outcome) = s.run(&candidate) else { return };
+    let longer = outcome.history.events().len() > s.best_outcome.history.events().len();
+    if !s.shows(&outcome) || longer || !probes_pass(s, &candidate, probes) {
+        return;
+    }
+    s.best = candidate;
+    s.best_outcome = outcome;
 }
 
 /// Whether `case` fails in [`PROBE_PERMILLE_MIN`] of `probes` probe seeds,
