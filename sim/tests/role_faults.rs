@@ -3,8 +3,8 @@
 //! each strikes whoever plays the role when it fires.
 
 use fencelock::raft::Role;
-use fencelock::ApplyResult;
 use fencelock::service::{ClientReply, ClientRequest};
+use fencelock::ApplyResult;
 use fencelock::{Property, Variant};
 use fencesim::faults::{Fault, FaultEvent, Overtake, StallPoint};
 use fencesim::history::{Actor, Event, EventKind, WriteVerdict};
@@ -161,8 +161,10 @@ fn stall_until_overtaken_lasts_until_another_worker_overtakes_the_holder_and_the
 #[test]
 fn stall_until_overtaken_breaks_an_unfenced_sink_in_most_seeds() {
     let model = Model { variant: Variant::SinkUnfenced, ..model() };
-    let plan =
-        at(500, Fault::StallUntilOvertaken { on: Overtake::Write, after_ms: 0, ms_max: 8_000, before: StallPoint::Write });
+    let plan = at(
+        500,
+        Fault::StallUntilOvertaken { on: Overtake::Write, after_ms: 0, ms_max: 8_000, before: StallPoint::Write },
+    );
     let caught = (0..20)
         .filter(|&seed| {
             let outcome = run_plan(seed, &model, plan.clone());
@@ -201,11 +203,16 @@ fn a_stall_before_a_renewal_ends_as_the_key_is_regranted_and_the_stale_renewal_i
             let resumed =
                 first_after(events, stalled.at_us, |kind| *kind == EventKind::Resumed { actor: Actor::Client(client) });
             if let Some(at_us) = overtaken_at(events, stalled, Overtake::Grant) {
-                assert!((at_us..=at_us + 2_000).contains(&resumed.at_us), "seed {seed}: resumed a ms after the regrant");
+                assert!(
+                    (at_us..=at_us + 2_000).contains(&resumed.at_us),
+                    "seed {seed}: resumed a ms after the regrant"
+                );
                 // What the worker does next is the renewal it stalled before, naming the old token.
-                let next = first_after(events, resumed.at_us, |kind| {
-                    matches!(kind, EventKind::Requested { client: c, .. } if *c == client)
-                });
+                let next = first_after(
+                    events,
+                    resumed.at_us,
+                    |kind| matches!(kind, EventKind::Requested { client: c, .. } if *c == client),
+                );
                 let renewal = ClientRequest::Renew { key: key.clone(), token };
                 assert!(matches!(&next.kind, EventKind::Requested { body, .. } if *body == renewal), "seed {seed}");
                 renewed_stale += 1;
@@ -230,14 +237,17 @@ fn a_stall_on_grant_delays_reading_the_next_granted_answer_and_the_client_counts
     for seed in 0..4 {
         let outcome = run_plan(seed, &model, at(1_000, Fault::StallOnGrant { ms }));
         let events = outcome.history.events();
-        let stalls: Vec<&Event> = events.iter().filter(|e| matches!(e.kind, EventKind::StalledOnGrant { .. })).collect();
+        let stalls: Vec<&Event> =
+            events.iter().filter(|e| matches!(e.kind, EventKind::StalledOnGrant { .. })).collect();
         assert_eq!(stalls.len(), 1, "seed {seed}: exactly the planned stall");
         let stalled = stalls[0];
         let EventKind::StalledOnGrant { client, request, .. } = stalled.kind else { unreachable!() };
         assert!(stalled.at_us >= 1_000_000, "seed {seed}: armed at 1 s, taken later");
-        let read = first_after(events, stalled.at_us, |kind| {
-            matches!(kind, EventKind::Answered { client: c, request: r, .. } if *c == client && *r == request)
-        });
+        let read = first_after(
+            events,
+            stalled.at_us,
+            |kind| matches!(kind, EventKind::Answered { client: c, request: r, .. } if *c == client && *r == request),
+        );
         assert_eq!(read.at_us, stalled.at_us + ms * 1_000, "seed {seed}: the answer is read after the stall");
         assert!(matches!(read.kind, EventKind::Answered { reply: ClientReply::Granted { .. }, .. }), "seed {seed}");
         assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);

@@ -67,6 +67,28 @@ fn a_late_granted_answer_is_told_as_a_stall_on_grant() {
     assert!(report.robustness.as_ref().is_some_and(|r| r.failing >= 2), "{:?}", report.robustness);
 }
 
+/// `resource-no-dedup` seed 5 fails by a write whose answer the network
+/// lost and its worker sent again, in 1 of 20 other seeds. The repair tells
+/// that resend as a `LoseWriteAnswer`, and the trim then takes back the
+/// servers the story does not need.
+#[test]
+fn a_write_the_resource_judged_twice_is_told_as_a_lost_answer() {
+    let model = Model::declared(Variant::ResourceNoDedup);
+    let case = Case { seed: 5, plan: faults::plan(&model, 5), model };
+    let options = Options {
+        property: Some("equal-token".into()),
+        budget: Duration::from_secs(120),
+        robustness_seeds: 4,
+        probes: 8,
+    };
+    let report = shrink(case, &options).expect("seed 5 of resource-no-dedup breaks equal-token");
+    let plan = &report.case.plan;
+    assert!(plan.iter().any(|event| event.fault == faults::Fault::LoseWriteAnswer), "{plan:?}");
+    assert!(report.repaired, "the minimal case fails by luck and is repaired");
+    assert!(report.case.model.nodes < 5, "the trim took back servers: {:?}", report.case.model);
+    assert!(report.robustness.as_ref().is_some_and(|r| r.robust()), "{:?}", report.robustness);
+}
+
 #[test]
 fn a_seed_that_passes_or_a_property_never_violated_is_bad_input() {
     let model = Model::declared(Variant::ClientClockToken);

@@ -486,10 +486,7 @@ impl fmt::Display for Fault {
                     0 => String::new(),
                     ms => format!(" and {ms} ms more"),
                 };
-                write!(
-                    f,
-                    "stall the next worker {at} until {what}{then} (at most {ms_max} ms)"
-                )
+                write!(f, "stall the next worker {at} until {what}{then} (at most {ms_max} ms)")
             }
             Fault::LoseWriteAnswer => f.write_str("lose the resource's answer to the next write"),
             Fault::StallOnGrant { ms } => {

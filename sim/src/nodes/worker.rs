@@ -19,8 +19,8 @@ use crate::nodes::commands::{CommandQueue, WorkerCommand, WorkerResult};
 use crate::nodes::context::{ArmedStall, Ctx};
 use crate::streams;
 use fencelock::client::{Client, ClientConfig, ClientEvent, Outgoing};
-use fencelock::service::ClientReply;
 use fencelock::resource::Write;
+use fencelock::service::ClientReply;
 use fencelock::{ApplyResult, ClientId, Holder, Key, RequestId, Token, Variant};
 use futures::StreamExt;
 use rand::Rng;
@@ -267,7 +267,8 @@ impl Worker {
         before: StallPoint,
     ) {
         let client = self.id;
-        let stalled = EventKind::StalledUntilOvertaken { client, key: key.clone(), token, on, after_ms, ms_max, before };
+        let stalled =
+            EventKind::StalledUntilOvertaken { client, key: key.clone(), token, on, after_ms, ms_max, before };
         self.ctx.record(stalled);
         let mut seen = self.ctx.shared().history.events().len();
         let deadline_us = now_us() + ms_max * 1_000;

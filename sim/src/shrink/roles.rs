@@ -221,7 +221,9 @@ pub(crate) fn late_answer_form(s: &Shrinker, case: &Case) -> Option<Case> {
     let mut stalls = Vec::new();
     for event in s.best_outcome.history.events().iter().take_while(|event| event.at_us <= violation_us) {
         match &event.kind {
-            EventKind::Applied { command: Command::Grant { holder, .. }, result: ApplyResult::Granted { .. }, .. } => {
+            EventKind::Applied {
+                command: Command::Grant { holder, .. }, result: ApplyResult::Granted { .. }, ..
+            } => {
                 applied_us.entry(*holder).or_insert(event.at_us);
             }
             EventKind::Answered { client, request, reply: ClientReply::Granted { .. }, .. } => {
@@ -421,12 +423,23 @@ mod tests {
 
     #[test]
     fn a_repeated_stall_arms_the_next_holders_and_nothing_else_twice() {
-        let on = Overtake::Write;
-        let stall = at(500, Fault::StallUntilOvertaken { on, after_ms: 0, ms_max: 2_000 });
-        let out = repeated(&case(vec![at(100, Fault::Heal), stall.clone(), at(900, Fault::Heal)]), 3);
-        let plan = vec![at(100, Fault::Heal), stall.clone(), stall.clone(), stall, at(900, Fault::Heal)];
+        let (on, before) = (Overtake::Write, StallPoint::Renew);
+        let stall = at(500, Fault::StallUntilOvertaken { on, after_ms: 0, ms_max: 2_000, before });
+        let late = at(700, Fault::StallOnGrant { ms: 300 });
+        let out = repeated(&case(vec![at(100, Fault::Heal), stall.clone(), late.clone(), at(900, Fault::Heal)]), 3);
+        let plan = vec![
+            at(100, Fault::Heal),
+            stall.clone(),
+            stall.clone(),
+            stall,
+            late.clone(),
+            late.clone(),
+            late,
+            at(900, Fault::Heal),
+        ];
         assert_eq!(out.map(|c| c.plan), Some(plan));
-        assert_eq!(repeated(&case(vec![at(100, Fault::Heal)]), 3), None, "no stall to repeat");
+        let untold = vec![at(100, Fault::Heal), at(200, Fault::StallHolder { ms: 5 }), at(300, Fault::LoseWriteAnswer)];
+        assert_eq!(repeated(&case(untold), 3), None, "no stall told by what it waits for");
     }
 
     #[test]

@@ -243,7 +243,8 @@ impl Supervisor {
             }
             Fault::StallHolder { ms } => ctx.shared().armed_stalls.push_back(ArmedStall::For(*ms)),
             Fault::StallUntilOvertaken { on, after_ms, ms_max, before } => {
-                let stall = ArmedStall::UntilOvertaken { on: *on, after_ms: *after_ms, ms_max: *ms_max, before: *before };
+                let stall =
+                    ArmedStall::UntilOvertaken { on: *on, after_ms: *after_ms, ms_max: *ms_max, before: *before };
                 ctx.shared().armed_stalls.push_back(stall)
             }
             Fault::StallOnGrant { ms } => ctx.shared().armed_stalls.push_back(ArmedStall::OnGrant(*ms)),
