@@ -14,7 +14,7 @@ const LEASE_DIVISORS: [u64; 2] = [4, 2];
 const LEASE_MS_MIN: u64 = 400;
 
 /// Job caps tried, smallest first.
-pub(crate) const JOBS_TRIED: [u32; 10] = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32];
+const JOBS_TRIED: [u32; 10] = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32];
 
 pub(crate) fn reduce(s: &mut Shrinker) {
     if s.best.model.keys > 1 {
