@@ -28,8 +28,9 @@ pub struct Shared {
     pub incarnations: BTreeMap<Actor, u64>,
     /// Entries each server has applied (commands and no-ops), for leader churn.
     pub applies: BTreeMap<NodeId, u64>,
-    /// Stalls planned by `StallHolder`, in the order they fired, each taken
-    /// by the next worker to pass its lease check with a lock held.
+    /// Stalls planned by `StallHolder`, `StallUntilOvertaken` and
+    /// `StallOnGrant`, in the order they fired, each taken by the next
+    /// worker to reach its point (`ArmedStall::point`).
     pub armed_stalls: VecDeque<ArmedStall>,
     /// Answers to writes `LoseWriteAnswer` left for the resource to lose,
     /// each the answer to the next write it judges.
