@@ -156,10 +156,11 @@ pub fn shrink(case: Case, options: &Options) -> Result<Report, String> {
     let mut s = Shrinker { property, best: case, best_outcome: outcome, runs: 1, deadline: started + options.budget };
     s.reduce();
     roles::generalize(&mut s, options.probes);
-    let repaired = robustness::repair(&mut s, &start, options.probes);
-    if repaired {
-        robustness::trim(&mut s, options.probes);
+    let repaired_failing = robustness::repair(&mut s, &start, options.probes);
+    if let Some(failing) = repaired_failing {
+        robustness::trim(&mut s, options.probes, failing);
     }
+    let repaired = repaired_failing.is_some();
     let minimal = !s.stopped();
     let needed = if minimal { plan::prove(&mut s, repaired.then_some(options.probes)) } else { Vec::new() };
     let interrupted = INTERRUPTED.load(Ordering::Relaxed);

@@ -96,10 +96,11 @@ const REPAIR_MARGINS_MS: [u64; 6] = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000]
 /// times (`roles::repeated`). The first run length that does — plans in that
 /// order, each with its shortest run first — is kept, with the workload
 /// that fails in the most probe seeds there, if its trace stays within
-/// [`REPAIR_TRACE_LINES_MAX`]. Returns whether it was repaired.
-pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> bool {
+/// [`REPAIR_TRACE_LINES_MAX`]. Returns, if it was repaired, how many probe
+/// seeds the repaired case fails in (what [`trim`] must keep).
+pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> Option<u64> {
     if probes == 0 || s.stopped() || probes_pass(s, &s.best.clone(), probes) {
-        return false;
+        return None;
     }
     let violation_ms = s.kept_violation().at_us / 1_000;
     let best = s.best.clone();
@@ -163,14 +164,14 @@ pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> bool {
                     chosen = Some((failing, candidate, outcome));
                 }
             }
-            if let Some((_, candidate, outcome)) = chosen {
+            if let Some((failing, candidate, outcome)) = chosen {
                 s.best = candidate;
                 s.best_outcome = outcome;
-                return true;
+                return Some(failing);
             }
         }
     }
-    false
+    None
 }
 
 /// Cluster sizes a repaired case is tried on, largest first.
@@ -187,8 +188,8 @@ const TRIM_NODES: [u8; 2] = [3, 1];
 /// seeds, from 15). Fewer keys and jobs are not tried: with the rule above
 /// they shortened four pins by 6-20 lines and lengthened
 /// `released-before-commit` by 66 (its proof then dropped an event).
-pub(crate) fn trim(s: &mut Shrinker, probes: u64) {
-    let Some(mut failing) = probes_failing(s, &s.best.clone(), probes) else { return };
+/// `failing` is the repaired case's count of failing probe seeds.
+pub(crate) fn trim(s: &mut Shrinker, probes: u64, mut failing: u64) {
     for small in TRIM_NODES {
         if s.best.model.nodes > small {
             let model = Model { nodes: small, ..s.best.model.clone() };

@@ -14,7 +14,7 @@
 use super::robustness::{measure_from, PROBE_OFFSET};
 use super::{Case, Shrinker};
 use crate::faults::{Fault, FaultEvent, Overtake, StallPoint, WARMUP_MS};
-use crate::history::{Actor, EventKind};
+use crate::history::{Actor, Event, EventKind};
 use crate::model::Model;
 use fencelock::service::ClientReply;
 use fencelock::{ApplyResult, ClientId, Command, Holder, RequestId};
@@ -111,13 +111,7 @@ fn planned_stalls(s: &Shrinker, case: &Case) -> Option<Case> {
     if !case.model.stalls {
         return None;
     }
-    let violation_us = s.kept_violation().at_us;
-    let stalls: Vec<FaultEvent> = s
-        .best_outcome
-        .history
-        .events()
-        .iter()
-        .take_while(|event| event.at_us <= violation_us)
+    let stalls: Vec<FaultEvent> = up_to_violation(s)
         .filter_map(|event| match event.kind {
             EventKind::Stalled { ms, .. } => {
                 Some(FaultEvent { at_ms: event.at_us / 1_000, fault: Fault::StallHolder { ms } })
@@ -215,11 +209,10 @@ const LATE_PERMILLE_MIN: u64 = 100;
 /// the Grant first applied: the lateness as data, whoever is granted
 /// under another seed. `None` where no answer came late.
 pub(crate) fn late_answer_form(s: &Shrinker, case: &Case) -> Option<Case> {
-    let violation_us = s.kept_violation().at_us;
     let late_us = case.model.lease_ms * LATE_PERMILLE_MIN;
     let mut applied_us: BTreeMap<Holder, u64> = BTreeMap::new();
     let mut stalls = Vec::new();
-    for event in s.best_outcome.history.events().iter().take_while(|event| event.at_us <= violation_us) {
+    for event in up_to_violation(s) {
         match &event.kind {
             EventKind::Applied {
                 command: Command::Grant { holder, .. }, result: ApplyResult::Granted { .. }, ..
@@ -238,10 +231,7 @@ pub(crate) fn late_answer_form(s: &Shrinker, case: &Case) -> Option<Case> {
             _ => {}
         }
     }
-    if stalls.is_empty() {
-        return None;
-    }
-    Some(Case { plan: merged(&case.plan, stalls), ..case.clone() })
+    with_added(case, stalls)
 }
 
 /// The best case with the writes its run delivered to the resource twice
@@ -250,11 +240,10 @@ pub(crate) fn late_answer_form(s: &Shrinker, case: &Case) -> Option<Case> {
 /// sent: the resend as data, whoever writes under another seed. `None`
 /// where the resource judged every write once.
 pub(crate) fn resent_write_form(s: &Shrinker, case: &Case) -> Option<Case> {
-    let violation_us = s.kept_violation().at_us;
     let mut sent_us: BTreeMap<(ClientId, RequestId), u64> = BTreeMap::new();
     let mut judged: BTreeMap<(ClientId, RequestId), u32> = BTreeMap::new();
     let mut losses = Vec::new();
-    for event in s.best_outcome.history.events().iter().take_while(|event| event.at_us <= violation_us) {
+    for event in up_to_violation(s) {
         match event.kind {
             EventKind::WriteSent { client, request, .. } => {
                 sent_us.entry((client, request)).or_insert(event.at_us);
@@ -270,10 +259,18 @@ pub(crate) fn resent_write_form(s: &Shrinker, case: &Case) -> Option<Case> {
             _ => {}
         }
     }
-    if losses.is_empty() {
-        return None;
-    }
-    Some(Case { plan: merged(&case.plan, losses), ..case.clone() })
+    with_added(case, losses)
+}
+
+/// The best run's events up to its kept violation: what a told form reads.
+fn up_to_violation(s: &Shrinker) -> impl Iterator<Item = &Event> {
+    let violation_us = s.kept_violation().at_us;
+    s.best_outcome.history.events().iter().take_while(move |event| event.at_us <= violation_us)
+}
+
+/// `case` with `added` put in its plan, `None` where nothing is added.
+fn with_added(case: &Case, added: Vec<FaultEvent>) -> Option<Case> {
+    (!added.is_empty()).then(|| Case { plan: merged(&case.plan, added), ..case.clone() })
 }
 
 /// How many lock holders in a row a repeated told stall takes.
