@@ -12,7 +12,7 @@ use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LogIndex, NodeId, R
 use serde::{Deserialize, Serialize};
 
 pub use crate::actor::Actor;
-use crate::faults::{ChurnEvent, Fault, Overtake, StallPoint};
+use crate::faults::{ChurnEvent, Fault, JobEnd, Overtake, StallPoint};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -204,7 +204,8 @@ pub enum EventKind {
     /// A worker holding `key` under `token` stalls between its lease check
     /// and its write (or before a renewal, `before`) until another worker
     /// overtakes it there (`on`), then `after_ms` more, at most `ms_max`
-    /// (`StallUntilOvertaken`); a `Resumed` ends it.
+    /// (`StallUntilOvertaken`); a `Resumed` ends it. The holder then ends
+    /// its job as `end` says.
     StalledUntilOvertaken {
         client: ClientId,
         key: Key,
@@ -213,6 +214,8 @@ pub enum EventKind {
         after_ms: u64,
         ms_max: u64,
         before: StallPoint,
+        #[serde(default)]
+        end: JobEnd,
     },
     /// A worker answered `Granted` for `request` stalls `ms` before reading
     /// the answer (`StallOnGrant`); a `Resumed` ends it.
@@ -449,7 +452,7 @@ impl EventKind {
             K::Stalled { client, ms } => {
                 (client.to_string(), format!("stalls {ms}ms between its lease check and its write"))
             }
-            K::StalledUntilOvertaken { client, key, token, on, after_ms, ms_max, before } => {
+            K::StalledUntilOvertaken { client, key, token, on, after_ms, ms_max, before, end } => {
                 let until = match on {
                     Overtake::Grant => format!("another worker is granted {key}"),
                     Overtake::Write => format!("a write on {key} under a token above {token} is accepted"),
@@ -462,7 +465,12 @@ impl EventKind {
                     StallPoint::Write => "between its lease check and its write",
                     StallPoint::Renew => "before its renewal",
                 };
-                (client.to_string(), format!("stalls {at} until {until}{more} (at most {ms_max}ms)"))
+                let ends = match end {
+                    JobEnd::Drawn => "",
+                    JobEnd::Release => ", then ends its job with a Release",
+                    JobEnd::Revoke => ", then ends its job with a Revoke",
+                };
+                (client.to_string(), format!("stalls {at} until {until}{more} (at most {ms_max}ms){ends}"))
             }
             K::StalledOnGrant { client, request, ms } => {
                 (client.to_string(), format!("stalls {ms}ms before reading the Granted answer to {request}"))

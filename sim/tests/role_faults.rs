@@ -6,7 +6,7 @@ use fencelock::raft::Role;
 use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::ApplyResult;
 use fencelock::{Property, Variant};
-use fencesim::faults::{Fault, FaultEvent, Overtake, StallPoint};
+use fencesim::faults::{Fault, FaultEvent, JobEnd, Overtake, StallPoint};
 use fencesim::history::{Actor, Event, EventKind, WriteVerdict};
 use fencesim::model::Model;
 use fencesim::run::seed::run_plan;
@@ -121,7 +121,10 @@ fn stall_until_overtaken_lasts_until_another_worker_overtakes_the_holder_and_the
     for on in [Overtake::Grant, Overtake::Write] {
         let mut overtaken = 0;
         for seed in 0..6 {
-            let plan = at(1_000, Fault::StallUntilOvertaken { on, after_ms, ms_max, before: StallPoint::Write });
+            let plan = at(
+                1_000,
+                Fault::StallUntilOvertaken { on, after_ms, ms_max, before: StallPoint::Write, end: JobEnd::Drawn },
+            );
             let outcome = run_plan(seed, &model, plan);
             let events = outcome.history.events();
             let stalls: Vec<&Event> =
@@ -163,7 +166,13 @@ fn stall_until_overtaken_breaks_an_unfenced_sink_in_most_seeds() {
     let model = Model { variant: Variant::SinkUnfenced, ..model() };
     let plan = at(
         500,
-        Fault::StallUntilOvertaken { on: Overtake::Write, after_ms: 0, ms_max: 8_000, before: StallPoint::Write },
+        Fault::StallUntilOvertaken {
+            on: Overtake::Write,
+            after_ms: 0,
+            ms_max: 8_000,
+            before: StallPoint::Write,
+            end: JobEnd::Drawn,
+        },
     );
     let caught = (0..20)
         .filter(|&seed| {
@@ -185,7 +194,13 @@ fn breaks(model: &Model, plan: &[FaultEvent], property: Property, seeds: u64) ->
 #[test]
 fn a_stall_before_a_renewal_ends_as_the_key_is_regranted_and_the_stale_renewal_is_refused() {
     let (after_ms, ms_max) = (0, 8_000);
-    let stall = Fault::StallUntilOvertaken { on: Overtake::Grant, after_ms, ms_max, before: StallPoint::Renew };
+    let stall = Fault::StallUntilOvertaken {
+        on: Overtake::Grant,
+        after_ms,
+        ms_max,
+        before: StallPoint::Renew,
+        end: JobEnd::Drawn,
+    };
     // One key, so the stalled holder's lease runs out with others waiting for it.
     let model = Model { safety_ms: 16_000, keys: 1, jobs_max: None, ..model() };
     let mut renewed_stale = 0;
@@ -228,6 +243,52 @@ fn a_stall_before_a_renewal_ends_as_the_key_is_regranted_and_the_stale_renewal_i
     let caught = breaks(&flawed, &at(1_000, stall), Property::LeaseExclusion, 20);
     // 13 of 20 when written.
     assert!(caught >= 10, "lease-exclusion in only {caught} of 20 seeds");
+}
+
+#[test]
+fn a_stalled_holder_told_to_revoke_revokes_its_old_token_after_the_takeover() {
+    let stall = |end| Fault::StallUntilOvertaken {
+        on: Overtake::Grant,
+        after_ms: 0,
+        ms_max: 8_000,
+        before: StallPoint::Write,
+        end,
+    };
+    // One key, so the stalled holder's lease runs out with others waiting for it.
+    let model = Model { safety_ms: 16_000, keys: 1, jobs_max: None, ..model() };
+    let mut revoked_stale = 0;
+    for seed in 0..6 {
+        let outcome = run_plan(seed, &model, at(1_000, stall(JobEnd::Revoke)));
+        let events = outcome.history.events();
+        let stalled = events.iter().find(|e| matches!(e.kind, EventKind::StalledUntilOvertaken { .. }));
+        if let Some(stalled) = stalled {
+            let EventKind::StalledUntilOvertaken { client, ref key, token, end, .. } = stalled.kind else {
+                unreachable!()
+            };
+            assert_eq!(end, JobEnd::Revoke, "seed {seed}");
+            if overtaken_at(events, stalled, Overtake::Grant).is_some() {
+                // The job ends as the fault says, whatever the workload draws:
+                // a Revoke naming the token the key was taken from.
+                let ends = |kind: &EventKind| matches!(kind, EventKind::Requested { client: c, body: ClientRequest::Release { .. } | ClientRequest::Revoke { .. }, .. } if *c == client);
+                let end = first_after(events, stalled.at_us, ends);
+                let revoke = ClientRequest::Revoke { key: key.clone(), token };
+                assert!(matches!(&end.kind, EventKind::Requested { body, .. } if *body == revoke), "seed {seed}");
+                revoked_stale += 1;
+            }
+        }
+        // The protocol's Expire checks the token: the late revoke removes nothing it should not.
+        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+    }
+    // 6 of 6 when written.
+    assert!(revoked_stale >= 4, "the stale revoke came in only {revoked_stale} of 6 seeds");
+    // An Expire that ignores its token removes the successor's lock: far
+    // more often than when the stalled holder ends its job as drawn.
+    let flawed = Model { variant: Variant::ExpireIgnoresToken, ..model };
+    let told = breaks(&flawed, &at(1_000, stall(JobEnd::Revoke)), Property::ExpireSafety, 20);
+    let drawn = breaks(&flawed, &at(1_000, stall(JobEnd::Drawn)), Property::ExpireSafety, 20);
+    // 20 and 7 of 20 when written.
+    assert!(told >= 15, "expire-safety in only {told} of 20 seeds");
+    assert!(told >= drawn + 5, "told {told} of 20, drawn {drawn}");
 }
 
 #[test]

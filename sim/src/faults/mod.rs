@@ -224,12 +224,17 @@ pub enum Fault {
     /// (`shrink` writes these). With `before = "Renew"` the stall comes
     /// instead before the next renewal of a worker renewing a long job's
     /// lease, which then renews naming the token it was overtaken on.
+    /// With `end = "Revoke"` (or `"Release"`) the stalled holder ends its
+    /// job that way after its write, not as the workload draws: a revoke by
+    /// token that lands after the key was granted again.
     StallUntilOvertaken {
         on: Overtake,
         after_ms: u64,
         ms_max: u64,
         #[serde(default, skip_serializing_if = "StallPoint::is_write")]
         before: StallPoint,
+        #[serde(default, skip_serializing_if = "JobEnd::is_drawn")]
+        end: JobEnd,
     },
     /// The next worker answered `Granted` stalls `ms` before it reads the
     /// answer, whoever it is: a GC pause while the answer waits in the
@@ -260,6 +265,25 @@ pub enum StallPoint {
 impl StallPoint {
     pub fn is_write(&self) -> bool {
         *self == StallPoint::Write
+    }
+}
+
+/// How a lock holder stalled by a planned fault ends its job.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JobEnd {
+    /// As the workload draws: mostly a Release, 3 times in 10 a Revoke by
+    /// token, now and then a crash while holding.
+    #[default]
+    Drawn,
+    /// A Release of the lock by token.
+    Release,
+    /// A Revoke of its lease by token (etcd's `lease revoke`).
+    Revoke,
+}
+
+impl JobEnd {
+    pub fn is_drawn(&self) -> bool {
+        *self == JobEnd::Drawn
     }
 }
 
@@ -473,7 +497,7 @@ impl fmt::Display for Fault {
                     "stall the next worker to write under a lock for {ms} ms between its lease check and its write"
                 )
             }
-            Fault::StallUntilOvertaken { on, after_ms, ms_max, before } => {
+            Fault::StallUntilOvertaken { on, after_ms, ms_max, before, end } => {
                 let at = match before {
                     StallPoint::Write => "to write under a lock between its lease check and its write",
                     StallPoint::Renew => "to renew a lock before its renewal",
@@ -486,7 +510,12 @@ impl fmt::Display for Fault {
                     0 => String::new(),
                     ms => format!(" and {ms} ms more"),
                 };
-                write!(f, "stall the next worker {at} until {what}{then} (at most {ms_max} ms)")
+                let ends = match end {
+                    JobEnd::Drawn => "",
+                    JobEnd::Release => ", then end its job with a Release",
+                    JobEnd::Revoke => ", then end its job with a Revoke",
+                };
+                write!(f, "stall the next worker {at} until {what}{then} (at most {ms_max} ms){ends}")
             }
             Fault::LoseWriteAnswer => f.write_str("lose the resource's answer to the next write"),
             Fault::StallOnGrant { ms } => {

@@ -2,7 +2,7 @@
 //! disks and the history. One `Ctx` per run, held in an `Arc` by every node's
 //! init closure, so it outlives kills and restarts.
 
-use crate::faults::{Overtake, StallPoint};
+use crate::faults::{JobEnd, Overtake, StallPoint};
 use crate::history::{Actor, EventKind, History};
 use crate::machine::clock::{now_us, LocalClock, SharedClock};
 use crate::machine::disk::{Disk, NodeImage, ResourceImage, SharedDisk};
@@ -50,7 +50,7 @@ pub enum ArmedStall {
     /// `StallHolder`: this many milliseconds.
     For(u64),
     /// `StallUntilOvertaken`: until another worker overtakes it on its key.
-    UntilOvertaken { on: Overtake, after_ms: u64, ms_max: u64, before: StallPoint },
+    UntilOvertaken(UntilOvertaken),
     /// `StallOnGrant`: this many milliseconds before reading a `Granted` answer.
     OnGrant(u64),
 }
@@ -61,10 +61,21 @@ impl ArmedStall {
     fn point(&self) -> Option<StallPoint> {
         match self {
             ArmedStall::For(_) => Some(StallPoint::Write),
-            ArmedStall::UntilOvertaken { before, .. } => Some(*before),
+            ArmedStall::UntilOvertaken(stall) => Some(stall.before),
             ArmedStall::OnGrant(_) => None,
         }
     }
+}
+
+/// A `StallUntilOvertaken` as armed: what the stall waits for, how long it
+/// lasts at most, where it comes and how the stalled holder ends its job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UntilOvertaken {
+    pub on: Overtake,
+    pub after_ms: u64,
+    pub ms_max: u64,
+    pub before: StallPoint,
+    pub end: JobEnd,
 }
 
 /// A vote granted, or appended entries acknowledged, by a server in a round

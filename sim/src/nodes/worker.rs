@@ -7,7 +7,7 @@
 //! clients do: it gives up before the answer (ghost lock), retries with the
 //! same request id, and crashes while holding a lock.
 
-use crate::faults::{Overtake, StallPoint};
+use crate::faults::{JobEnd, Overtake, StallPoint};
 use crate::history::{Actor, EventKind, WritePath, WriteVerdict};
 use crate::machine::clock::{local_now, now_us, SharedClock};
 use crate::machine::envelope::Envelope;
@@ -16,7 +16,7 @@ use crate::machine::timer::{self, Deadline};
 use crate::machine::wire;
 use crate::model::Model;
 use crate::nodes::commands::{CommandQueue, WorkerCommand, WorkerResult};
-use crate::nodes::context::{ArmedStall, Ctx};
+use crate::nodes::context::{ArmedStall, Ctx, UntilOvertaken};
 use crate::streams;
 use fencelock::client::{Client, ClientConfig, ClientEvent, Outgoing};
 use fencelock::resource::Write;
@@ -60,6 +60,7 @@ pub async fn run(ctx: Arc<Ctx>, id: ClientId) {
         incarnation,
         writes: 0,
         held: BTreeMap::new(),
+        job_end: JobEnd::Drawn,
     };
     let commands = ctx_commands(&worker.ctx, id);
     match commands {
@@ -111,6 +112,8 @@ struct Worker {
     writes: u64,
     /// Tokens and grant requests of locks this worker holds (scripted runs).
     held: BTreeMap<Key, Holder>,
+    /// How the job in hand ends: as drawn, unless a planned stall said.
+    job_end: JobEnd,
 }
 
 impl Worker {
@@ -119,6 +122,7 @@ impl Worker {
     }
 
     async fn job(&mut self) {
+        self.job_end = JobEnd::Drawn;
         let think_ms = self.rng.gen_range(20..300);
         madsim::time::sleep(Duration::from_millis(think_ms)).await;
         let model = &self.ctx.model;
@@ -203,10 +207,8 @@ impl Worker {
                 // A planned stall before the renewal (`StallUntilOvertaken`
                 // with `before = "Renew"`): the renewal then names the token
                 // another worker may have been granted the key after.
-                if let Some(ArmedStall::UntilOvertaken { on, after_ms, ms_max, before }) =
-                    self.ctx.take_armed_stall(Some(StallPoint::Renew))
-                {
-                    self.stall_until_overtaken(key, token, on, after_ms, ms_max, before).await;
+                if let Some(ArmedStall::UntilOvertaken(stall)) = self.ctx.take_armed_stall(Some(StallPoint::Renew)) {
+                    self.stall_until_overtaken(key, token, stall).await;
                 }
                 if !self.renew(key, token).await {
                     return None;
@@ -234,8 +236,8 @@ impl Worker {
                 madsim::time::sleep(Duration::from_millis(ms)).await;
                 self.ctx.record(EventKind::Resumed { actor: Actor::Client(self.id) });
             }
-            Some(ArmedStall::UntilOvertaken { on, after_ms, ms_max, before }) => {
-                self.stall_until_overtaken(key, token, on, after_ms, ms_max, before).await;
+            Some(ArmedStall::UntilOvertaken(stall)) => {
+                self.stall_until_overtaken(key, token, stall).await;
             }
             Some(ArmedStall::OnGrant(_)) => unreachable!("taken only as a Granted answer is read"),
             None => {}
@@ -254,21 +256,15 @@ impl Worker {
 
     /// A planned stall that lasts until another worker overtakes this one on
     /// `key` (granted it, or a write under a higher token accepted), then
-    /// `after_ms` more, at most `ms_max` in all. The stalled worker does
-    /// nothing; the world looks at the history once a millisecond, as the
-    /// reactive fault families do.
-    async fn stall_until_overtaken(
-        &mut self,
-        key: &Key,
-        token: Token,
-        on: Overtake,
-        after_ms: u64,
-        ms_max: u64,
-        before: StallPoint,
-    ) {
+    /// `after_ms` more, at most `ms_max` in all; the job then ends as the
+    /// stall says. The stalled worker does nothing; the world looks at the
+    /// history once a millisecond, as the reactive fault families do.
+    async fn stall_until_overtaken(&mut self, key: &Key, token: Token, stall: UntilOvertaken) {
+        let UntilOvertaken { on, after_ms, ms_max, before, end } = stall;
+        self.job_end = end;
         let client = self.id;
         let stalled =
-            EventKind::StalledUntilOvertaken { client, key: key.clone(), token, on, after_ms, ms_max, before };
+            EventKind::StalledUntilOvertaken { client, key: key.clone(), token, on, after_ms, ms_max, before, end };
         self.ctx.record(stalled);
         let mut seen = self.ctx.shared().history.events().len();
         let deadline_us = now_us() + ms_max * 1_000;
@@ -369,10 +365,12 @@ impl Worker {
         }
     }
 
-    /// Releases, or now and then crashes or walks away while holding.
+    /// Releases, or now and then crashes or walks away while holding; a
+    /// planned stall may have said which ([`JobEnd`]).
     async fn finish(&mut self, key: &Key, token: Token) {
         let roll: f64 = self.rng.gen();
-        if roll < 0.04 {
+        let end = std::mem::take(&mut self.job_end);
+        if end.is_drawn() && roll < 0.04 {
             // Crash while holding: the lock must be freed by expiry.
             let actor = Actor::Client(self.id);
             self.ctx.record(EventKind::BeliefEnd { client: self.id, key: key.clone(), token });
@@ -388,11 +386,12 @@ impl Worker {
         // Some workers end a job by revoking their lease by token (etcd's
         // `lease revoke`) instead of releasing: a retried revoke may land after
         // the key was regranted, the late Expire the token makes harmless.
-        let out = if self.rng.gen_bool(0.3) {
-            self.client.revoke(key, self.now())
-        } else {
-            self.client.release(key, self.now())
+        let revoke = match end {
+            JobEnd::Drawn => self.rng.gen_bool(0.3),
+            JobEnd::Release => false,
+            JobEnd::Revoke => true,
         };
+        let out = if revoke { self.client.revoke(key, self.now()) } else { self.client.release(key, self.now()) };
         if let Some(out) = out {
             let request = out.request;
             self.send_request(&out);

@@ -18,7 +18,7 @@ use crate::machine::disk::NodeImage;
 use crate::machine::net::{Addr, Net, NetConfig};
 use crate::model::Model;
 use crate::nodes::commands::CommandQueue;
-use crate::nodes::context::{ArmedStall, Ctx};
+use crate::nodes::context::{ArmedStall, Ctx, UntilOvertaken};
 use crate::nodes::{resource, server, worker};
 use crate::streams;
 use fencelock::raft::Role;
@@ -242,10 +242,10 @@ impl Supervisor {
                 }
             }
             Fault::StallHolder { ms } => ctx.shared().armed_stalls.push_back(ArmedStall::For(*ms)),
-            Fault::StallUntilOvertaken { on, after_ms, ms_max, before } => {
+            Fault::StallUntilOvertaken { on, after_ms, ms_max, before, end } => {
                 let stall =
-                    ArmedStall::UntilOvertaken { on: *on, after_ms: *after_ms, ms_max: *ms_max, before: *before };
-                ctx.shared().armed_stalls.push_back(stall)
+                    UntilOvertaken { on: *on, after_ms: *after_ms, ms_max: *ms_max, before: *before, end: *end };
+                ctx.shared().armed_stalls.push_back(ArmedStall::UntilOvertaken(stall))
             }
             Fault::StallOnGrant { ms } => ctx.shared().armed_stalls.push_back(ArmedStall::OnGrant(*ms)),
             Fault::LoseWriteAnswer => ctx.shared().write_answers_to_lose += 1,
