@@ -204,8 +204,8 @@ pub enum EventKind {
     /// A worker holding `key` under `token` stalls between its lease check
     /// and its write (or before a renewal, `before`) until another worker
     /// overtakes it there (`on`), then `after_ms` more, at most `ms_max`
-    /// (`StallUntilOvertaken`); a `Resumed` ends it. The holder then ends
-    /// its job as `end` says.
+    /// (`StallUntilOvertaken`); a `Resumed` ends it. The holder then writes
+    /// on `path` and ends its job as `end` says.
     StalledUntilOvertaken {
         client: ClientId,
         key: Key,
@@ -214,6 +214,8 @@ pub enum EventKind {
         after_ms: u64,
         ms_max: u64,
         before: StallPoint,
+        #[serde(default)]
+        path: Option<WritePath>,
         #[serde(default)]
         end: JobEnd,
     },
@@ -452,7 +454,7 @@ impl EventKind {
             K::Stalled { client, ms } => {
                 (client.to_string(), format!("stalls {ms}ms between its lease check and its write"))
             }
-            K::StalledUntilOvertaken { client, key, token, on, after_ms, ms_max, before, end } => {
+            K::StalledUntilOvertaken { client, key, token, on, after_ms, ms_max, before, path, end } => {
                 let until = match on {
                     Overtake::Grant => format!("another worker is granted {key}"),
                     Overtake::Write => format!("a write on {key} under a token above {token} is accepted"),
@@ -470,7 +472,8 @@ impl EventKind {
                     JobEnd::Release => ", then ends its job with a Release",
                     JobEnd::Revoke => ", then ends its job with a Revoke",
                 };
-                (client.to_string(), format!("stalls {at} until {until}{more} (at most {ms_max}ms){ends}"))
+                let writes = path.map(|path| format!(", then writes via {path}")).unwrap_or_default();
+                (client.to_string(), format!("stalls {at} until {until}{more} (at most {ms_max}ms){writes}{ends}"))
             }
             K::StalledOnGrant { client, request, ms } => {
                 (client.to_string(), format!("stalls {ms}ms before reading the Granted answer to {request}"))

@@ -1,5 +1,6 @@
 //! The faults that name a role, not a node (`CrashLeader`, `PauseLeader`,
-//! `StallHolder`, `StallUntilOvertaken`, `StallOnGrant`, `LoseWriteAnswer`):
+//! `StallHolder`, `StallUntilOvertaken` (with what the stalled holder does
+//! next), `StallOnGrant`, `LoseWriteAnswer`):
 //! each strikes whoever plays the role when it fires.
 
 use fencelock::raft::Role;
@@ -7,7 +8,7 @@ use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::ApplyResult;
 use fencelock::{Property, Variant};
 use fencesim::faults::{Fault, FaultEvent, JobEnd, Overtake, StallPoint};
-use fencesim::history::{Actor, Event, EventKind, WriteVerdict};
+use fencesim::history::{Actor, Event, EventKind, WritePath, WriteVerdict};
 use fencesim::model::Model;
 use fencesim::run::seed::run_plan;
 
@@ -123,7 +124,14 @@ fn stall_until_overtaken_lasts_until_another_worker_overtakes_the_holder_and_the
         for seed in 0..6 {
             let plan = at(
                 1_000,
-                Fault::StallUntilOvertaken { on, after_ms, ms_max, before: StallPoint::Write, end: JobEnd::Drawn },
+                Fault::StallUntilOvertaken {
+                    on,
+                    after_ms,
+                    ms_max,
+                    before: StallPoint::Write,
+                    path: None,
+                    end: JobEnd::Drawn,
+                },
             );
             let outcome = run_plan(seed, &model, plan);
             let events = outcome.history.events();
@@ -171,6 +179,7 @@ fn stall_until_overtaken_breaks_an_unfenced_sink_in_most_seeds() {
             after_ms: 0,
             ms_max: 8_000,
             before: StallPoint::Write,
+            path: None,
             end: JobEnd::Drawn,
         },
     );
@@ -199,6 +208,7 @@ fn a_stall_before_a_renewal_ends_as_the_key_is_regranted_and_the_stale_renewal_i
         after_ms,
         ms_max,
         before: StallPoint::Renew,
+        path: None,
         end: JobEnd::Drawn,
     };
     // One key, so the stalled holder's lease runs out with others waiting for it.
@@ -252,6 +262,7 @@ fn a_stalled_holder_told_to_revoke_revokes_its_old_token_after_the_takeover() {
         after_ms: 0,
         ms_max: 8_000,
         before: StallPoint::Write,
+        path: None,
         end,
     };
     // One key, so the stalled holder's lease runs out with others waiting for it.
@@ -288,6 +299,47 @@ fn a_stalled_holder_told_to_revoke_revokes_its_old_token_after_the_takeover() {
     let drawn = breaks(&flawed, &at(1_000, stall(JobEnd::Drawn)), Property::ExpireSafety, 20);
     // 20 and 7 of 20 when written.
     assert!(told >= 15, "expire-safety in only {told} of 20 seeds");
+    assert!(told >= drawn + 5, "told {told} of 20, drawn {drawn}");
+}
+
+#[test]
+fn a_stalled_holder_told_its_path_writes_on_it_after_the_takeover() {
+    let stall = |path| Fault::StallUntilOvertaken {
+        on: Overtake::Write,
+        after_ms: 0,
+        ms_max: 8_000,
+        before: StallPoint::Write,
+        path,
+        end: JobEnd::Drawn,
+    };
+    let model = Model { safety_ms: 16_000, keys: 1, jobs_max: None, ..model() };
+    let mut written = 0;
+    for seed in 0..6 {
+        for path in [WritePath::Status, WritePath::Ledger] {
+            let outcome = run_plan(seed, &model, at(1_000, stall(Some(path))));
+            let events = outcome.history.events();
+            let stalled = events.iter().find(|e| matches!(e.kind, EventKind::StalledUntilOvertaken { .. }));
+            if let Some(stalled) = stalled {
+                let EventKind::StalledUntilOvertaken { client, token, .. } = stalled.kind else { unreachable!() };
+                let sent = |kind: &EventKind| matches!(kind, EventKind::WriteSent { client: c, .. } if *c == client);
+                let write = first_after(events, stalled.at_us, sent);
+                let EventKind::WriteSent { path: p, token: t, .. } = write.kind else { unreachable!() };
+                assert_eq!((p, t), (path, token), "seed {seed}: the stale write goes where the fault says");
+                written += 1;
+            }
+            // Both paths check the token: the stale write is refused.
+            assert!(outcome.ok, "seed {seed} {path:?}: {:?}", outcome.violations);
+        }
+    }
+    // 12 of 12 when written.
+    assert!(written >= 8, "the told write came in only {written} of 12 runs");
+    // A bulk path that skips the token check lets the stale write through:
+    // every time it is told to take it, half the time when it draws.
+    let flawed = Model { variant: Variant::SecondPathUnfenced, ..model };
+    let told = breaks(&flawed, &at(1_000, stall(Some(WritePath::Ledger))), Property::FencedWrite, 20);
+    let drawn = breaks(&flawed, &at(1_000, stall(None)), Property::FencedWrite, 20);
+    // 18 and 9 of 20 when written.
+    assert!(told >= 15, "fenced-write in only {told} of 20 seeds");
     assert!(told >= drawn + 5, "told {told} of 20, drawn {drawn}");
 }
 

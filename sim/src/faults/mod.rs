@@ -10,6 +10,7 @@
 use crate::actor::Actor;
 use crate::machine::net::Addr;
 use crate::model::{Model, BEYOND_BOUND_BASE_PPM_MIN, BEYOND_BOUND_FACTOR_MAX, DRIFT_PPM_REAL_MAX};
+use fencelock::resource::WritePath;
 use fencelock::{ClientId, Key, NodeId, Term, Token};
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -224,15 +225,18 @@ pub enum Fault {
     /// (`shrink` writes these). With `before = "Renew"` the stall comes
     /// instead before the next renewal of a worker renewing a long job's
     /// lease, which then renews naming the token it was overtaken on.
-    /// With `end = "Revoke"` (or `"Release"`) the stalled holder ends its
-    /// job that way after its write, not as the workload draws: a revoke by
-    /// token that lands after the key was granted again.
+    /// With `path` the stalled holder writes on that path, and with `end =
+    /// "Revoke"` (or `"Release"`) it ends its job that way, not as the
+    /// workload draws: a stale write on the bulk path, a revoke by token
+    /// that lands after the key was granted again.
     StallUntilOvertaken {
         on: Overtake,
         after_ms: u64,
         ms_max: u64,
         #[serde(default, skip_serializing_if = "StallPoint::is_write")]
         before: StallPoint,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<WritePath>,
         #[serde(default, skip_serializing_if = "JobEnd::is_drawn")]
         end: JobEnd,
     },
@@ -497,7 +501,7 @@ impl fmt::Display for Fault {
                     "stall the next worker to write under a lock for {ms} ms between its lease check and its write"
                 )
             }
-            Fault::StallUntilOvertaken { on, after_ms, ms_max, before, end } => {
+            Fault::StallUntilOvertaken { on, after_ms, ms_max, before, path, end } => {
                 let at = match before {
                     StallPoint::Write => "to write under a lock between its lease check and its write",
                     StallPoint::Renew => "to renew a lock before its renewal",
@@ -510,12 +514,13 @@ impl fmt::Display for Fault {
                     0 => String::new(),
                     ms => format!(" and {ms} ms more"),
                 };
+                let writes = path.map(|path| format!(", then write via {path}")).unwrap_or_default();
                 let ends = match end {
                     JobEnd::Drawn => "",
                     JobEnd::Release => ", then end its job with a Release",
                     JobEnd::Revoke => ", then end its job with a Revoke",
                 };
-                write!(f, "stall the next worker {at} until {what}{then} (at most {ms_max} ms){ends}")
+                write!(f, "stall the next worker {at} until {what}{then} (at most {ms_max} ms){writes}{ends}")
             }
             Fault::LoseWriteAnswer => f.write_str("lose the resource's answer to the next write"),
             Fault::StallOnGrant { ms } => {

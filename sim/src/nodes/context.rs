@@ -68,13 +68,15 @@ impl ArmedStall {
 }
 
 /// A `StallUntilOvertaken` as armed: what the stall waits for, how long it
-/// lasts at most, where it comes and how the stalled holder ends its job.
+/// lasts at most, where it comes, and the path the stalled holder then
+/// writes on and how it ends its job (`None`, `Drawn`: as the workload draws).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UntilOvertaken {
     pub on: Overtake,
     pub after_ms: u64,
     pub ms_max: u64,
     pub before: StallPoint,
+    pub path: Option<fencelock::resource::WritePath>,
     pub end: JobEnd,
 }
 

@@ -60,6 +60,7 @@ pub async fn run(ctx: Arc<Ctx>, id: ClientId) {
         incarnation,
         writes: 0,
         held: BTreeMap::new(),
+        job_path: None,
         job_end: JobEnd::Drawn,
     };
     let commands = ctx_commands(&worker.ctx, id);
@@ -112,7 +113,9 @@ struct Worker {
     writes: u64,
     /// Tokens and grant requests of locks this worker holds (scripted runs).
     held: BTreeMap<Key, Holder>,
-    /// How the job in hand ends: as drawn, unless a planned stall said.
+    /// The write path of the job in hand and how it ends: as drawn, unless
+    /// a planned stall said.
+    job_path: Option<WritePath>,
     job_end: JobEnd,
 }
 
@@ -122,7 +125,7 @@ impl Worker {
     }
 
     async fn job(&mut self) {
-        self.job_end = JobEnd::Drawn;
+        (self.job_path, self.job_end) = (None, JobEnd::Drawn);
         let think_ms = self.rng.gen_range(20..300);
         madsim::time::sleep(Duration::from_millis(think_ms)).await;
         let model = &self.ctx.model;
@@ -260,11 +263,20 @@ impl Worker {
     /// stall says. The stalled worker does nothing; the world looks at the
     /// history once a millisecond, as the reactive fault families do.
     async fn stall_until_overtaken(&mut self, key: &Key, token: Token, stall: UntilOvertaken) {
-        let UntilOvertaken { on, after_ms, ms_max, before, end } = stall;
-        self.job_end = end;
+        let UntilOvertaken { on, after_ms, ms_max, before, path, end } = stall;
+        (self.job_path, self.job_end) = (path, end);
         let client = self.id;
-        let stalled =
-            EventKind::StalledUntilOvertaken { client, key: key.clone(), token, on, after_ms, ms_max, before, end };
+        let stalled = EventKind::StalledUntilOvertaken {
+            client,
+            key: key.clone(),
+            token,
+            on,
+            after_ms,
+            ms_max,
+            before,
+            path,
+            end,
+        };
         self.ctx.record(stalled);
         let mut seen = self.ctx.shared().history.events().len();
         let deadline_us = now_us() + ms_max * 1_000;
@@ -314,7 +326,8 @@ impl Worker {
             Variant::ClientClockToken => Token(self.now() / 1_000),
             _ => token,
         };
-        let path = if self.rng.gen_bool(0.5) { WritePath::Status } else { WritePath::Ledger };
+        let drawn = if self.rng.gen_bool(0.5) { WritePath::Status } else { WritePath::Ledger };
+        let path = self.job_path.take().unwrap_or(drawn);
         self.write_with(key, token, holder, path).await;
     }
 

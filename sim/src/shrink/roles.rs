@@ -16,6 +16,7 @@ use super::{Case, Shrinker};
 use crate::faults::{Fault, FaultEvent, JobEnd, Overtake, StallPoint, WARMUP_MS};
 use crate::history::{Actor, Event, EventKind};
 use crate::model::Model;
+use fencelock::resource::WritePath;
 use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::{ApplyResult, ClientId, Command, Holder, RequestId};
 use std::collections::BTreeMap;
@@ -158,9 +159,9 @@ const OVERTAKEN_FORMS: [(StallPoint, Overtake); 3] =
 /// client — or, where the workload drew the stalls, their planned form —
 /// becomes a `StallUntilOvertaken` that ends as another worker's write on
 /// the key is accepted, or as another worker is granted it, before the
-/// holder's write or before its next renewal ([`OVERTAKEN_FORMS`]), and
-/// ends its job with a Revoke where the stalled holder of the run did
-/// ([`stall_ends`]). First the planned form itself where the stalls were
+/// holder's write or before its next renewal ([`OVERTAKEN_FORMS`]); the
+/// holder then writes on the path the run's stalled holder did, and ends
+/// its job with a Revoke where that one did ([`stall_sequels`]). First the planned form itself where the stalls were
 /// drawn, then the rewrites; none where no worker stalls.
 pub(crate) fn overtaken_forms(s: &Shrinker, case: &Case) -> Vec<Case> {
     let has_planned = case.plan.iter().any(|e| worker_stall_ms(&e.fault).is_some());
@@ -172,13 +173,13 @@ pub(crate) fn overtaken_forms(s: &Shrinker, case: &Case) -> Vec<Case> {
         planned
     };
     let lease_ms = base.model.lease_ms;
-    let ends = stall_ends(s, &base.plan);
+    let sequels = stall_sequels(s, &base.plan);
     let rewritten = |(before, on): (StallPoint, Overtake)| {
         let plan = base
             .plan
             .iter()
-            .zip(&ends)
-            .map(|(event, &end)| match worker_stall_ms(&event.fault) {
+            .zip(&sequels)
+            .map(|(event, &(path, end))| match worker_stall_ms(&event.fault) {
                 Some(ms) => FaultEvent {
                     at_ms: event.at_ms,
                     fault: Fault::StallUntilOvertaken {
@@ -186,6 +187,7 @@ pub(crate) fn overtaken_forms(s: &Shrinker, case: &Case) -> Vec<Case> {
                         after_ms: 0,
                         ms_max: ms.max(OVERTAKEN_LEASES_MAX * lease_ms),
                         before,
+                        path,
                         end,
                     },
                 },
@@ -202,17 +204,23 @@ pub(crate) fn overtaken_forms(s: &Shrinker, case: &Case) -> Vec<Case> {
     forms
 }
 
-/// For each event of `plan`, how the worker it stalled in the best run
-/// ended that job: a Revoke where it sent one before the violation (the
-/// workload's rarer draw, which a story of a late revoke needs under every
-/// seed), else as drawn. A stall event of the plan is matched with the
-/// first worker stall of the run (a stall between check and write, or a
-/// pause of a client) at or after its instant not matched yet; events that
-/// stall no worker get `Drawn`.
-fn stall_ends(s: &Shrinker, plan: &[FaultEvent]) -> Vec<JobEnd> {
+/// What the worker each event of `plan` stalled in the best run did next,
+/// up to the violation: the path of its write, and a Revoke where it ended
+/// the job with one (the workload's rarer draw, which a story of a late
+/// revoke needs under every seed); `(None, Drawn)` where it did neither. A
+/// stall event of the plan is matched with the first worker stall of the
+/// run (a stall between check and write, or a pause of a client) at or
+/// after its instant not matched yet; events that stall no worker get
+/// `(None, Drawn)`.
+fn stall_sequels(s: &Shrinker, plan: &[FaultEvent]) -> Vec<(Option<WritePath>, JobEnd)> {
     let events: Vec<&Event> = up_to_violation(s).collect();
-    let ended = |i: usize, client: ClientId| {
-        let revoked = events[i + 1..].iter().find_map(|later| match &later.kind {
+    let sequel = |i: usize, client: ClientId| {
+        let later = || events[i + 1..].iter().map(|event| &event.kind);
+        let path = later().find_map(|kind| match *kind {
+            EventKind::WriteSent { client: c, path, .. } if c == client => Some(path),
+            _ => None,
+        });
+        let revoked = later().find_map(|kind| match kind {
             EventKind::Requested { client: c, body, .. } if *c == client => match body {
                 ClientRequest::Revoke { .. } => Some(true),
                 ClientRequest::Release { .. } => Some(false),
@@ -220,11 +228,7 @@ fn stall_ends(s: &Shrinker, plan: &[FaultEvent]) -> Vec<JobEnd> {
             },
             _ => None,
         });
-        if revoked == Some(true) {
-            JobEnd::Revoke
-        } else {
-            JobEnd::Drawn
-        }
+        (path, if revoked == Some(true) { JobEnd::Revoke } else { JobEnd::Drawn })
     };
     let mut stalls = events.iter().enumerate().filter_map(|(i, event)| match event.kind {
         EventKind::Stalled { client, .. }
@@ -235,11 +239,11 @@ fn stall_ends(s: &Shrinker, plan: &[FaultEvent]) -> Vec<JobEnd> {
     plan.iter()
         .map(|event| {
             if worker_stall_ms(&event.fault).is_none() {
-                return JobEnd::Drawn;
+                return (None, JobEnd::Drawn);
             }
             stalls
                 .find(|(at_us, ..)| *at_us >= event.at_ms * 1_000)
-                .map_or(JobEnd::Drawn, |(_, i, client)| ended(i, client))
+                .map_or((None, JobEnd::Drawn), |(_, i, client)| sequel(i, client))
         })
         .collect()
 }
@@ -467,7 +471,10 @@ mod tests {
     #[test]
     fn a_repeated_stall_arms_the_next_holders_and_nothing_else_twice() {
         let (on, before) = (Overtake::Write, StallPoint::Renew);
-        let stall = at(500, Fault::StallUntilOvertaken { on, after_ms: 0, ms_max: 2_000, before, end: JobEnd::Drawn });
+        let stall = at(
+            500,
+            Fault::StallUntilOvertaken { on, after_ms: 0, ms_max: 2_000, before, path: None, end: JobEnd::Drawn },
+        );
         let late = at(700, Fault::StallOnGrant { ms: 300 });
         let out = repeated(&case(vec![at(100, Fault::Heal), stall.clone(), late.clone(), at(900, Fault::Heal)]), 3);
         let plan = vec![

@@ -242,9 +242,9 @@ impl Supervisor {
                 }
             }
             Fault::StallHolder { ms } => ctx.shared().armed_stalls.push_back(ArmedStall::For(*ms)),
-            Fault::StallUntilOvertaken { on, after_ms, ms_max, before, end } => {
-                let stall =
-                    UntilOvertaken { on: *on, after_ms: *after_ms, ms_max: *ms_max, before: *before, end: *end };
+            Fault::StallUntilOvertaken { on, after_ms, ms_max, before, path, end } => {
+                let (on, after_ms, ms_max, before, path, end) = (*on, *after_ms, *ms_max, *before, *path, *end);
+                let stall = UntilOvertaken { on, after_ms, ms_max, before, path, end };
                 ctx.shared().armed_stalls.push_back(ArmedStall::UntilOvertaken(stall))
             }
             Fault::StallOnGrant { ms } => ctx.shared().armed_stalls.push_back(ArmedStall::OnGrant(*ms)),
