@@ -472,7 +472,7 @@ impl EventKind {
                     JobEnd::Release => ", then ends its job with a Release",
                     JobEnd::Revoke => ", then ends its job with a Revoke",
                 };
-                let writes = path.map(|path| format!(", then writes via {path}")).unwrap_or_default();
+                let writes = path.map(|path| format!(", then writes via {path:?}")).unwrap_or_default();
                 (client.to_string(), format!("stalls {at} until {until}{more} (at most {ms_max}ms){writes}{ends}"))
             }
             K::StalledOnGrant { client, request, ms } => {

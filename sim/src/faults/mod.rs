@@ -514,7 +514,7 @@ impl fmt::Display for Fault {
                     0 => String::new(),
                     ms => format!(" and {ms} ms more"),
                 };
-                let writes = path.map(|path| format!(", then write via {path}")).unwrap_or_default();
+                let writes = path.map(|path| format!(", then write via {path:?}")).unwrap_or_default();
                 let ends = match end {
                     JobEnd::Drawn => "",
                     JobEnd::Release => ", then end its job with a Release",

@@ -185,10 +185,11 @@ const SOONER_AT_MS: [u64; 4] = [300, 1_000, 2_000, 4_000];
 
 /// A repaired case gives back what robustness does not need: the time
 /// before its plan (the plan moved sooner as a whole, the run shortened by
-/// as much: a told stall armed at 5.7 s tells the same story at 0.3 s), a
-/// smaller cluster (3 servers, then one; the servers its plan names keep
-/// their ids where they fit), then each worker (highest id first). A change is
-/// kept if the run still shows the property in no more trace lines and
+/// as much: a told stall armed at 5.7 s tells the same story at 0.3 s),
+/// each event (last first: a told stall armed three times may need fewer,
+/// a fault the repair kept may no longer be needed), a smaller cluster (3
+/// servers, then one; the servers its plan names keep their ids where they
+/// fit), then each worker (highest id first). A change is kept if the run still shows the property in no more trace lines and
 /// fails in at least as many probe seeds (every round passing), so the
 /// story a reader checks is as short as the robust one can be, and no less
 /// robust: keeping whatever passes the probes, with fewer keys and jobs
@@ -205,17 +206,26 @@ pub(crate) fn trim(s: &mut Shrinker, probes: u64, mut failing: u64) {
             }
         }
     }
+    for i in (0..s.best.plan.len()).rev() {
+        let mut plan = s.best.plan.clone();
+        plan.remove(i);
+        try_trim(s, Case { plan, ..s.best.clone() }, probes, &mut failing);
+    }
     for small in TRIM_NODES {
         if s.best.model.nodes > small {
             let model = Model { nodes: small, ..s.best.model.clone() };
             let plan = with_nodes(&s.best.plan, &|n| (n.0 < small).then_some(n));
-            try_trim(s, Case { model, plan, seed: s.best.seed }, probes, &mut failing);
+            if plan.len() == s.best.plan.len() {
+                try_trim(s, Case { model, plan, seed: s.best.seed }, probes, &mut failing);
+            }
         }
     }
     for gone in (0..s.best.model.clients).rev() {
         let model = Model { clients: s.best.model.clients - 1, ..s.best.model.clone() };
         let plan = without_client(&s.best.plan, gone);
-        try_trim(s, Case { model, plan, seed: s.best.seed }, probes, &mut failing);
+        if plan.len() == s.best.plan.len() {
+            try_trim(s, Case { model, plan, seed: s.best.seed }, probes, &mut failing);
+        }
     }
 }
 
@@ -234,7 +244,7 @@ fn sooner(case: &Case, by_ms: u64) -> Case {
 /// Keeps `candidate` if it shows the property in no more trace lines and
 /// fails in at least `failing` probe seeds (which it then updates).
 fn try_trim(s: &mut Shrinker, candidate: Case, probes: u64, failing: &mut u64) -> bool {
-    if s.stopped() || candidate.plan.len() != s.best.plan.len() {
+    if s.stopped() {
         return false;
     }
     let Some(outcome) = s.run(&candidate) else { return false };
