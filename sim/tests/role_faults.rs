@@ -1,16 +1,18 @@
 //! The faults that name a role, not a node (`CrashLeader`, `PauseLeader`,
 //! `StallHolder`, `StallUntilOvertaken` (with what the stalled holder does
-//! next), `StallOnGrant`, `LoseWriteAnswer`):
+//! next), `StallOnGrant`, `LoseWriteAnswer`, `ElectionStorm`):
 //! each strikes whoever plays the role when it fires.
 
 use fencelock::raft::Role;
 use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::ApplyResult;
+use fencelock::{NodeId, Term};
 use fencelock::{Property, Variant};
 use fencesim::faults::{Fault, FaultEvent, JobEnd, Overtake, StallPoint};
 use fencesim::history::{Actor, Event, EventKind, WritePath, WriteVerdict};
 use fencesim::model::Model;
 use fencesim::run::seed::run_plan;
+use std::collections::BTreeSet;
 
 fn model() -> Model {
     Model { safety_ms: 8_000, liveness_ms: 0, stalls: false, ..Model::default() }
@@ -341,6 +343,56 @@ fn a_stalled_holder_told_its_path_writes_on_it_after_the_takeover() {
     // 18 and 9 of 20 when written.
     assert!(told >= 15, "fenced-write in only {told} of 20 seeds");
     assert!(told >= drawn + 5, "told {told} of 20, drawn {drawn}");
+}
+
+/// Roles each server reported, in order: (at_us, node, role, term).
+fn roles(events: &[Event]) -> Vec<(u64, NodeId, Role, Term)> {
+    events
+        .iter()
+        .filter_map(|event| match event.kind {
+            EventKind::Role { node, role, term, .. } => Some((event.at_us, node, role, term)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_election_storm_makes_its_servers_campaign_together_and_safe_voting_survives_it() {
+    let storm = Fault::ElectionStorm { servers: 3 };
+    // Before any election timer (100-200 ms) runs out: nobody leads yet.
+    let quiet = Model { clients: 0, safety_ms: 2_000, ..model() };
+    for seed in 0..6 {
+        let outcome = run_plan(seed, &quiet, at(90, storm.clone()));
+        let first: Vec<(u64, NodeId)> = roles(outcome.history.events())
+            .into_iter()
+            .filter(|(.., role, _)| *role == Role::PreCandidate)
+            .take(3)
+            .map(|(at_us, node, ..)| (at_us, node))
+            .collect();
+        // The three lowest ids, together: at the servers' tick at 90 ms,
+        // which drift moves apart by microseconds.
+        let nodes: BTreeSet<NodeId> = first.iter().map(|(_, node)| *node).collect();
+        assert_eq!(nodes, BTreeSet::from([NodeId(0), NodeId(1), NodeId(2)]), "seed {seed}: {first:?}");
+        assert!(first.iter().all(|(at_us, _)| (90_000..90_100).contains(at_us)), "seed {seed}: {first:?}");
+        // One vote per term: at most one leader comes of the split.
+        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+    }
+    // With a leader in office its other followers are in its lease: they
+    // refuse a storm of two of five, and nobody enters a new term.
+    let busy = model();
+    for seed in 0..4 {
+        let outcome = run_plan(seed, &busy, at(3_000, Fault::ElectionStorm { servers: 2 }));
+        let terms = roles(outcome.history.events());
+        let before = terms.iter().filter(|(at_us, ..)| *at_us < 3_000_000).map(|(.., term)| *term).max();
+        let after = terms.iter().map(|(.., term)| *term).max();
+        assert_eq!(before, after, "seed {seed}: a term began after the storm");
+        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+    }
+    // A follower that forgets its vote elects every candidate of the term.
+    let flawed = Model { variant: Variant::VoteTwice, ..quiet };
+    let caught = breaks(&flawed, &at(90, storm), Property::ElectionSafety, 20);
+    // 18 of 20 when written.
+    assert!(caught >= 15, "election-safety in only {caught} of 20 seeds");
 }
 
 #[test]

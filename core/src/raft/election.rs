@@ -21,6 +21,13 @@ impl RaftNode {
         if self.election_elapsed < self.election_timeout {
             return;
         }
+        self.election_timer_ran_out();
+    }
+
+    /// What a follower or (pre-)candidate does when its election timer runs
+    /// out: it draws a new timeout and campaigns, or, while recovering from
+    /// a stale backup, asks its peers for the terms it missed.
+    pub(super) fn election_timer_ran_out(&mut self) {
         self.reset_election_timer();
         // A node restored from a stale backup may have voted in terms it no
         // longer remembers, so it never campaigns while recovering; it asks

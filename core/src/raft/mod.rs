@@ -368,6 +368,18 @@ impl RaftNode {
         }
     }
 
+    /// Runs the election timer out now (etcd's `campaign`): a follower or
+    /// (pre-)candidate campaigns at once, with pre-vote if configured, as
+    /// its timer would make it at its next timeout; a node recovering from
+    /// a stale backup asks for terms instead, and a leader does nothing. For
+    /// a harness that needs elections at chosen instants (the simulator's
+    /// `ElectionStorm`), or an operator moving leadership by hand.
+    pub fn campaign(&mut self) {
+        if self.role != Role::Leader {
+            self.election_timer_ran_out();
+        }
+    }
+
     /// Handles a message from a peer.
     pub fn step(&mut self, message: Message) {
         assert_eq!(message.to, self.config.id, "message delivered to the wrong node");

@@ -349,6 +349,14 @@ impl LockServer {
         self.check_lease_deadlines(now_local_ms);
     }
 
+    /// Runs the Raft node's election timer out now ([`RaftNode::campaign`]).
+    /// The service sees the new role as it applies the next Ready, which a
+    /// campaign always makes (its (pre-)vote requests, or a lone node's
+    /// first entry as leader).
+    pub fn campaign(&mut self) {
+        self.raft.campaign();
+    }
+
     pub fn step(&mut self, message: Message, now_local_ms: u64) {
         self.raft.step(message);
         self.observe_role(now_local_ms);

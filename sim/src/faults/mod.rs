@@ -254,6 +254,20 @@ pub enum Fault {
     /// record of answered writes instead of applying twice (`shrink`
     /// writes these).
     LoseWriteAnswer,
+    /// The election timers of `servers` live servers that do not lead (the
+    /// lowest ids) run out at their next tick, all at once: servers tick
+    /// together (they boot together, and drift moves their ticks apart by
+    /// microseconds a second), so they campaign in the same instant, as
+    /// when a leader dies and timers reset by its last heartbeat run out
+    /// together. With no leader in office their campaigns meet in one term:
+    /// candidates and the other servers to vote, a split election that
+    /// at-most-one-vote voting survives. With a leader in office its other
+    /// followers are in its lease and refuse the campaigns; a storm of a
+    /// majority grants itself pre-votes and deposes it (`shrink` writes
+    /// these, before an election).
+    ElectionStorm {
+        servers: u8,
+    },
 }
 
 /// Where a lock holder's planned stall comes.
@@ -472,7 +486,8 @@ impl Fault {
             | Fault::FenceStrikes { .. }
             | Fault::StallUntilOvertaken { .. }
             | Fault::StallOnGrant { .. }
-            | Fault::LoseWriteAnswer => Vec::new(),
+            | Fault::LoseWriteAnswer
+            | Fault::ElectionStorm { .. } => Vec::new(),
         };
         named.into_iter().filter(|actor| *actor != Actor::Resource).collect()
     }
@@ -523,6 +538,9 @@ impl fmt::Display for Fault {
                 write!(f, "stall the next worker {at} until {what}{then} (at most {ms_max} ms){writes}{ends}")
             }
             Fault::LoseWriteAnswer => f.write_str("lose the resource's answer to the next write"),
+            Fault::ElectionStorm { servers } => {
+                write!(f, "the election timers of {servers} live servers run out at their next tick, together")
+            }
             Fault::StallOnGrant { ms } => {
                 write!(f, "stall the next worker answered Granted for {ms} ms before it reads the answer")
             }

@@ -14,7 +14,7 @@ use crate::nodes::commands::CommandQueue;
 use fencelock::raft::{Role, SoftState};
 use fencelock::resource::ResourceState;
 use fencelock::NodeId;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -35,6 +35,8 @@ pub struct Shared {
     /// Answers to writes `LoseWriteAnswer` left for the resource to lose,
     /// each the answer to the next write it judges.
     pub write_answers_to_lose: u64,
+    /// Servers whose election timers `ElectionStorm` runs out at their next tick.
+    pub campaigns: BTreeSet<NodeId>,
     /// Vote grants and entry acknowledgements sent while the ack-crash
     /// watch is on (`Ctx::watch_acks`), in the order they were sent.
     pub acks: Vec<AckSent>,
@@ -152,6 +154,7 @@ impl Ctx {
                 applies: BTreeMap::new(),
                 armed_stalls: VecDeque::new(),
                 write_answers_to_lose: 0,
+                campaigns: BTreeSet::new(),
                 acks: Vec::new(),
                 votes: Vec::new(),
             })),
@@ -205,6 +208,12 @@ impl Ctx {
         let armed = shared.write_answers_to_lose > 0;
         shared.write_answers_to_lose = shared.write_answers_to_lose.saturating_sub(1);
         armed
+    }
+
+    /// Whether `ElectionStorm` runs `node`'s election timer out at this
+    /// tick; takes that campaign if so.
+    pub fn take_campaign(&self, node: NodeId) -> bool {
+        self.shared().campaigns.remove(&node)
     }
 
     /// The first stall a planned fault left for the next worker to reach

@@ -52,6 +52,9 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
             }
             None => {
                 server.tick(now_local_us / 1_000);
+                if ctx.take_campaign(id) {
+                    server.campaign();
+                }
                 // A clock stepped far forward does not owe a burst of ticks.
                 next_tick_local_us = (next_tick_local_us + tick_us).max(now_local_us + 1);
             }

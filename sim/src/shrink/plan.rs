@@ -96,6 +96,7 @@ fn family(fault: &Fault) -> Family {
         | Fault::LoseWriteAnswer
         | Fault::Heal => Family::Network,
         Fault::Crash { .. } | Fault::Restart { .. } | Fault::CrashLeader { .. } => Family::Crashes,
+        Fault::ElectionStorm { .. } => Family::Elections,
         Fault::Pause { actor: Actor::Server(_), .. } | Fault::PauseLeader { .. } => Family::ServerPauses,
         Fault::Pause { .. }
         | Fault::StallHolder { .. }
@@ -122,6 +123,7 @@ fn family(fault: &Fault) -> Family {
 enum Family {
     Network,
     Crashes,
+    Elections,
     ServerPauses,
     WorkerPauses,
     Clocks,

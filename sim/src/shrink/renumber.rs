@@ -88,6 +88,7 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
         | Fault::StallUntilOvertaken { .. }
         | Fault::StallOnGrant { .. }
         | Fault::LoseWriteAnswer
+        | Fault::ElectionStorm { .. }
         | Fault::Heal
         | Fault::BackupCluster
         | Fault::RestoreCluster

@@ -16,9 +16,10 @@ use super::{Case, Shrinker};
 use crate::faults::{Fault, FaultEvent, JobEnd, Overtake, StallPoint, WARMUP_MS};
 use crate::history::{Actor, Event, EventKind};
 use crate::model::Model;
+use fencelock::raft::Role;
 use fencelock::resource::WritePath;
 use fencelock::service::{ClientReply, ClientRequest};
-use fencelock::{ApplyResult, ClientId, Command, Holder, RequestId};
+use fencelock::{ApplyResult, ClientId, Command, Holder, NodeId, RequestId, Term};
 use std::collections::BTreeMap;
 
 /// Tries each rewrite in turn.
@@ -311,6 +312,56 @@ pub(crate) fn resent_write_form(s: &Shrinker, case: &Case) -> Option<Case> {
     }
     with_added(case, losses)
 }
+
+/// The best case with the election of its run up to the violation in which
+/// two servers stood as candidates for one term told as an
+/// `ElectionStorm`, armed a tick before that election's first campaign
+/// (the first since a leader was last seen): the split as data, whatever
+/// the election timers another seed draws. The storm takes as many servers
+/// as can each still win with the others' votes (a bare minority plus
+/// one: 2 of 3, 3 of 5), on the case's cluster and then on `start_nodes`
+/// servers, where more candidates make more chances that two stand at
+/// once. None where no two servers stood in one term.
+pub(crate) fn storm_forms(s: &Shrinker, case: &Case, start_nodes: u8) -> Vec<Case> {
+    let mut wave_us: Option<u64> = None;
+    let mut candidates: BTreeMap<Term, Vec<NodeId>> = BTreeMap::new();
+    let mut split_at_us = None;
+    for event in up_to_violation(s) {
+        let EventKind::Role { node, role, term, .. } = event.kind else { continue };
+        match role {
+            Role::Leader => wave_us = None,
+            Role::PreCandidate | Role::Candidate => {
+                let wave = *wave_us.get_or_insert(event.at_us);
+                let stood = candidates.entry(term).or_default();
+                if role == Role::Candidate && !stood.contains(&node) {
+                    stood.push(node);
+                    if stood.len() == 2 {
+                        split_at_us = Some(wave);
+                        break;
+                    }
+                }
+            }
+            Role::Follower => {}
+        }
+    }
+    let Some(split_at_us) = split_at_us else { return Vec::new() };
+    let at_ms = (split_at_us / 1_000).saturating_sub(STORM_LEAD_MS).max(1);
+    let mut sizes = vec![case.model.nodes];
+    if start_nodes > case.model.nodes {
+        sizes.push(start_nodes);
+    }
+    sizes
+        .into_iter()
+        .map(|nodes| {
+            let storm = FaultEvent { at_ms, fault: Fault::ElectionStorm { servers: nodes - nodes / 2 } };
+            let model = Model { nodes, ..case.model.clone() };
+            Case { model, plan: merged(&case.plan, vec![storm]), ..case.clone() }
+        })
+        .collect()
+}
+
+/// A storm is armed this long before the election it tells: a tick.
+const STORM_LEAD_MS: u64 = 10;
 
 /// The best run's events up to its kept violation: what a told form reads.
 fn up_to_violation(s: &Shrinker) -> impl Iterator<Item = &Event> {

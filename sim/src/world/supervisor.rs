@@ -249,6 +249,14 @@ impl Supervisor {
             }
             Fault::StallOnGrant { ms } => ctx.shared().armed_stalls.push_back(ArmedStall::OnGrant(*ms)),
             Fault::LoseWriteAnswer => ctx.shared().write_answers_to_lose += 1,
+            Fault::ElectionStorm { servers } => {
+                let leader = self.live_leader();
+                let up = (0..ctx.model.nodes)
+                    .map(NodeId)
+                    .filter(|n| !self.down.contains_key(&Actor::Server(*n)) && Some(*n) != leader);
+                let storm: Vec<NodeId> = up.take(usize::from(*servers)).collect();
+                ctx.shared().campaigns.extend(storm);
+            }
             Fault::CutClient { client } => ctx.net.isolate(Addr::Client(*client)),
             Fault::Heal => ctx.net.heal(),
             Fault::Crash { node, torn } => self.crash_server(*node, *torn),

@@ -51,6 +51,33 @@ fn a_granted_pre_vote_answer_makes_a_candidate_not_a_follower_of_the_future_term
     assert_eq!(node.hard_state().vote, Some(NodeId(0)));
 }
 
+/// A campaign called for runs the timer out at once: a pre-vote to every
+/// peer, no term or vote moved, and a fresh timeout drawn (so the node does
+/// not campaign again on its old timer a tick later).
+#[test]
+fn a_campaign_asks_every_peer_for_a_pre_vote_at_once() {
+    let mut node = fresh_node();
+    node.campaign();
+    assert_eq!(node.soft_state().role, Role::PreCandidate);
+    assert_eq!((node.soft_state().term, node.hard_state().vote), (Term(0), None));
+    let asked: Vec<(NodeId, Term, MessageBody)> =
+        node.ready().messages.into_iter().map(|message| (message.to, message.term, message.body)).collect();
+    let pre_vote = MessageBody::PreVote { last_index: LogIndex(0), last_term: Term(0) };
+    assert_eq!(asked, vec![(NodeId(1), Term(1), pre_vote.clone()), (NodeId(2), Term(1), pre_vote)]);
+}
+
+/// A leader has no election timer to run out: a campaign leaves it leading
+/// in its term. A lone voter wins its own campaign at once.
+#[test]
+fn a_leader_told_to_campaign_keeps_leading() {
+    let config = Config::standard(NodeId(0), vec![NodeId(0)]);
+    let mut node = RaftNode::new(config, DurableState::default(), 7).expect("valid config");
+    node.campaign();
+    assert_eq!((node.soft_state().role, node.soft_state().term), (Role::Leader, Term(1)));
+    node.campaign();
+    assert_eq!((node.soft_state().role, node.soft_state().term), (Role::Leader, Term(1)));
+}
+
 /// A pre-candidate that fell behind asks with an older term: the answer is a
 /// refusal carrying our term, from which it learns the term it missed and
 /// stops asking for a future that is already past.

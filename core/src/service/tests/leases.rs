@@ -282,3 +282,13 @@ fn a_grant_confirmation_is_fresh_up_to_and_including_its_bound() {
     assert!(matches!(answers[..], [ClientReply::Granted { .. }]), "{answers:?}");
     assert_eq!(more_rounds, 1, "a stale round is asked again");
 }
+
+/// A campaign called for (the simulator's election storm) elects without
+/// any node's timer running out: no tick passes here.
+#[test]
+fn a_server_told_to_campaign_leads_before_any_timer_runs_out() {
+    let mut cluster = Cluster::new(3, Variant::Default);
+    assert_eq!(cluster.leader(), None);
+    cluster.campaign(NodeId(2));
+    assert_eq!(cluster.leader(), Some(NodeId(2)));
+}

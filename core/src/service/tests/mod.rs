@@ -201,6 +201,13 @@ impl Cluster {
         self.settle();
     }
 
+    /// `node`'s election timer run out now, then settle.
+    pub(super) fn campaign(&mut self, node: NodeId) {
+        self.servers[usize::from(node.0)].campaign();
+        self.collect(node);
+        self.settle();
+    }
+
     /// One tick on `node` alone, without delivering anything: a node resuming
     /// from a stall whose first tick comes before the messages that waited for it.
     pub(super) fn tick_alone(&mut self, node: NodeId) {
