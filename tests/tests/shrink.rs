@@ -2,6 +2,7 @@
 //! plan and workload, and replays byte for byte to the same verdict; the
 //! shrunk seeds in `seeds/` stay short enough to read.
 
+use fencelock::resource::WritePath;
 use fencelock::Variant;
 use fencesim::faults;
 use fencesim::model::Model;
@@ -85,6 +86,20 @@ fn a_split_election_is_told_as_an_election_storm() {
     assert!(plan.iter().any(|event| event.fault == storm), "{plan:?}");
     assert_eq!(report.case.model.nodes, 5, "{:?}", report.case.model);
     assert!(report.case.model.safety_ms < 1_000, "the trim cut the run: {:?}", report.case.model);
+}
+
+/// `second-path-unfenced` seed 4 fails when a stalled holder's stale write
+/// happens to take the bulk path, a coin flip of the workload. The repair
+/// tells the stalls until overtaken with the path each stalled holder
+/// wrote on, so the Ledger write comes under every seed.
+#[test]
+fn a_stale_writes_path_is_told_with_its_stall() {
+    let report = shrunk_and_repaired(Variant::SecondPathUnfenced, 4, "fenced-write");
+    let plan = &report.case.plan;
+    let ledger = |fault: &faults::Fault| {
+        matches!(fault, faults::Fault::StallUntilOvertaken { path: Some(WritePath::Ledger), .. })
+    };
+    assert!(plan.iter().any(|event| ledger(&event.fault)), "{plan:?}");
 }
 
 #[test]

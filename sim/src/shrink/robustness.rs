@@ -183,7 +183,7 @@ pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> Option<u64>
 /// How far past its violation a repaired run is tried, shortest first
 /// (the repair gives a second at least, which a story told at the start
 /// of the run may not need).
-const TRIM_MARGINS_MS: [u64; 3] = [100, 250, 500];
+const TRIM_MARGINS_MS: [u64; 6] = [100, 250, 500, 1_000, 2_000, 4_000];
 
 /// Cluster sizes a repaired case is tried on, largest first.
 const TRIM_NODES: [u8; 2] = [3, 1];
@@ -194,8 +194,9 @@ const TRIM_NODES: [u8; 2] = [3, 1];
 const SOONER_AT_MS: [u64; 4] = [300, 1_000, 2_000, 4_000];
 
 /// A repaired case gives back what robustness does not need: the time
-/// before its plan (the plan moved sooner as a whole, the run shortened by
-/// as much: a told stall armed at 5.7 s tells the same story at 0.3 s),
+/// before its plan (the plan moved sooner as a whole, then each later
+/// event alone, the run shortened by as much: a told stall armed at 5.7 s
+/// tells the same story at 0.3 s),
 /// each event (last first: a told stall armed three times may need fewer,
 /// a fault the repair kept may no longer be needed), the time after its
 /// violation (its run ending 100, 250 or 500 ms after it), a smaller cluster (3
@@ -213,6 +214,22 @@ pub(crate) fn trim(s: &mut Shrinker, probes: u64, mut failing: u64) {
     if let Some(first_ms) = s.best.plan.iter().map(|event| event.at_ms).find(|&at_ms| at_ms > 0) {
         for target_ms in SOONER_AT_MS.into_iter().take_while(|&target_ms| target_ms < first_ms) {
             if try_trim(s, sooner(&s.best, first_ms - target_ms), probes, &mut failing) {
+                break;
+            }
+        }
+    }
+    // Then each event after the first alone, its run as much shorter: a
+    // told stall armed seconds after a strike family began.
+    for i in (1..s.best.plan.len()).rev() {
+        let at_ms = s.best.plan[i].at_ms;
+        for target_ms in SOONER_AT_MS.into_iter().take_while(|&target_ms| target_ms < at_ms) {
+            let by_ms = at_ms - target_ms;
+            let mut plan = s.best.plan.clone();
+            plan[i].at_ms = target_ms;
+            plan.sort_by_key(|event| event.at_ms);
+            let model =
+                Model { safety_ms: s.best.model.safety_ms.saturating_sub(by_ms).max(1), ..s.best.model.clone() };
+            if try_trim(s, Case { plan, model, seed: s.best.seed }, probes, &mut failing) {
                 break;
             }
         }
