@@ -199,7 +199,7 @@ const SOONER_AT_MS: [u64; 4] = [300, 1_000, 2_000, 4_000];
 /// tells the same story at 0.3 s),
 /// each event (last first: a told stall armed three times may need fewer,
 /// a fault the repair kept may no longer be needed), the time after its
-/// violation (its run ending 100, 250 or 500 ms after it), a smaller cluster (3
+/// violation (its run ending 0.1 to 4 s after it), a smaller cluster (3
 /// servers, then one; the servers its plan names keep their ids where they
 /// fit), then each worker (highest id first). A change is kept if the run still shows the property in no more trace lines and
 /// fails in at least as many probe seeds (every round passing), so the
