@@ -14,8 +14,8 @@ use crate::nodes::commands::CommandQueue;
 use fencelock::raft::{Role, SoftState};
 use fencelock::resource::ResourceState;
 use fencelock::NodeId;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Mutable world state behind one lock; the simulation is single-threaded so
@@ -35,8 +35,6 @@ pub struct Shared {
     /// Answers to writes `LoseWriteAnswer` left for the resource to lose,
     /// each the answer to the next write it judges.
     pub write_answers_to_lose: u64,
-    /// Servers whose election timers `ElectionStorm` runs out at their next tick.
-    pub campaigns: BTreeSet<NodeId>,
     /// Vote grants and entry acknowledgements sent while the ack-crash
     /// watch is on (`Ctx::watch_acks`), in the order they were sent.
     pub acks: Vec<AckSent>,
@@ -122,6 +120,9 @@ pub struct Ctx {
     /// Whether servers report the (pre-)votes they grant (`Shared::votes`);
     /// off outside the vote-strike family's episodes.
     votes_watched: AtomicBool,
+    /// Servers (one bit per id) whose election timers `ElectionStorm` runs
+    /// out at their next tick: one load per tick, no lock.
+    campaigns: AtomicU16,
 }
 
 /// What every local clock reads when the run starts (1000 s after its
@@ -154,7 +155,6 @@ impl Ctx {
                 applies: BTreeMap::new(),
                 armed_stalls: VecDeque::new(),
                 write_answers_to_lose: 0,
-                campaigns: BTreeSet::new(),
                 acks: Vec::new(),
                 votes: Vec::new(),
             })),
@@ -162,6 +162,7 @@ impl Ctx {
             script_queues: None,
             acks_watched: AtomicBool::new(false),
             votes_watched: AtomicBool::new(false),
+            campaigns: AtomicU16::new(0),
         }
     }
 
@@ -210,10 +211,17 @@ impl Ctx {
         armed
     }
 
+    /// Runs the election timers of `nodes` out at their next tick (`ElectionStorm`).
+    pub fn arm_campaigns(&self, nodes: impl IntoIterator<Item = NodeId>) {
+        let bits = nodes.into_iter().fold(0, |bits, node| bits | 1 << node.0);
+        self.campaigns.fetch_or(bits, Ordering::Relaxed);
+    }
+
     /// Whether `ElectionStorm` runs `node`'s election timer out at this
     /// tick; takes that campaign if so.
     pub fn take_campaign(&self, node: NodeId) -> bool {
-        self.shared().campaigns.remove(&node)
+        let bit = 1 << node.0;
+        self.campaigns.fetch_and(!bit, Ordering::Relaxed) & bit != 0
     }
 
     /// The first stall a planned fault left for the next worker to reach

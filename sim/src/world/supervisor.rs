@@ -254,8 +254,7 @@ impl Supervisor {
                 let up = (0..ctx.model.nodes)
                     .map(NodeId)
                     .filter(|n| !self.down.contains_key(&Actor::Server(*n)) && Some(*n) != leader);
-                let storm: Vec<NodeId> = up.take(usize::from(*servers)).collect();
-                ctx.shared().campaigns.extend(storm);
+                ctx.arm_campaigns(up.take(usize::from(*servers)));
             }
             Fault::CutClient { client } => ctx.net.isolate(Addr::Client(*client)),
             Fault::Heal => ctx.net.heal(),
