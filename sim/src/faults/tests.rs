@@ -314,6 +314,17 @@ fn a_fault_file_episode_lasts_at_most_a_day() {
 }
 
 #[test]
+fn an_election_storm_takes_one_server_to_all_of_them() {
+    let model = Model { nodes: 3, ..Model::default() };
+    let check = |servers| validate(&[FaultEvent { at_ms: 90, fault: Fault::ElectionStorm { servers } }], &model);
+    for servers in [0, 4] {
+        assert!(check(servers).unwrap_err().contains("a storm runs out the timers of 1 to 3 servers"), "{servers}");
+    }
+    assert_eq!(check(1), Ok(()));
+    assert_eq!(check(3), Ok(()));
+}
+
+#[test]
 fn cluster_restores_are_rare_and_follow_a_backup() {
     let model = Model::default();
     let mut runs_with = 0;

@@ -31,6 +31,14 @@ pub fn validate(plan: &[FaultEvent], model: &Model) -> Result<(), String> {
                 crate::plural(model.clients, "worker")
             ));
         }
+        if let Fault::ElectionStorm { servers } = event.fault {
+            if servers == 0 || servers > model.nodes {
+                return Err(format!(
+                    "event {i} ({} at {} ms): a storm runs out the timers of 1 to {} servers, got {servers}",
+                    event.fault, event.at_ms, model.nodes
+                ));
+            }
+        }
         if let Some(problem) = physical(&event.fault) {
             return Err(format!("event {i} ({} at {} ms): {problem}", event.fault, event.at_ms));
         }
