@@ -8,7 +8,7 @@ use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::ApplyResult;
 use fencelock::{NodeId, Term};
 use fencelock::{Property, Variant};
-use fencesim::faults::{Fault, FaultEvent, JobEnd, Overtake, StallPoint};
+use fencesim::faults::{Fault, FaultEvent, JobEnd, Overtake, StallPoint, UntilOvertaken};
 use fencesim::history::{Actor, Event, EventKind, WritePath, WriteVerdict};
 use fencesim::model::Model;
 use fencesim::run::seed::run_plan;
@@ -126,14 +126,14 @@ fn stall_until_overtaken_lasts_until_another_worker_overtakes_the_holder_and_the
         for seed in 0..6 {
             let plan = at(
                 1_000,
-                Fault::StallUntilOvertaken {
+                Fault::StallUntilOvertaken(UntilOvertaken {
                     on,
                     after_ms,
                     ms_max,
                     before: StallPoint::Write,
                     path: None,
                     end: JobEnd::Drawn,
-                },
+                }),
             );
             let outcome = run_plan(seed, &model, plan);
             let events = outcome.history.events();
@@ -176,14 +176,14 @@ fn stall_until_overtaken_breaks_an_unfenced_sink_in_most_seeds() {
     let model = Model { variant: Variant::SinkUnfenced, ..model() };
     let plan = at(
         500,
-        Fault::StallUntilOvertaken {
+        Fault::StallUntilOvertaken(UntilOvertaken {
             on: Overtake::Write,
             after_ms: 0,
             ms_max: 8_000,
             before: StallPoint::Write,
             path: None,
             end: JobEnd::Drawn,
-        },
+        }),
     );
     let caught = (0..20)
         .filter(|&seed| {
@@ -205,14 +205,14 @@ fn breaks(model: &Model, plan: &[FaultEvent], property: Property, seeds: u64) ->
 #[test]
 fn a_stall_before_a_renewal_ends_as_the_key_is_regranted_and_the_stale_renewal_is_refused() {
     let (after_ms, ms_max) = (0, 8_000);
-    let stall = Fault::StallUntilOvertaken {
+    let stall = Fault::StallUntilOvertaken(UntilOvertaken {
         on: Overtake::Grant,
         after_ms,
         ms_max,
         before: StallPoint::Renew,
         path: None,
         end: JobEnd::Drawn,
-    };
+    });
     // One key, so the stalled holder's lease runs out with others waiting for it.
     let model = Model { safety_ms: 16_000, keys: 1, jobs_max: None, ..model() };
     let mut renewed_stale = 0;
@@ -259,13 +259,15 @@ fn a_stall_before_a_renewal_ends_as_the_key_is_regranted_and_the_stale_renewal_i
 
 #[test]
 fn a_stalled_holder_told_to_revoke_revokes_its_old_token_after_the_takeover() {
-    let stall = |end| Fault::StallUntilOvertaken {
-        on: Overtake::Grant,
-        after_ms: 0,
-        ms_max: 8_000,
-        before: StallPoint::Write,
-        path: None,
-        end,
+    let stall = |end| {
+        Fault::StallUntilOvertaken(UntilOvertaken {
+            on: Overtake::Grant,
+            after_ms: 0,
+            ms_max: 8_000,
+            before: StallPoint::Write,
+            path: None,
+            end,
+        })
     };
     // One key, so the stalled holder's lease runs out with others waiting for it.
     let model = Model { safety_ms: 16_000, keys: 1, jobs_max: None, ..model() };
@@ -306,13 +308,15 @@ fn a_stalled_holder_told_to_revoke_revokes_its_old_token_after_the_takeover() {
 
 #[test]
 fn a_stalled_holder_told_its_path_writes_on_it_after_the_takeover() {
-    let stall = |path| Fault::StallUntilOvertaken {
-        on: Overtake::Write,
-        after_ms: 0,
-        ms_max: 8_000,
-        before: StallPoint::Write,
-        path,
-        end: JobEnd::Drawn,
+    let stall = |path| {
+        Fault::StallUntilOvertaken(UntilOvertaken {
+            on: Overtake::Write,
+            after_ms: 0,
+            ms_max: 8_000,
+            before: StallPoint::Write,
+            path,
+            end: JobEnd::Drawn,
+        })
     };
     let model = Model { safety_ms: 16_000, keys: 1, jobs_max: None, ..model() };
     let mut written = 0;

@@ -96,9 +96,7 @@ fn a_split_election_is_told_as_an_election_storm() {
 fn a_stale_writes_path_is_told_with_its_stall() {
     let report = shrunk_and_repaired(Variant::SecondPathUnfenced, 4, "fenced-write");
     let plan = &report.case.plan;
-    let ledger = |fault: &faults::Fault| {
-        matches!(fault, faults::Fault::StallUntilOvertaken { path: Some(WritePath::Ledger), .. })
-    };
+    let ledger = |fault: &faults::Fault| matches!(fault, faults::Fault::StallUntilOvertaken(stall) if stall.path == Some(WritePath::Ledger));
     assert!(plan.iter().any(|event| ledger(&event.fault)), "{plan:?}");
 }
 

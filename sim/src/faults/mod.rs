@@ -229,17 +229,7 @@ pub enum Fault {
     /// "Revoke"` (or `"Release"`) it ends its job that way, not as the
     /// workload draws: a stale write on the bulk path, a revoke by token
     /// that lands after the key was granted again.
-    StallUntilOvertaken {
-        on: Overtake,
-        after_ms: u64,
-        ms_max: u64,
-        #[serde(default, skip_serializing_if = "StallPoint::is_write")]
-        before: StallPoint,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        path: Option<WritePath>,
-        #[serde(default, skip_serializing_if = "JobEnd::is_drawn")]
-        end: JobEnd,
-    },
+    StallUntilOvertaken(UntilOvertaken),
     /// The next worker answered `Granted` stalls `ms` before it reads the
     /// answer, whoever it is: a GC pause while the answer waits in the
     /// mailbox (or an answer late by a lost reply and a retry), which a
@@ -284,6 +274,23 @@ impl StallPoint {
     pub fn is_write(&self) -> bool {
         *self == StallPoint::Write
     }
+}
+
+/// A `StallUntilOvertaken`: what the stall waits for, how much longer it
+/// lasts then and how long at most, where it comes, and the path the
+/// stalled holder then writes on and how it ends its job (`None`, `Drawn`:
+/// as the workload draws). Written in a fault file as the fault's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UntilOvertaken {
+    pub on: Overtake,
+    pub after_ms: u64,
+    pub ms_max: u64,
+    #[serde(default, skip_serializing_if = "StallPoint::is_write")]
+    pub before: StallPoint,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<WritePath>,
+    #[serde(default, skip_serializing_if = "JobEnd::is_drawn")]
+    pub end: JobEnd,
 }
 
 /// How a lock holder stalled by a planned fault ends its job.
@@ -484,7 +491,7 @@ impl Fault {
             | Fault::GrantStrikes { .. }
             | Fault::VoteStrikes { .. }
             | Fault::FenceStrikes { .. }
-            | Fault::StallUntilOvertaken { .. }
+            | Fault::StallUntilOvertaken(_)
             | Fault::StallOnGrant { .. }
             | Fault::LoseWriteAnswer
             | Fault::ElectionStorm { .. } => Vec::new(),
@@ -516,7 +523,7 @@ impl fmt::Display for Fault {
                     "stall the next worker to write under a lock for {ms} ms between its lease check and its write"
                 )
             }
-            Fault::StallUntilOvertaken { on, after_ms, ms_max, before, path, end } => {
+            Fault::StallUntilOvertaken(UntilOvertaken { on, after_ms, ms_max, before, path, end }) => {
                 let at = match before {
                     StallPoint::Write => "to write under a lock between its lease check and its write",
                     StallPoint::Renew => "to renew a lock before its renewal",

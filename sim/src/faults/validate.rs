@@ -1,7 +1,7 @@
 //! The check of a fault plan read from a file (`replay --fault-file`): bad
 //! input is one clear error line, never a panic inside the simulation.
 
-use super::{Fault, FaultEvent, EVENTS_MAX};
+use super::{Fault, FaultEvent, UntilOvertaken, EVENTS_MAX};
 use crate::actor::Actor;
 use crate::model::{Model, DRIFT_PPM_REAL_MAX};
 
@@ -71,7 +71,7 @@ fn physical(fault: &Fault) -> Option<String> {
         {
             Some(format!("a planned stall or time down must be within 0..={STEP_MS_MAX} ms (one day)"))
         }
-        Fault::StallUntilOvertaken { after_ms, ms_max, .. } if after_ms.max(ms_max) > STEP_MS_MAX => {
+        Fault::StallUntilOvertaken(UntilOvertaken { after_ms, ms_max, .. }) if after_ms.max(ms_max) > STEP_MS_MAX => {
             Some(format!("a planned stall must be within 0..={STEP_MS_MAX} ms (one day)"))
         }
         Fault::RenewStrikes { for_ms, pause_ms, .. } if for_ms.max(pause_ms) > STEP_MS_MAX => {

@@ -2,7 +2,7 @@
 //! disks and the history. One `Ctx` per run, held in an `Arc` by every node's
 //! init closure, so it outlives kills and restarts.
 
-use crate::faults::{JobEnd, Overtake, StallPoint};
+use crate::faults::{StallPoint, UntilOvertaken};
 use crate::history::{Actor, EventKind, History};
 use crate::machine::clock::{now_us, LocalClock, SharedClock};
 use crate::machine::disk::{Disk, NodeImage, ResourceImage, SharedDisk};
@@ -65,19 +65,6 @@ impl ArmedStall {
             ArmedStall::OnGrant(_) => None,
         }
     }
-}
-
-/// A `StallUntilOvertaken` as armed: what the stall waits for, how long it
-/// lasts at most, where it comes, and the path the stalled holder then
-/// writes on and how it ends its job (`None`, `Drawn`: as the workload draws).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UntilOvertaken {
-    pub on: Overtake,
-    pub after_ms: u64,
-    pub ms_max: u64,
-    pub before: StallPoint,
-    pub path: Option<fencelock::resource::WritePath>,
-    pub end: JobEnd,
 }
 
 /// A vote granted, or appended entries acknowledged, by a server in a round

@@ -7,7 +7,7 @@
 //! clients do: it gives up before the answer (ghost lock), retries with the
 //! same request id, and crashes while holding a lock.
 
-use crate::faults::{JobEnd, Overtake, StallPoint};
+use crate::faults::{JobEnd, Overtake, StallPoint, UntilOvertaken};
 use crate::history::{Actor, EventKind, WritePath, WriteVerdict};
 use crate::machine::clock::{local_now, now_us, SharedClock};
 use crate::machine::envelope::Envelope;
@@ -16,7 +16,7 @@ use crate::machine::timer::{self, Deadline};
 use crate::machine::wire;
 use crate::model::Model;
 use crate::nodes::commands::{CommandQueue, WorkerCommand, WorkerResult};
-use crate::nodes::context::{ArmedStall, Ctx, UntilOvertaken};
+use crate::nodes::context::{ArmedStall, Ctx};
 use crate::streams;
 use fencelock::client::{Client, ClientConfig, ClientEvent, Outgoing};
 use fencelock::resource::Write;
@@ -114,7 +114,7 @@ struct Worker {
     /// Tokens and grant requests of locks this worker holds (scripted runs).
     held: BTreeMap<Key, Holder>,
     /// The write path of the job in hand and how it ends: as drawn, unless
-    /// a planned stall said.
+    /// a planned stall said (reset as each job starts).
     job_path: Option<WritePath>,
     job_end: JobEnd,
 }
@@ -327,7 +327,7 @@ impl Worker {
             _ => token,
         };
         let drawn = if self.rng.gen_bool(0.5) { WritePath::Status } else { WritePath::Ledger };
-        let path = self.job_path.take().unwrap_or(drawn);
+        let path = self.job_path.unwrap_or(drawn);
         self.write_with(key, token, holder, path).await;
     }
 
@@ -382,7 +382,7 @@ impl Worker {
     /// planned stall may have said which ([`JobEnd`]).
     async fn finish(&mut self, key: &Key, token: Token) {
         let roll: f64 = self.rng.gen();
-        let end = std::mem::take(&mut self.job_end);
+        let end = self.job_end;
         if end.is_drawn() && roll < 0.04 {
             // Crash while holding: the lock must be freed by expiry.
             let actor = Actor::Client(self.id);

@@ -31,7 +31,7 @@ pub(crate) fn cut(s: &mut Shrinker) {
 }
 
 /// `case` with its safety phase ending at `safety_ms` and no liveness phase.
-fn shortened(case: &Case, safety_ms: u64) -> Case {
+pub(crate) fn shortened(case: &Case, safety_ms: u64) -> Case {
     let inside = |e: &&FaultEvent| e.at_ms < safety_ms || e.at_ms == 0;
     let plan = case.plan.iter().filter(inside).cloned().collect();
     let model = crate::model::Model { safety_ms, liveness_ms: 0, ..case.model.clone() };

@@ -100,7 +100,7 @@ fn family(fault: &Fault) -> Family {
         Fault::Pause { actor: Actor::Server(_), .. } | Fault::PauseLeader { .. } => Family::ServerPauses,
         Fault::Pause { .. }
         | Fault::StallHolder { .. }
-        | Fault::StallUntilOvertaken { .. }
+        | Fault::StallUntilOvertaken(_)
         | Fault::StallOnGrant { .. } => Family::WorkerPauses,
         Fault::ClockRate { .. } | Fault::ClockStep { .. } => Family::Clocks,
         Fault::BackupNode { .. } | Fault::RestoreNode { .. } => Family::NodeRestores,

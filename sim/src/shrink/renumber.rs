@@ -85,7 +85,7 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
         | Fault::CrashLeader { .. }
         | Fault::PauseLeader { .. }
         | Fault::StallHolder { .. }
-        | Fault::StallUntilOvertaken { .. }
+        | Fault::StallUntilOvertaken(_)
         | Fault::StallOnGrant { .. }
         | Fault::LoseWriteAnswer
         | Fault::ElectionStorm { .. }

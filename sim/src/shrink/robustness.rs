@@ -4,8 +4,7 @@
 //! property by itself or only by the luck of one timing.
 
 use super::renumber::{with_nodes, without_client};
-use super::{roles, Case, Shrinker};
-use crate::faults::FaultEvent;
+use super::{length, roles, shift, Case, Shrinker};
 use crate::model::Model;
 use crate::run::seed::{run_plan, Outcome};
 use crate::run::sweep::default_jobs;
@@ -194,9 +193,9 @@ const TRIM_NODES: [u8; 2] = [3, 1];
 const SOONER_AT_MS: [u64; 4] = [300, 1_000, 2_000, 4_000];
 
 /// A repaired case gives back what robustness does not need: the time
-/// before its plan (the plan moved sooner as a whole, then each later
-/// event alone, the run shortened by as much: a told stall armed at 5.7 s
-/// tells the same story at 0.3 s),
+/// before its plan (the plan moved sooner as a whole, then from each later
+/// event on, as the shift pass moves it, the run shortened by as much: a
+/// told stall armed at 5.7 s tells the same story at 0.3 s),
 /// each event (last first: a told stall armed three times may need fewer,
 /// a fault the repair kept may no longer be needed), the time after its
 /// violation (its run ending 0.1 to 4 s after it), a smaller cluster (3
@@ -211,26 +210,17 @@ const SOONER_AT_MS: [u64; 4] = [300, 1_000, 2_000, 4_000];
 /// `released-before-commit` by 66 (its proof then dropped an event).
 /// `failing` is the repaired case's count of failing probe seeds.
 pub(crate) fn trim(s: &mut Shrinker, probes: u64, mut failing: u64) {
-    if let Some(first_ms) = s.best.plan.iter().map(|event| event.at_ms).find(|&at_ms| at_ms > 0) {
-        for target_ms in SOONER_AT_MS.into_iter().take_while(|&target_ms| target_ms < first_ms) {
-            if try_trim(s, sooner(&s.best, first_ms - target_ms), probes, &mut failing) {
-                break;
-            }
-        }
-    }
-    // Then each event after the first alone, its run as much shorter: a
-    // told stall armed seconds after a strike family began.
-    for i in (1..s.best.plan.len()).rev() {
-        let at_ms = s.best.plan[i].at_ms;
-        for target_ms in SOONER_AT_MS.into_iter().take_while(|&target_ms| target_ms < at_ms) {
-            let by_ms = at_ms - target_ms;
-            let mut plan = s.best.plan.clone();
-            plan[i].at_ms = target_ms;
-            plan.sort_by_key(|event| event.at_ms);
-            let model =
-                Model { safety_ms: s.best.model.safety_ms.saturating_sub(by_ms).max(1), ..s.best.model.clone() };
-            if try_trim(s, Case { plan, model, seed: s.best.seed }, probes, &mut failing) {
-                break;
+    // The plan sooner from its first event after the start (the whole
+    // story), then from each later event (a told stall armed seconds after
+    // a strike family began), the run as much shorter.
+    if let Some(first) = s.best.plan.iter().position(|event| event.at_ms > 0) {
+        for from in std::iter::once(first).chain((first + 1..s.best.plan.len()).rev()) {
+            let at_ms = s.best.plan[from].at_ms;
+            for target_ms in SOONER_AT_MS.into_iter().take_while(|&target_ms| target_ms < at_ms) {
+                let Some(candidate) = sooner(&s.best, from, at_ms - target_ms) else { continue };
+                if try_trim(s, candidate, probes, &mut failing) {
+                    break;
+                }
             }
         }
     }
@@ -239,13 +229,14 @@ pub(crate) fn trim(s: &mut Shrinker, probes: u64, mut failing: u64) {
         plan.remove(i);
         try_trim(s, Case { plan, ..s.best.clone() }, probes, &mut failing);
     }
-    let violation_ms = s.kept_violation().at_us / 1_000;
-    for margin_ms in TRIM_MARGINS_MS {
-        let safety_ms = violation_ms + margin_ms;
-        if safety_ms < s.best.model.safety_ms {
-            let plan = s.best.plan.iter().filter(|event| event.at_ms < safety_ms).cloned().collect();
-            let model = Model { safety_ms, ..s.best.model.clone() };
-            if try_trim(s, Case { plan, model, seed: s.best.seed }, probes, &mut failing) {
+    // Liveness is judged in the liveness phase: its run stays (`length::cut`).
+    if s.property != "liveness" {
+        let violation_ms = s.kept_violation().at_us / 1_000;
+        for margin_ms in TRIM_MARGINS_MS {
+            let safety_ms = violation_ms + margin_ms;
+            if safety_ms < s.best.model.safety_ms
+                && try_trim(s, length::shortened(&s.best, safety_ms), probes, &mut failing)
+            {
                 break;
             }
         }
@@ -268,16 +259,12 @@ pub(crate) fn trim(s: &mut Shrinker, probes: u64, mut failing: u64) {
     }
 }
 
-/// `case` with every event after the start `by_ms` sooner and its run as
-/// much shorter.
-fn sooner(case: &Case, by_ms: u64) -> Case {
-    let plan = case
-        .plan
-        .iter()
-        .map(|event| FaultEvent { at_ms: event.at_ms.saturating_sub(by_ms).max(event.at_ms.min(1)), ..event.clone() })
-        .collect();
-    let model = Model { safety_ms: case.model.safety_ms.saturating_sub(by_ms).max(1), ..case.model.clone() };
-    Case { plan, model, seed: case.seed }
+/// `case` with its events from `from` on `by_ms` sooner
+/// ([`shift::moved_sooner`]) and its run as much shorter.
+fn sooner(case: &Case, from: usize, by_ms: u64) -> Option<Case> {
+    let plan = shift::moved_sooner(&case.plan, from, from, by_ms)?;
+    let model = Model { safety_ms: case.model.safety_ms.checked_sub(by_ms)?, ..case.model.clone() };
+    Some(Case { plan, model, seed: case.seed })
 }
 
 /// Keeps `candidate` if it shows the property in no more trace lines and

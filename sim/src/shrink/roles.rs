@@ -13,7 +13,7 @@
 
 use super::robustness::{measure_from, PROBE_OFFSET};
 use super::{Case, Shrinker};
-use crate::faults::{Fault, FaultEvent, JobEnd, Overtake, StallPoint, WARMUP_MS};
+use crate::faults::{Fault, FaultEvent, JobEnd, Overtake, StallPoint, UntilOvertaken, WARMUP_MS};
 use crate::history::{Actor, Event, EventKind};
 use crate::model::Model;
 use fencelock::raft::Role;
@@ -162,8 +162,9 @@ const OVERTAKEN_FORMS: [(StallPoint, Overtake); 3] =
 /// the key is accepted, or as another worker is granted it, before the
 /// holder's write or before its next renewal ([`OVERTAKEN_FORMS`]); the
 /// holder then writes on the path the run's stalled holder did, and ends
-/// its job with a Revoke where that one did ([`stall_sequels`]). First the planned form itself where the stalls were
-/// drawn, then the rewrites; none where no worker stalls.
+/// its job with a Revoke where that one did ([`stall_sequels`]). First the
+/// planned form itself where the stalls were drawn, then the rewrites;
+/// none where no worker stalls.
 pub(crate) fn overtaken_forms(s: &Shrinker, case: &Case) -> Vec<Case> {
     let has_planned = case.plan.iter().any(|e| worker_stall_ms(&e.fault).is_some());
     // `planned_stalls` is `None` where the workload drew no stall either.
@@ -183,14 +184,14 @@ pub(crate) fn overtaken_forms(s: &Shrinker, case: &Case) -> Vec<Case> {
             .map(|(event, &(path, end))| match worker_stall_ms(&event.fault) {
                 Some(ms) => FaultEvent {
                     at_ms: event.at_ms,
-                    fault: Fault::StallUntilOvertaken {
+                    fault: Fault::StallUntilOvertaken(UntilOvertaken {
                         on,
                         after_ms: 0,
                         ms_max: ms.max(OVERTAKEN_LEASES_MAX * lease_ms),
                         before,
                         path,
                         end,
-                    },
+                    }),
                 },
                 None => event.clone(),
             })
@@ -221,15 +222,16 @@ fn stall_sequels(s: &Shrinker, plan: &[FaultEvent]) -> Vec<(Option<WritePath>, J
             EventKind::WriteSent { client: c, path, .. } if c == client => Some(path),
             _ => None,
         });
-        let revoked = later().find_map(|kind| match kind {
+        // The first Release or Revoke it sent: a Revoke is told, a Release is the common draw.
+        let end = later().find_map(|kind| match kind {
             EventKind::Requested { client: c, body, .. } if *c == client => match body {
-                ClientRequest::Revoke { .. } => Some(true),
-                ClientRequest::Release { .. } => Some(false),
+                ClientRequest::Revoke { .. } => Some(JobEnd::Revoke),
+                ClientRequest::Release { .. } => Some(JobEnd::Drawn),
                 _ => None,
             },
             _ => None,
         });
-        (path, if revoked == Some(true) { JobEnd::Revoke } else { JobEnd::Drawn })
+        (path, end.unwrap_or(JobEnd::Drawn))
     };
     let mut stalls = events.iter().enumerate().filter_map(|(i, event)| match event.kind {
         EventKind::Stalled { client, .. }
@@ -321,7 +323,7 @@ pub(crate) fn resent_write_form(s: &Shrinker, case: &Case) -> Option<Case> {
 /// as can each still win with the others' votes (a bare minority plus
 /// one: 2 of 3, 3 of 5), on the case's cluster and then on `start_nodes`
 /// servers, where more candidates make more chances that two stand at
-/// once. None where no two servers stood in one term.
+/// once. Empty where no two servers stood in one term.
 pub(crate) fn storm_forms(s: &Shrinker, case: &Case, start_nodes: u8) -> Vec<Case> {
     let mut wave_us: Option<u64> = None;
     let mut candidates: BTreeMap<Term, Vec<NodeId>> = BTreeMap::new();
@@ -330,15 +332,18 @@ pub(crate) fn storm_forms(s: &Shrinker, case: &Case, start_nodes: u8) -> Vec<Cas
         let EventKind::Role { node, role, term, .. } = event.kind else { continue };
         match role {
             Role::Leader => wave_us = None,
-            Role::PreCandidate | Role::Candidate => {
+            Role::PreCandidate => {
+                wave_us.get_or_insert(event.at_us);
+            }
+            Role::Candidate => {
                 let wave = *wave_us.get_or_insert(event.at_us);
                 let stood = candidates.entry(term).or_default();
-                if role == Role::Candidate && !stood.contains(&node) {
+                if !stood.contains(&node) {
                     stood.push(node);
-                    if stood.len() == 2 {
-                        split_at_us = Some(wave);
-                        break;
-                    }
+                }
+                if stood.len() == 2 {
+                    split_at_us = Some(wave);
+                    break;
                 }
             }
             Role::Follower => {}
@@ -379,7 +384,7 @@ pub(crate) const OVERTAKEN_REPEATS: usize = 3;
 
 /// Whether the fault is a stall told by what it waits for.
 fn told_stall(fault: &Fault) -> bool {
-    matches!(fault, Fault::StallUntilOvertaken { .. } | Fault::StallOnGrant { .. })
+    matches!(fault, Fault::StallUntilOvertaken(_) | Fault::StallOnGrant { .. })
 }
 
 /// The case with each stall told by what it waits for
@@ -524,7 +529,14 @@ mod tests {
         let (on, before) = (Overtake::Write, StallPoint::Renew);
         let stall = at(
             500,
-            Fault::StallUntilOvertaken { on, after_ms: 0, ms_max: 2_000, before, path: None, end: JobEnd::Drawn },
+            Fault::StallUntilOvertaken(UntilOvertaken {
+                on,
+                after_ms: 0,
+                ms_max: 2_000,
+                before,
+                path: None,
+                end: JobEnd::Drawn,
+            }),
         );
         let late = at(700, Fault::StallOnGrant { ms: 300 });
         let out = repeated(&case(vec![at(100, Fault::Heal), stall.clone(), late.clone(), at(900, Fault::Heal)]), 3);

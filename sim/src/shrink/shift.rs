@@ -57,6 +57,22 @@ pub(crate) fn earlier(s: &mut Shrinker) {
     }
 }
 
+/// `plan` with the events from `from` on `by_ms` earlier and those from
+/// `gone` up to `from` left out; `None` where an event would move to 0 or
+/// before the event ahead of it. The shift pass and the repair's trim both
+/// move stories sooner this way.
+pub(crate) fn moved_sooner(plan: &[FaultEvent], gone: usize, from: usize, by_ms: u64) -> Option<Vec<FaultEvent>> {
+    let floor_ms = if gone == 0 { 0 } else { plan[gone - 1].at_ms };
+    let mut moved = plan[..gone].to_vec();
+    for event in &plan[from..] {
+        match event.at_ms.checked_sub(by_ms) {
+            Some(at_ms) if at_ms > 0 && at_ms >= floor_ms => moved.push(FaultEvent { at_ms, ..event.clone() }),
+            _ => return None,
+        }
+    }
+    Some(moved)
+}
+
 /// The events from `from` on moved `by_ms` earlier (none to 0 or before the
 /// event ahead of them), the events from `gone` up to `from` left out; kept
 /// when the property still fails and the cut run is shorter in trace lines
@@ -66,14 +82,7 @@ fn try_shift(s: &mut Shrinker, gone: usize, from: usize, by_ms: u64) -> bool {
     if by_ms == 0 || s.stopped() {
         return false;
     }
-    let floor_ms = if gone == 0 { 0 } else { s.best.plan[gone - 1].at_ms };
-    let mut plan = s.best.plan[..gone].to_vec();
-    for event in &s.best.plan[from..] {
-        match event.at_ms.checked_sub(by_ms) {
-            Some(at_ms) if at_ms > 0 && at_ms >= floor_ms => plan.push(FaultEvent { at_ms, ..event.clone() }),
-            _ => return false,
-        }
-    }
+    let Some(plan) = moved_sooner(&s.best.plan, gone, from, by_ms) else { return false };
     let old = &s.best.model;
     let safety_ms = match old.liveness_ms {
         0 => (old.safety_ms - by_ms + window_ms(old.safety_ms - by_ms)).min(old.safety_ms),

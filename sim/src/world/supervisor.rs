@@ -18,7 +18,7 @@ use crate::machine::disk::NodeImage;
 use crate::machine::net::{Addr, Net, NetConfig};
 use crate::model::Model;
 use crate::nodes::commands::CommandQueue;
-use crate::nodes::context::{ArmedStall, Ctx, UntilOvertaken};
+use crate::nodes::context::{ArmedStall, Ctx};
 use crate::nodes::{resource, server, worker};
 use crate::streams;
 use fencelock::raft::Role;
@@ -242,10 +242,8 @@ impl Supervisor {
                 }
             }
             Fault::StallHolder { ms } => ctx.shared().armed_stalls.push_back(ArmedStall::For(*ms)),
-            Fault::StallUntilOvertaken { on, after_ms, ms_max, before, path, end } => {
-                let (on, after_ms, ms_max, before, path, end) = (*on, *after_ms, *ms_max, *before, *path, *end);
-                let stall = UntilOvertaken { on, after_ms, ms_max, before, path, end };
-                ctx.shared().armed_stalls.push_back(ArmedStall::UntilOvertaken(stall))
+            Fault::StallUntilOvertaken(stall) => {
+                ctx.shared().armed_stalls.push_back(ArmedStall::UntilOvertaken(*stall))
             }
             Fault::StallOnGrant { ms } => ctx.shared().armed_stalls.push_back(ArmedStall::OnGrant(*ms)),
             Fault::LoseWriteAnswer => ctx.shared().write_answers_to_lose += 1,
