@@ -24,7 +24,7 @@ impl Planner<'_> {
             let for_ms = rng.gen_range(5_000..=15_000);
             let strikes = rng.gen_range(1..=2);
             let down_ms = rng.gen_range(5..=100);
-            (Fault::FenceStrikes { for_ms, strikes, down_ms }, for_ms + down_ms)
+            (Fault::FenceStrikes { for_ms, strikes, down_ms, restore: false }, for_ms + down_ms)
         });
     }
 }

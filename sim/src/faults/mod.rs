@@ -211,10 +211,16 @@ pub enum Fault {
     /// For `for_ms`, up to `strikes` times, the resource is crashed within a
     /// millisecond of accepting a takeover write (a higher token on a key
     /// whose last lock expired), back `down_ms` later (`world/fences.rs`).
+    /// With `restore`, it is instead restored from its last backup there
+    /// (stopped, its disk put back, started again: `RestoreResource` told
+    /// by the write it follows; `down_ms` unused): the operator's restore
+    /// that a stale holder's write meets (`shrink` writes these).
     FenceStrikes {
         for_ms: u64,
         strikes: u64,
         down_ms: u64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        restore: bool,
     },
     /// The next worker to pass its lease check with a lock held stalls
     /// between that check and its write until another worker overtakes it on
@@ -358,7 +364,16 @@ pub enum ChurnEvent {
     VoteStruck { voter: NodeId, candidate: NodeId, term: Term, after_us: u64, down_ms: u64, cut_ms: u64 },
     /// The resource crashed `after_us` after it accepted `token` on `key`,
     /// whose lock with `expired` had ended by expiry; back `down_ms` later.
-    FenceStruck { key: Key, token: Token, expired: Token, after_us: u64, down_ms: u64 },
+    /// With `restore`, restored from its last backup instead.
+    FenceStruck {
+        key: Key,
+        token: Token,
+        expired: Token,
+        after_us: u64,
+        down_ms: u64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        restore: bool,
+    },
     /// `cut` cut off from the other servers while `leader` leads `term`, and
     /// every server backed up (`fsync_ms` 0) or the other followers' fsyncs slowed to `fsync_ms`.
     AmnesiaArmed { leader: NodeId, term: Term, cut: Vec<NodeId>, fsync_ms: u64 },
@@ -422,10 +437,15 @@ impl fmt::Display for ChurnEvent {
                 "vote strike: crash {voter} {after_us} us after it voted for {candidate} in {term}, back in {down_ms} \
                  ms; cut {candidate} off from every server for {cut_ms} ms"
             ),
-            ChurnEvent::FenceStruck { key, token, expired, after_us, down_ms } => write!(
+            ChurnEvent::FenceStruck { key, token, expired, after_us, down_ms, restore: false } => write!(
                 f,
                 "fence strike: crash the resource {after_us} us after it accepted {token} on {key} (the lock of \
                  {expired} expired), back in {down_ms} ms"
+            ),
+            ChurnEvent::FenceStruck { key, token, expired, after_us, restore: true, .. } => write!(
+                f,
+                "fence strike: restore the resource from its last backup {after_us} us after it accepted {token} \
+                 on {key} (the lock of {expired} expired)"
             ),
             ChurnEvent::AmnesiaArmed { leader, term, cut, fsync_ms } => {
                 let cut: Vec<String> = cut.iter().map(NodeId::to_string).collect();
@@ -616,10 +636,15 @@ impl fmt::Display for Fault {
                 "vote strikes for {for_ms} ms: up to {strikes} times, split an election and crash a voter just after \
                  its vote, back within {down_ms} ms, the candidate cut off {cut_ms} ms"
             ),
-            Fault::FenceStrikes { for_ms, strikes, down_ms } => write!(
+            Fault::FenceStrikes { for_ms, strikes, down_ms, restore: false } => write!(
                 f,
                 "fence strikes for {for_ms} ms: up to {strikes} times, crash the resource just after a takeover \
                  write, back in {down_ms} ms"
+            ),
+            Fault::FenceStrikes { for_ms, strikes, restore: true, .. } => write!(
+                f,
+                "fence strikes for {for_ms} ms: up to {strikes} times, restore the resource from its last backup \
+                 just after a takeover write"
             ),
         }
     }

@@ -547,7 +547,7 @@ fn fence_strikes_are_planned_only_when_set_on_and_leave_the_other_families_alone
         let (strikes, others): (Vec<&FaultEvent>, Vec<&FaultEvent>) =
             with.iter().partition(|e| matches!(e.fault, Fault::FenceStrikes { .. }));
         for event in strikes {
-            let Fault::FenceStrikes { for_ms, strikes, down_ms } = event.fault else { unreachable!() };
+            let Fault::FenceStrikes { for_ms, strikes, down_ms, .. } = event.fault else { unreachable!() };
             episodes += 1;
             assert!(event.at_ms + for_ms + down_ms < on.safety_ms, "seed {seed}: past the safety phase");
             assert!((5_000..=15_000).contains(&for_ms) && (1..=2).contains(&strikes), "seed {seed}");

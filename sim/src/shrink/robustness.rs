@@ -110,6 +110,9 @@ pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> Option<u64>
     // stalls repeated.
     let mut bases = vec![best.clone()];
     bases.extend(roles::widened(&best, run_ms));
+    bases.extend(roles::resource_strikes(&best, run_ms));
+    bases.extend(roles::amnesia_forms(&best, run_ms));
+    bases.extend(roles::vote_strike_form(&best, run_ms));
     let told: Vec<Case> = bases
         .iter()
         .flat_map(|base| {
@@ -126,7 +129,9 @@ pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> Option<u64>
     bases.extend(told);
     bases.extend(repeats);
     // One key makes every worker contend for it: more chances per second.
-    let clients = start.model.clients.max(best.model.clients);
+    // At least one worker: a told fault may wait for a client's command to
+    // commit (an ack amnesia strikes as the leader applies one).
+    let clients = start.model.clients.max(best.model.clients).max(1);
     let workloads = |model: &Model| {
         [
             model.clone(),

@@ -435,8 +435,8 @@ pub(crate) fn widened(case: &Case, run_ms: u64) -> Option<Case> {
                 Fault::VoteStrikes { strikes, down_ms, cut_ms, .. } => {
                     Fault::VoteStrikes { for_ms, strikes: strikes_of(strikes), down_ms, cut_ms }
                 }
-                Fault::FenceStrikes { strikes, down_ms, .. } => {
-                    Fault::FenceStrikes { for_ms, strikes: strikes_of(strikes), down_ms }
+                Fault::FenceStrikes { strikes, down_ms, restore, .. } => {
+                    Fault::FenceStrikes { for_ms, strikes: strikes_of(strikes), down_ms, restore }
                 }
                 Fault::AckCrashes { votes, strikes, down_ms, .. } => {
                     Fault::AckCrashes { for_ms, votes, strikes: strikes_of(strikes), down_ms }
@@ -448,6 +448,141 @@ pub(crate) fn widened(case: &Case, run_ms: u64) -> Option<Case> {
         .collect();
     plan.sort_by_key(|event| event.at_ms);
     (plan != case.plan).then(|| Case { plan, ..case.clone() })
+}
+
+/// How long a told vote strike keeps the candidate cut off (the middle of
+/// the standard planner's 300-1,500 ms): long enough for the others to
+/// time out and elect a leader.
+const VOTE_CUT_MS: u64 = 900;
+
+/// The case with its crashes after vote grants (`AckCrashes` with
+/// `votes`) told as vote strikes (`VoteStrikes`), from the warm-up to the
+/// end of the run of `run_ms`, [`WIDE_STRIKES_MIN`] times at least: a crash
+/// just after a vote loses the vote only if the voter's next vote decides
+/// an election, and a vote strike arranges that election (the candidate
+/// kept to a bare majority with the voter, then cut off while the others
+/// elect). `None` where the plan crashes no voter.
+pub(crate) fn vote_strike_form(case: &Case, run_ms: u64) -> Option<Case> {
+    let mut told = false;
+    let mut plan: Vec<FaultEvent> = case
+        .plan
+        .iter()
+        .map(|event| match event.fault {
+            Fault::AckCrashes { votes: true, strikes, down_ms, .. } => {
+                told = true;
+                let fault = Fault::VoteStrikes {
+                    for_ms: run_ms.saturating_sub(WARMUP_MS),
+                    strikes: strikes.max(WIDE_STRIKES_MIN),
+                    down_ms,
+                    cut_ms: VOTE_CUT_MS,
+                };
+                FaultEvent { at_ms: WARMUP_MS, fault }
+            }
+            _ => event.clone(),
+        })
+        .collect();
+    plan.sort_by_key(|event| event.at_ms);
+    told.then(|| Case { plan, ..case.clone() })
+}
+
+/// How long a told amnesia keeps the leader unplugged after its strike
+/// (the standard planner draws 200-1,500 ms).
+const AMNESIA_DOWN_MS: u64 = 400;
+
+/// The case with a server's planned forgetting told by the commit it
+/// follows: a restore from its own backup (`BackupNode`, then `RestoreNode`
+/// of that server), or a crash while its disk was slowed (`DiskStall`, then
+/// `Crash` of that server, with its restart and the disk's return to
+/// normal), becomes one `AckAmnesia` episode from the warm-up to the end of
+/// the run of `run_ms`: a follower forgets, by a restore (`fsync_ms` 0) or a
+/// crash in its slowed fsync, entries it acknowledged just as the leader
+/// applies them, whoever leads and follows under another seed. The first
+/// such server's story is told, first without the plan's leader churn (the
+/// episode pulls the leader's cable itself), then with it; empty where no
+/// server forgets so.
+pub(crate) fn amnesia_forms(case: &Case, run_ms: u64) -> Vec<Case> {
+    let plan = &case.plan;
+    let forgets = |i: usize, event: &FaultEvent| -> Option<(NodeId, u64)> {
+        let later = &plan[i + 1..];
+        match event.fault {
+            Fault::BackupNode { node } if later.iter().any(|e| e.fault == Fault::RestoreNode { node }) => {
+                Some((node, 0))
+            }
+            Fault::DiskStall { node, fsync_ms } if fsync_ms > 0 => later
+                .iter()
+                .any(|e| matches!(e.fault, Fault::Crash { node: n, .. } if n == node))
+                .then_some((node, fsync_ms)),
+            _ => None,
+        }
+    };
+    let Some((node, fsync_ms)) = plan.iter().enumerate().find_map(|(i, event)| forgets(i, event)) else {
+        return Vec::new();
+    };
+    let told = |fault: &Fault| match *fault {
+        Fault::BackupNode { node: n } | Fault::RestoreNode { node: n } => fsync_ms == 0 && n == node,
+        Fault::DiskStall { node: n, .. } | Fault::Crash { node: n, .. } | Fault::Restart { node: n } => {
+            fsync_ms > 0 && n == node
+        }
+        _ => false,
+    };
+    let amnesia = FaultEvent {
+        at_ms: WARMUP_MS,
+        fault: Fault::AckAmnesia { for_ms: run_ms.saturating_sub(WARMUP_MS), down_ms: AMNESIA_DOWN_MS, fsync_ms },
+    };
+    let kept: Vec<FaultEvent> = plan.iter().filter(|event| !told(&event.fault)).cloned().collect();
+    let unchurned: Vec<FaultEvent> =
+        kept.iter().filter(|event| !matches!(event.fault, Fault::LeaderChurn { .. })).cloned().collect();
+    let mut forms = vec![Case { plan: merged(&unchurned, vec![amnesia.clone()]), ..case.clone() }];
+    if unchurned.len() < kept.len() {
+        forms.push(Case { plan: merged(&kept, vec![amnesia]), ..case.clone() });
+    }
+    forms
+}
+
+/// The case with the resource's planned crashes and restores told by the
+/// write they follow: a crash (with the restart that follows it) becomes a
+/// fence strike that crashes the resource just after a takeover write and
+/// brings it back as long after, a restore one that restores it there
+/// (`FenceStrikes` with `restore`), each watching from the warm-up to the
+/// end of the run of `run_ms`, [`WIDE_STRIKES_MIN`] times; the resource's
+/// backups are taken at the warm-up, before any story's write. A crash
+/// that fell after the stale holder's takeover under one seed's timing
+/// falls there under every seed's. `None` where the plan neither crashes
+/// nor restores the resource.
+pub(crate) fn resource_strikes(case: &Case, run_ms: u64) -> Option<Case> {
+    let at_ms = WARMUP_MS;
+    let strike = |down_ms: u64, restore: bool| FaultEvent {
+        at_ms,
+        fault: Fault::FenceStrikes {
+            for_ms: run_ms.saturating_sub(at_ms),
+            strikes: WIDE_STRIKES_MIN,
+            down_ms,
+            restore,
+        },
+    };
+    let mut plan = Vec::with_capacity(case.plan.len());
+    let mut told = false;
+    let mut restarts_taken = Vec::new();
+    for (i, event) in case.plan.iter().enumerate() {
+        match event.fault {
+            Fault::CrashResource => {
+                let restart = case.plan[i + 1..].iter().position(|later| later.fault == Fault::RestartResource);
+                let j = restart.map(|k| i + 1 + k)?;
+                restarts_taken.push(j);
+                plan.push(strike(case.plan[j].at_ms - event.at_ms, false));
+                told = true;
+            }
+            Fault::RestartResource if restarts_taken.contains(&i) => {}
+            Fault::RestoreResource => {
+                plan.push(strike(0, true));
+                told = true;
+            }
+            Fault::BackupResource => plan.push(FaultEvent { at_ms: event.at_ms.min(at_ms), ..event.clone() }),
+            _ => plan.push(event.clone()),
+        }
+    }
+    plan.sort_by_key(|event| event.at_ms);
+    told.then(|| Case { plan, ..case.clone() })
 }
 
 /// `plan` with `added` put in time order (an added event goes after the
@@ -505,7 +640,7 @@ mod tests {
     fn widened_opens_every_strike_window_to_the_whole_run_and_keeps_the_rest() {
         let plan = vec![
             at(100, Fault::Heal),
-            at(2_000, Fault::FenceStrikes { for_ms: 500, strikes: 1, down_ms: 12 }),
+            at(2_000, Fault::FenceStrikes { for_ms: 500, strikes: 1, down_ms: 12, restore: false }),
             at(2_500, Fault::PauseLeader { ms: 30 }),
             at(4_000, Fault::GrantStrikes { for_ms: 900, strikes: 5, pause_ms: 700 }),
         ];
@@ -514,7 +649,7 @@ mod tests {
             wide.plan,
             vec![
                 at(100, Fault::Heal),
-                at(300, Fault::FenceStrikes { for_ms: 9_700, strikes: 3, down_ms: 12 }),
+                at(300, Fault::FenceStrikes { for_ms: 9_700, strikes: 3, down_ms: 12, restore: false }),
                 at(300, Fault::GrantStrikes { for_ms: 9_700, strikes: 5, pause_ms: 700 }),
                 at(2_500, Fault::PauseLeader { ms: 30 }),
             ],

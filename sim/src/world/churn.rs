@@ -63,6 +63,9 @@ pub(super) trait Cluster {
     /// Crashes the resource (whatever it has not synced is lost).
     fn crash_resource(&mut self);
     fn restart_resource(&mut self);
+    /// Stops the resource, puts its last backup back and starts it again
+    /// (nothing done without a backup).
+    fn restore_resource_from_backup(&mut self);
     /// Turns the servers' reports of the (pre-)votes they grant on or off (`world/votes.rs`).
     fn watch_votes(&mut self, on: bool);
     fn votes_watched(&self) -> bool;

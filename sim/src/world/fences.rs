@@ -55,6 +55,8 @@ pub(super) struct FenceStrike {
     until_us: u64,
     strikes_left: u64,
     down_ms: u64,
+    /// Strikes restore the resource from its last backup instead of crashing it.
+    restore: bool,
     /// The history read so far (from the start of the run, so expiries older than an episode are known).
     read_to: usize,
     /// Each key whose last lock ended by expiry, with that lock's token.
@@ -65,7 +67,15 @@ pub(super) struct FenceStrike {
 
 impl FenceStrike {
     pub(super) fn new() -> FenceStrike {
-        FenceStrike { until_us: 0, strikes_left: 0, down_ms: 0, read_to: 0, expired: BTreeMap::new(), back_us: None }
+        FenceStrike {
+            until_us: 0,
+            strikes_left: 0,
+            down_ms: 0,
+            restore: false,
+            read_to: 0,
+            expired: BTreeMap::new(),
+            back_us: None,
+        }
     }
 
     fn watching(&self, now_us: u64) -> bool {
@@ -80,12 +90,13 @@ impl FenceStrike {
 
     /// Starts an episode: takeovers from now on are watched.
     pub(super) fn start(&mut self, now_us: u64, fault: &Fault, cluster: &impl Cluster) {
-        let Fault::FenceStrikes { for_ms, strikes, down_ms } = *fault else {
+        let Fault::FenceStrikes { for_ms, strikes, down_ms, restore } = *fault else {
             unreachable!("a fence-strike episode starts from its fault")
         };
         self.until_us = now_us + for_ms * 1_000;
         self.strikes_left = strikes;
         self.down_ms = down_ms;
+        self.restore = restore;
         let (traffic, read_to) = cluster.history_since(self.read_to, FenceTraffic::of);
         self.read_to = read_to;
         for event in traffic {
@@ -110,11 +121,16 @@ impl FenceStrike {
                 let over = self.expired.get(key).copied().filter(|expired| *expired < token);
                 if let Some(expired) = over {
                     if self.strikes_left > 0 && self.back_us.is_none() {
-                        let down_ms = self.down_ms;
+                        let (down_ms, restore) = (self.down_ms, self.restore);
                         let after_us = now_us - at_us;
-                        cluster.note(ChurnEvent::FenceStruck { key: key.clone(), token, expired, after_us, down_ms });
-                        cluster.crash_resource();
-                        self.back_us = Some(now_us + down_ms * 1_000);
+                        let key = key.clone();
+                        cluster.note(ChurnEvent::FenceStruck { key, token, expired, after_us, down_ms, restore });
+                        if restore {
+                            cluster.restore_resource_from_backup();
+                        } else {
+                            cluster.crash_resource();
+                            self.back_us = Some(now_us + down_ms * 1_000);
+                        }
                         self.strikes_left -= 1;
                     }
                 }

@@ -629,6 +629,10 @@ impl Cluster for Supervisor {
         self.restart(Actor::Resource);
     }
 
+    fn restore_resource_from_backup(&mut self) {
+        self.restore_resource();
+    }
+
     fn watch_votes(&mut self, on: bool) {
         self.ctx.watch_votes(on);
     }
