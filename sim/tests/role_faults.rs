@@ -1,6 +1,6 @@
 //! The faults that name a role, not a node (`CrashLeader`, `PauseLeader`,
 //! `StallHolder`, `StallUntilOvertaken` (with what the stalled holder does
-//! next), `StallOnGrant`, `LoseWriteAnswer`, `ElectionStorm`):
+//! next), `StallOnGrant`, `LoseWriteAnswer`, `ElectionStorm`, a restoring `FenceStrikes`):
 //! each strikes whoever plays the role when it fires.
 
 use fencelock::raft::Role;
@@ -8,7 +8,7 @@ use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::ApplyResult;
 use fencelock::{NodeId, Term};
 use fencelock::{Property, Variant};
-use fencesim::faults::{Fault, FaultEvent, JobEnd, Overtake, StallPoint, UntilOvertaken};
+use fencesim::faults::{ChurnEvent, Fault, FaultEvent, JobEnd, Overtake, StallPoint, UntilOvertaken};
 use fencesim::history::{Actor, Event, EventKind, WritePath, WriteVerdict};
 use fencesim::model::Model;
 use fencesim::run::seed::run_plan;
@@ -461,4 +461,59 @@ fn a_lost_write_answer_brings_the_same_write_again_and_the_resource_answers_it_o
     let caught = breaks(&flawed, &at(500, Fault::LoseWriteAnswer), Property::EqualToken, 20);
     // 20 of 20 when written.
     assert!(caught >= 15, "equal-token in only {caught} of 20 seeds");
+}
+
+/// A fence strike with `restore` restores the resource from its last
+/// backup within a millisecond of a takeover write (the told form of
+/// `RestoreResource`); the protocol's resource reads its floors back and
+/// stays safe, one that trusts its backup's highest tokens lets the
+/// stalled holder's write in.
+#[test]
+fn a_restoring_fence_strike_puts_the_resource_back_just_after_a_takeover_write() {
+    let stall = Fault::StallUntilOvertaken(UntilOvertaken {
+        on: Overtake::Write,
+        after_ms: 0,
+        ms_max: 8_000,
+        before: StallPoint::Write,
+        path: None,
+        end: JobEnd::Drawn,
+    });
+    let strikes = Fault::FenceStrikes { for_ms: 9_700, strikes: 3, down_ms: 0, restore: true };
+    let plan: Vec<FaultEvent> =
+        [Fault::BackupResource, strikes, stall].into_iter().map(|fault| FaultEvent { at_ms: 300, fault }).collect();
+    let model = Model { safety_ms: 10_000, ..model() };
+    let mut struck = 0;
+    for seed in 0..6 {
+        let outcome = run_plan(seed, &model, plan.clone());
+        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+        let events = outcome.history.events();
+        for (i, event) in events.iter().enumerate() {
+            let EventKind::Churn(strike @ ChurnEvent::FenceStruck { after_us, restore, .. }) = &event.kind else {
+                continue;
+            };
+            struck += 1;
+            assert!(*restore && *after_us <= 1_000, "seed {seed}: `{strike}`");
+            let restored = events[i..]
+                .iter()
+                .take_while(|e| e.at_us == event.at_us)
+                .any(|e| matches!(e.kind, EventKind::ResourceRestored { backup_at_us: 300_000, .. }));
+            assert!(restored, "seed {seed}: `{strike}` restored nothing from the 300 ms backup");
+        }
+    }
+    assert!(struck >= 3, "{struck} restoring strikes in six seeds");
+    let naive = Model { variant: Variant::ResourceRestoreNaive, ..model };
+    let caught = breaks(&naive, &plan, Property::FencedWrite, 20);
+    let crashing: Vec<FaultEvent> = plan
+        .iter()
+        .map(|event| match event.fault {
+            Fault::FenceStrikes { for_ms, strikes, .. } => {
+                let fault = Fault::FenceStrikes { for_ms, strikes, down_ms: 10, restore: false };
+                FaultEvent { at_ms: event.at_ms, fault }
+            }
+            _ => event.clone(),
+        })
+        .collect();
+    let crashed = breaks(&naive, &crashing, Property::FencedWrite, 20);
+    // 16 and 0 when written (8 strikes in the six seeds).
+    assert!(caught >= 12 && caught >= crashed + 8, "fenced-write in {caught} of 20 seeds ({crashed} crashing)");
 }

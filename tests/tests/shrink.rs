@@ -38,7 +38,12 @@ fn a_shrunk_scenario_replays_byte_for_byte_to_the_same_verdict() {
 /// and checks the minimal case was fragile and repaired, and that the
 /// repaired one fails in at least half of 4 other seeds.
 fn shrunk_and_repaired(variant: Variant, seed: u64, property: &str) -> Report {
-    let model = Model::declared(variant);
+    shrunk_and_repaired_under(Model::declared(variant), seed, property)
+}
+
+/// As [`shrunk_and_repaired`], from `model`'s standard run.
+fn shrunk_and_repaired_under(model: Model, seed: u64, property: &str) -> Report {
+    let variant = model.variant;
     let case = Case { seed, plan: faults::plan(&model, seed), model };
     let options =
         Options { property: Some(property.into()), budget: Duration::from_secs(120), robustness_seeds: 4, probes: 8 };
@@ -98,6 +103,32 @@ fn a_stale_writes_path_is_told_with_its_stall() {
     let plan = &report.case.plan;
     let ledger = |fault: &faults::Fault| matches!(fault, faults::Fault::StallUntilOvertaken(stall) if stall.path == Some(WritePath::Ledger));
     assert!(plan.iter().any(|event| ledger(&event.fault)), "{plan:?}");
+}
+
+/// `resource-restore-naive` seed 188 fails by a restore of the resource
+/// timed to fall after one seed's takeover write. The repair tells it by
+/// that write, as a fence strike that restores the resource from its backup
+/// (taken at the warm-up) just after a takeover, whoever takes over.
+#[test]
+fn a_restore_of_the_resource_is_told_by_the_takeover_write_it_follows() {
+    let report = shrunk_and_repaired(Variant::ResourceRestoreNaive, 188, "fenced-write");
+    let plan = &report.case.plan;
+    let restoring = |fault: &faults::Fault| matches!(fault, faults::Fault::FenceStrikes { restore: true, .. });
+    assert!(plan.iter().any(|event| restoring(&event.fault)), "{plan:?}");
+    assert!(!plan.iter().any(|event| event.fault == faults::Fault::RestoreResource), "{plan:?}");
+}
+
+/// `vote-not-durable` seed 10 under the ack-crash family fails by a voter
+/// crashed just after its vote in an election the run's timing brought.
+/// The repair tells the crash as a vote strike, which arranges the
+/// election a lost vote decides.
+#[test]
+fn a_crash_after_a_vote_is_told_as_a_vote_strike() {
+    let model = Model { ack_crashes: Some(true), ..Model::declared(Variant::VoteNotDurable) };
+    let report = shrunk_and_repaired_under(model, 10, "election-safety");
+    let plan = &report.case.plan;
+    assert!(plan.iter().any(|event| matches!(event.fault, faults::Fault::VoteStrikes { .. })), "{plan:?}");
+    assert!(!plan.iter().any(|event| matches!(event.fault, faults::Fault::AckCrashes { .. })), "{plan:?}");
 }
 
 #[test]

@@ -660,6 +660,77 @@ mod tests {
     }
 
     #[test]
+    fn the_resources_crashes_and_restores_become_fence_strikes_and_its_backups_move_to_the_warm_up() {
+        let plan = vec![
+            at(100, Fault::Heal),
+            at(4_000, Fault::BackupResource),
+            at(5_000, Fault::CrashResource),
+            at(5_200, Fault::PauseLeader { ms: 30 }),
+            at(5_250, Fault::RestartResource),
+            at(7_000, Fault::RestoreResource),
+        ];
+        let told = resource_strikes(&case(plan), 10_000).expect("a crash and a restore to tell");
+        let strike = |down_ms, restore| Fault::FenceStrikes { for_ms: 9_700, strikes: 3, down_ms, restore };
+        assert_eq!(
+            told.plan,
+            vec![
+                at(100, Fault::Heal),
+                at(300, Fault::BackupResource),
+                at(300, strike(250, false)),
+                at(300, strike(0, true)),
+                at(5_200, Fault::PauseLeader { ms: 30 }),
+            ],
+            "the crash keeps its downtime, the restore restores, each watches the whole run"
+        );
+        let never_back = vec![at(5_000, Fault::CrashResource)];
+        assert_eq!(resource_strikes(&case(never_back), 10_000), None, "a resource left down has no told form");
+        assert_eq!(resource_strikes(&case(vec![at(4_000, Fault::BackupResource)]), 10_000), None, "nothing to tell");
+    }
+
+    #[test]
+    fn a_servers_forgetting_becomes_one_ack_amnesia_without_then_with_the_churn() {
+        let churn = at(1_300, Fault::LeaderChurn { for_ms: 2, within_ms: 13, down_ms: 114 });
+        let restored = vec![
+            at(1_000, Fault::BackupNode { node: NodeId(1) }),
+            churn.clone(),
+            at(1_400, Fault::Pause { actor: Actor::Server(NodeId(2)), ms: 30 }),
+            at(1_500, Fault::RestoreNode { node: NodeId(1) }),
+        ];
+        let amnesia = |fsync_ms| at(300, Fault::AckAmnesia { for_ms: 9_700, down_ms: AMNESIA_DOWN_MS, fsync_ms });
+        let forms = amnesia_forms(&case(restored.clone()), 10_000);
+        let plans: Vec<Vec<FaultEvent>> = forms.into_iter().map(|c| c.plan).collect();
+        assert_eq!(
+            plans,
+            vec![vec![amnesia(0), restored[2].clone()], vec![amnesia(0), churn.clone(), restored[2].clone()]],
+            "a restore from the server's own backup: fsync 0, first without the churn"
+        );
+        let crashed = vec![
+            at(2_476, Fault::DiskStall { node: NodeId(1), fsync_ms: 121 }),
+            at(2_858, Fault::Crash { node: NodeId(1), torn: false }),
+            at(2_893, Fault::Crash { node: NodeId(2), torn: false }),
+            at(2_905, Fault::DiskStall { node: NodeId(1), fsync_ms: 0 }),
+            at(2_974, Fault::Restart { node: NodeId(1) }),
+        ];
+        let plans: Vec<Vec<FaultEvent>> =
+            amnesia_forms(&case(crashed.clone()), 10_000).into_iter().map(|c| c.plan).collect();
+        assert_eq!(plans, vec![vec![amnesia(121), crashed[2].clone()]], "a crash in a slowed fsync: that fsync");
+        let unrelated = vec![restored[0].clone(), at(1_500, Fault::RestoreNode { node: NodeId(2) })];
+        assert!(amnesia_forms(&case(unrelated), 10_000).is_empty(), "a restore from another server's backup");
+        let never_crashed = vec![crashed[0].clone(), crashed[2].clone()];
+        assert!(amnesia_forms(&case(never_crashed), 10_000).is_empty(), "a slowed server that never crashed");
+    }
+
+    #[test]
+    fn crashes_after_votes_become_vote_strikes_and_crashes_after_appends_stay() {
+        let votes = at(1_000, Fault::AckCrashes { for_ms: 3_703, votes: true, strikes: 2, down_ms: 45 });
+        let appends = at(1_500, Fault::AckCrashes { for_ms: 2_000, votes: false, strikes: 1, down_ms: 30 });
+        let told = vote_strike_form(&case(vec![votes, appends.clone()]), 10_000).expect("a vote crash to tell");
+        let strike = Fault::VoteStrikes { for_ms: 9_700, strikes: 3, down_ms: 45, cut_ms: VOTE_CUT_MS };
+        assert_eq!(told.plan, vec![at(300, strike), appends.clone()]);
+        assert_eq!(vote_strike_form(&case(vec![appends]), 10_000), None, "no vote crash");
+    }
+
+    #[test]
     fn a_repeated_stall_arms_the_next_holders_and_nothing_else_twice() {
         let (on, before) = (Overtake::Write, StallPoint::Renew);
         let stall = at(
