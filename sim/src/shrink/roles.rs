@@ -411,6 +411,12 @@ pub(crate) fn repeated(case: &Case, times: usize) -> Option<Case> {
 /// A widened family strikes at least this many times.
 const WIDE_STRIKES_MIN: u64 = 3;
 
+/// How long a window opened from the warm-up to the end of a run of
+/// `run_ms` lasts: where a told or widened family watches.
+fn whole_run_ms(run_ms: u64) -> u64 {
+    run_ms.saturating_sub(WARMUP_MS)
+}
+
 /// The case with its strike families' windows opened to the whole run of
 /// `run_ms` — from the standard planner's warm-up on (the first election
 /// is left in peace), at least [`WIDE_STRIKES_MIN`] strikes —
@@ -471,7 +477,7 @@ pub(crate) fn vote_strike_form(case: &Case, run_ms: u64) -> Option<Case> {
             Fault::AckCrashes { votes: true, strikes, down_ms, .. } => {
                 told = true;
                 let fault = Fault::VoteStrikes {
-                    for_ms: run_ms.saturating_sub(WARMUP_MS),
+                    for_ms: whole_run_ms(run_ms),
                     strikes: strikes.max(WIDE_STRIKES_MIN),
                     down_ms,
                     cut_ms: VOTE_CUT_MS,
@@ -527,7 +533,7 @@ pub(crate) fn amnesia_forms(case: &Case, run_ms: u64) -> Vec<Case> {
     };
     let amnesia = FaultEvent {
         at_ms: WARMUP_MS,
-        fault: Fault::AckAmnesia { for_ms: run_ms.saturating_sub(WARMUP_MS), down_ms: AMNESIA_DOWN_MS, fsync_ms },
+        fault: Fault::AckAmnesia { for_ms: whole_run_ms(run_ms), down_ms: AMNESIA_DOWN_MS, fsync_ms },
     };
     let kept: Vec<FaultEvent> = plan.iter().filter(|event| !told(&event.fault)).cloned().collect();
     let unchurned: Vec<FaultEvent> =
@@ -550,15 +556,9 @@ pub(crate) fn amnesia_forms(case: &Case, run_ms: u64) -> Vec<Case> {
 /// falls there under every seed's. `None` where the plan neither crashes
 /// nor restores the resource.
 pub(crate) fn resource_strikes(case: &Case, run_ms: u64) -> Option<Case> {
-    let at_ms = WARMUP_MS;
     let strike = |down_ms: u64, restore: bool| FaultEvent {
-        at_ms,
-        fault: Fault::FenceStrikes {
-            for_ms: run_ms.saturating_sub(at_ms),
-            strikes: WIDE_STRIKES_MIN,
-            down_ms,
-            restore,
-        },
+        at_ms: WARMUP_MS,
+        fault: Fault::FenceStrikes { for_ms: whole_run_ms(run_ms), strikes: WIDE_STRIKES_MIN, down_ms, restore },
     };
     let mut plan = Vec::with_capacity(case.plan.len());
     let mut told = false;
@@ -577,7 +577,7 @@ pub(crate) fn resource_strikes(case: &Case, run_ms: u64) -> Option<Case> {
                 plan.push(strike(0, true));
                 told = true;
             }
-            Fault::BackupResource => plan.push(FaultEvent { at_ms: event.at_ms.min(at_ms), ..event.clone() }),
+            Fault::BackupResource => plan.push(FaultEvent { at_ms: event.at_ms.min(WARMUP_MS), ..event.clone() }),
             _ => plan.push(event.clone()),
         }
     }
