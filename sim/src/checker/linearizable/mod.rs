@@ -148,8 +148,12 @@ impl LinearizableChecker {
 
 fn violation(key: &fencelock::Key, list: &[Op], limits: Limits) -> Violation {
     let (i, j) = window::smallest_window(list, limits).unwrap_or((0, list.len()));
-    let last = &list[j - 1];
-    let at_us = if last.resp_us == u64::MAX { last.inv_us } else { last.resp_us };
+    // Dated when the last of its answers came (a pending operation: when
+    // it was sent): before then an answer still out could have fitted. The
+    // operations are in the order they were sent, so the last one listed
+    // need not be the last answered.
+    let known_us = |op: &Op| if op.resp_us == u64::MAX { op.inv_us } else { op.resp_us };
+    let at_us = list[i..j].iter().map(known_us).max().unwrap_or(0);
     let clients: Vec<_> = list[i..j].iter().filter(|op| op.call != Call::Restore).map(|op| op.client).collect();
     let detail = format!(
         "the answers on {key} have no linearization: these {} operations cannot take effect one at a time \

@@ -101,6 +101,26 @@ fn a_renewal_pushes_the_earliest_end_out() {
     assert_eq!(found(&verdict).len(), 1);
 }
 
+/// A violation is dated when the last answer of its window came: c2 asks
+/// first and is answered last, so the window's last operation by sending
+/// (c1's renewal, answered at 1,010 ms) is not when it became certain.
+#[test]
+fn a_violation_is_dated_by_the_last_answer_of_its_window_not_the_last_request() {
+    let verdict = try_lock(c1_holds().at_ms(900), 2, 1, "k")
+        .at_ms(1_000)
+        .request(1, 2, 0, ClientRequest::Renew { key: key("k"), token: Token(41) })
+        .at_ms(1_010)
+        .answered(1, 2, ClientReply::Renewed { lease_ms: LEASE_MS })
+        .at_ms(2_500)
+        .answered(2, 1, reply_granted(42))
+        .check();
+    let violations = found(&verdict);
+    assert_eq!(violations.len(), 1, "{violations:#?}");
+    let detail = &violations[0].detail;
+    assert!(detail.contains("renew tok41") && detail.contains("Granted tok42"), "{detail}");
+    assert_eq!(violations[0].at_us, 2_500_000, "{detail}");
+}
+
 #[test]
 fn a_stepped_server_clock_lets_a_lease_end_early() {
     let stepped = c1_holds().at_ms(500).clock(server(0), 2_500_000, 0, true).clock(server(0), 2_500_000, 0, true);
