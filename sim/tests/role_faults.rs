@@ -171,20 +171,23 @@ fn stall_until_overtaken_lasts_until_another_worker_overtakes_the_holder_and_the
     }
 }
 
+/// The next holder to write stalls until a write under a higher token on
+/// its key is accepted (at most 8 s), then writes as the workload draws.
+fn stall_until_written_over() -> Fault {
+    Fault::StallUntilOvertaken(UntilOvertaken {
+        on: Overtake::Write,
+        after_ms: 0,
+        ms_max: 8_000,
+        before: StallPoint::Write,
+        path: None,
+        end: JobEnd::Drawn,
+    })
+}
+
 #[test]
 fn stall_until_overtaken_breaks_an_unfenced_sink_in_most_seeds() {
     let model = Model { variant: Variant::SinkUnfenced, ..model() };
-    let plan = at(
-        500,
-        Fault::StallUntilOvertaken(UntilOvertaken {
-            on: Overtake::Write,
-            after_ms: 0,
-            ms_max: 8_000,
-            before: StallPoint::Write,
-            path: None,
-            end: JobEnd::Drawn,
-        }),
-    );
+    let plan = at(500, stall_until_written_over());
     let caught = (0..20)
         .filter(|&seed| {
             let outcome = run_plan(seed, &model, plan.clone());
@@ -470,14 +473,7 @@ fn a_lost_write_answer_brings_the_same_write_again_and_the_resource_answers_it_o
 /// stalled holder's write in.
 #[test]
 fn a_restoring_fence_strike_puts_the_resource_back_just_after_a_takeover_write() {
-    let stall = Fault::StallUntilOvertaken(UntilOvertaken {
-        on: Overtake::Write,
-        after_ms: 0,
-        ms_max: 8_000,
-        before: StallPoint::Write,
-        path: None,
-        end: JobEnd::Drawn,
-    });
+    let stall = stall_until_written_over();
     let strikes = Fault::FenceStrikes { for_ms: 9_700, strikes: 3, down_ms: 0, restore: true };
     let plan: Vec<FaultEvent> =
         [Fault::BackupResource, strikes, stall].into_iter().map(|fault| FaultEvent { at_ms: 300, fault }).collect();
