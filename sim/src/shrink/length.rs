@@ -6,6 +6,17 @@
 use super::{Case, Shrinker};
 use crate::faults::FaultEvent;
 
+/// A candidate of `plan::minimize` (and of the shift pass) runs a quarter
+/// longer than the best run, and a second at least.
+const WINDOW_DIVISOR: u64 = 4;
+const WINDOW_MS_MIN: u64 = 1_000;
+
+/// How much longer than the best run a candidate of `plan::minimize` runs:
+/// a plan without an event may show the violation a little later.
+pub(crate) fn window_ms(safety_ms: u64) -> u64 {
+    (safety_ms / WINDOW_DIVISOR).max(WINDOW_MS_MIN)
+}
+
 /// How long after the violation the shortened run goes on, tried in order.
 const MARGINS_MS: [u64; 8] = [1, 100, 500, 1_000, 2_000, 4_000, 8_000, 16_000];
 

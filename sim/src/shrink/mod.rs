@@ -40,6 +40,7 @@ mod roles;
 mod shift;
 mod sizes;
 pub mod text;
+mod told;
 mod workload;
 
 use crate::faults::{self, FaultEvent};

@@ -10,11 +10,6 @@ use crate::history::Actor;
 use crate::model::Model;
 use std::collections::BTreeSet;
 
-/// A candidate of `minimize` runs a quarter longer than the best run, and a
-/// second at least.
-const WINDOW_DIVISOR: u64 = 4;
-const WINDOW_MS_MIN: u64 = 1_000;
-
 /// Rounds of proof: an event found removable is dropped and the proof starts over.
 const PROOF_ROUNDS_MAX: usize = 8;
 
@@ -32,7 +27,10 @@ pub(crate) fn minimize(s: &mut Shrinker) {
     // The run cut just after the violation leaves a subset no time to show
     // it a little later: the candidates run longer, and the kept one is cut again.
     let model = match s.best.model.liveness_ms {
-        0 => Model { safety_ms: s.best.model.safety_ms + window_ms(s.best.model.safety_ms), ..s.best.model.clone() },
+        0 => Model {
+            safety_ms: s.best.model.safety_ms + length::window_ms(s.best.model.safety_ms),
+            ..s.best.model.clone()
+        },
         _ => s.best.model.clone(),
     };
     let indexed: Vec<usize> = (0..plan.len()).collect();
@@ -59,11 +57,6 @@ pub(crate) fn minimize(s: &mut Shrinker) {
     if s.best.model == model {
         length::cut(s);
     }
-}
-
-/// How much longer than the best run a candidate of `minimize` runs.
-pub(crate) fn window_ms(safety_ms: u64) -> u64 {
-    (safety_ms / WINDOW_DIVISOR).max(WINDOW_MS_MIN)
 }
 
 /// Groups of indices, in order of each group's first member.

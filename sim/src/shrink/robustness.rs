@@ -4,7 +4,7 @@
 //! property by itself or only by the luck of one timing.
 
 use super::renumber::{with_nodes, without_client};
-use super::{length, roles, shift, Case, Shrinker};
+use super::{length, shift, told, Case, Shrinker};
 use crate::model::Model;
 use crate::run::seed::{run_plan, Outcome};
 use crate::run::sweep::default_jobs;
@@ -87,13 +87,13 @@ const REPAIR_MARGINS_MS: [u64; 6] = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000]
 /// and keys — until it fails in most probe seeds too. Where that is not
 /// enough, its faults are told by what they wait for rather than when one
 /// seed's timing brought them: the strike families' windows opened to the
-/// whole run (`roles::widened`), the workers' stalls ended as another
+/// whole run (`told::widened`), the workers' stalls ended as another
 /// worker overtakes the holder on its key, before its write or its next
-/// renewal (`roles::overtaken_forms`; a stall the workload drew is planned
+/// renewal (`told::overtaken_forms`; a stall the workload drew is planned
 /// first), its late `Granted` answers as stalls of the next worker granted
-/// (`roles::late_answer_form`), its writes the resource judged twice as
-/// lost answers (`roles::resent_write_form`), then those stalls armed three
-/// times (`roles::repeated`). The first run length that does — plans in that
+/// (`told::late_answer_form`), its writes the resource judged twice as
+/// lost answers (`told::resent_write_form`), then those stalls armed three
+/// times (`told::repeated`). The first run length that does — plans in that
 /// order, each with its shortest run first — is kept, with the workload
 /// that fails in the most probe seeds there, if its trace stays within
 /// [`REPAIR_TRACE_LINES_MAX`]. Returns, if it was repaired, how many probe
@@ -109,23 +109,19 @@ pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> Option<u64>
     // its stalls and late answers told by what they wait for, then those
     // stalls repeated.
     let mut bases = vec![best.clone()];
-    bases.extend(roles::widened(&best, run_ms));
-    bases.extend(roles::resource_strikes(&best, run_ms));
-    bases.extend(roles::amnesia_forms(&best, run_ms));
-    bases.extend(roles::vote_strike_form(&best, run_ms));
+    bases.extend(told::widened(&best, run_ms));
+    bases.extend(told::resource_strikes(&best, run_ms));
+    bases.extend(told::amnesia_forms(&best, run_ms));
+    bases.extend(told::vote_strike_form(&best, run_ms));
     let told: Vec<Case> = bases
         .iter()
         .flat_map(|base| {
-            let late = roles::late_answer_form(s, base);
-            let storms = roles::storm_forms(s, base, start.model.nodes);
-            roles::overtaken_forms(s, base)
-                .into_iter()
-                .chain(late)
-                .chain(roles::resent_write_form(s, base))
-                .chain(storms)
+            let late = told::late_answer_form(s, base);
+            let storms = told::storm_forms(s, base, start.model.nodes);
+            told::overtaken_forms(s, base).into_iter().chain(late).chain(told::resent_write_form(s, base)).chain(storms)
         })
         .collect();
-    let repeats: Vec<Case> = told.iter().filter_map(|c| roles::repeated(c, roles::OVERTAKEN_REPEATS)).collect();
+    let repeats: Vec<Case> = told.iter().filter_map(|c| told::repeated(c, told::OVERTAKEN_REPEATS)).collect();
     bases.extend(told);
     bases.extend(repeats);
     // One key makes every worker contend for it: more chances per second.

@@ -8,7 +8,7 @@
 //! is kept only if the property still fails and the run, cut just after
 //! its violation again (`length::cut`), has fewer trace lines.
 
-use super::plan::window_ms;
+use super::length::window_ms;
 use super::{length, Case, Shrinker};
 use crate::faults::FaultEvent;
 use crate::model::Model;
