@@ -497,6 +497,15 @@ fn a_restoring_fence_strike_puts_the_resource_back_just_after_a_takeover_write()
         }
     }
     assert!(struck >= 3, "{struck} restoring strikes in six seeds");
+    // Without a backup there is nothing to restore: no strike, no restore.
+    let unbacked: Vec<FaultEvent> = plan.iter().filter(|e| e.fault != Fault::BackupResource).cloned().collect();
+    for seed in 0..2 {
+        let outcome = run_plan(seed, &model, unbacked.clone());
+        let told = |e: &&Event| {
+            matches!(e.kind, EventKind::Churn(ChurnEvent::FenceStruck { .. }) | EventKind::ResourceRestored { .. })
+        };
+        assert_eq!(outcome.history.events().iter().filter(told).count(), 0, "seed {seed}: nothing to restore");
+    }
     let naive = Model { variant: Variant::ResourceRestoreNaive, ..model };
     let caught = breaks(&naive, &plan, Property::FencedWrite, 20);
     let crashing: Vec<FaultEvent> = plan

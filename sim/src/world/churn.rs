@@ -63,6 +63,8 @@ pub(super) trait Cluster {
     /// Crashes the resource (whatever it has not synced is lost).
     fn crash_resource(&mut self);
     fn restart_resource(&mut self);
+    /// Whether the resource has a backup to be restored from.
+    fn resource_backed_up(&self) -> bool;
     /// Stops the resource, puts its last backup back and starts it again
     /// (nothing done without a backup).
     fn restore_resource_from_backup(&mut self);

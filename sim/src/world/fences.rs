@@ -9,6 +9,10 @@
 //! `down_ms` later. The expired holder's next write then meets a resource
 //! that either kept the raised fence (it synced before it answered: the
 //! protocol) or forgot it (`resource-sync-lazy`, `sink-max-in-memory`).
+//! With `restore` the strike instead puts the resource's last backup back
+//! (the operator's restore, told by the write it follows): a resource that
+//! reads its floors again refuses the expired holder, one that trusts the
+//! backup's highest tokens lets it in (`resource-restore-naive`).
 //!
 //! No draws at run time: the first takeover of an episode is struck, one at
 //! a time. Every strike is in the history (`ChurnEvent::FenceStruck`); the
@@ -120,7 +124,9 @@ impl FenceStrike {
             if let FenceTraffic::Accepted { ref key, token, at_us } = event {
                 let over = self.expired.get(key).copied().filter(|expired| *expired < token);
                 if let Some(expired) = over {
-                    if self.strikes_left > 0 && self.back_us.is_none() {
+                    // A restore needs a backup: without one the strike waits for the next takeover.
+                    let ready = !self.restore || cluster.resource_backed_up();
+                    if self.strikes_left > 0 && self.back_us.is_none() && ready {
                         let (down_ms, restore) = (self.down_ms, self.restore);
                         let after_us = now_us - at_us;
                         let key = key.clone();

@@ -48,6 +48,11 @@ impl Backups {
         self.resource = Some((at_us, image));
     }
 
+    /// Whether the resource was backed up.
+    pub(super) fn resource_backed_up(&self) -> bool {
+        self.resource.is_some()
+    }
+
     /// The resource's last backup, marked as restored by the next restore
     /// number (it answers no write until it has read its floors), with the
     /// instant it was taken; `None` before the first backup.

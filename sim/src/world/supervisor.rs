@@ -629,6 +629,10 @@ impl Cluster for Supervisor {
         self.restart(Actor::Resource);
     }
 
+    fn resource_backed_up(&self) -> bool {
+        self.backups.resource_backed_up()
+    }
+
     fn restore_resource_from_backup(&mut self) {
         self.restore_resource();
     }
