@@ -208,7 +208,9 @@ impl Ctx {
     /// tick; takes that campaign if so.
     pub fn take_campaign(&self, node: NodeId) -> bool {
         let bit = 1 << node.0;
-        self.campaigns.fetch_and(!bit, Ordering::Relaxed) & bit != 0
+        // A load on every tick; the write only when a storm armed this server.
+        self.campaigns.load(Ordering::Relaxed) & bit != 0
+            && self.campaigns.fetch_and(!bit, Ordering::Relaxed) & bit != 0
     }
 
     /// The first stall a planned fault left for the next worker to reach

@@ -87,12 +87,17 @@ const REPAIR_MARGINS_MS: [u64; 6] = [1_000, 2_000, 4_000, 8_000, 16_000, 32_000]
 /// and keys — until it fails in most probe seeds too. Where that is not
 /// enough, its faults are told by what they wait for rather than when one
 /// seed's timing brought them: the strike families' windows opened to the
-/// whole run (`told::widened`), the workers' stalls ended as another
-/// worker overtakes the holder on its key, before its write or its next
-/// renewal (`told::overtaken_forms`; a stall the workload drew is planned
-/// first), its late `Granted` answers as stalls of the next worker granted
+/// whole run (`told::widened`), the resource's crashes and restores as
+/// fence strikes after a takeover write (`told::resource_strikes`), a
+/// server's forgetting as an ack amnesia (`told::amnesia_forms`), crashes
+/// after votes as vote strikes (`told::vote_strike_form`); then, on each of
+/// those plans, the workers' stalls ended as another worker overtakes the
+/// holder on its key, before its write or its next renewal
+/// (`told::overtaken_forms`; a stall the workload drew is planned first),
+/// its late `Granted` answers as stalls of the next worker granted
 /// (`told::late_answer_form`), its writes the resource judged twice as
-/// lost answers (`told::resent_write_form`), then those stalls armed three
+/// lost answers (`told::resent_write_form`), its split election as an
+/// election storm (`told::storm_forms`), then those stalls armed three
 /// times (`told::repeated`). The first run length that does — plans in that
 /// order, each with its shortest run first — is kept, with the workload
 /// that fails in the most probe seeds there, if its trace stays within
@@ -106,8 +111,9 @@ pub(crate) fn repair(s: &mut Shrinker, start: &Case, probes: u64) -> Option<u64>
     let best = s.best.clone();
     let run_ms = start.model.safety_ms.max(best.model.safety_ms);
     // The plans, fewest changes first: as it is, its strike windows opened,
-    // its stalls and late answers told by what they wait for, then those
-    // stalls repeated.
+    // its resource, amnesia and vote stories told; on each, its stalls, late
+    // answers, resent writes and split election told; then those stalls
+    // repeated.
     let mut bases = vec![best.clone()];
     bases.extend(told::widened(&best, run_ms));
     bases.extend(told::resource_strikes(&best, run_ms));
@@ -201,7 +207,8 @@ const SOONER_AT_MS: [u64; 4] = [300, 1_000, 2_000, 4_000];
 /// a fault the repair kept may no longer be needed), the time after its
 /// violation (its run ending 0.1 to 4 s after it), a smaller cluster (3
 /// servers, then one; the servers its plan names keep their ids where they
-/// fit), then each worker (highest id first). A change is kept if the run still shows the property in no more trace lines and
+/// fit), then each worker (highest id first). A change is kept if the run
+/// still shows the property in no more trace lines and
 /// fails in at least as many probe seeds (every round passing), so the
 /// story a reader checks is as short as the robust one can be, and no less
 /// robust: keeping whatever passes the probes, with fewer keys and jobs
