@@ -21,6 +21,18 @@ pub enum Property {
     GrantValidity,
     LeaseExclusion,
     Liveness,
+    /// After the heal every request is answered, not given up, within its
+    /// wait plus the bound, unless the run shows why it could not be.
+    Answered,
+    /// After the heal a free key that a client asks for is granted within
+    /// the progress bound: the service grants, not only answers.
+    Progress,
+    /// After the heal the leader changes at most once, plus once for each
+    /// server the heal brought back.
+    LeaderStability,
+    /// After the heal the cluster's messages, Ready rounds and disk syncs
+    /// per simulated second stay within a budget derived from the model.
+    WorkBudget,
     /// Every client-visible lock operation takes effect at one instant between
     /// its first send and its answer (the sequential specification with
     /// expiry in true time; `sim/src/checker/linearizable/`).
@@ -33,7 +45,7 @@ pub enum Property {
 
 impl Property {
     /// The properties of SPEC.md, in the order of its table.
-    pub const SPEC: [Property; 11] = [
+    pub const SPEC: [Property; 15] = [
         Property::ElectionSafety,
         Property::ApplyAgreement,
         Property::CommitDurability,
@@ -44,12 +56,16 @@ impl Property {
         Property::GrantValidity,
         Property::LeaseExclusion,
         Property::Liveness,
+        Property::Answered,
+        Property::Progress,
+        Property::LeaderStability,
+        Property::WorkBudget,
         Property::Linearizable,
     ];
 
     /// Every property a run can report: SPEC.md's, then the run-level ones.
-    pub const ALL: [Property; 13] = {
-        let mut all = [Property::Panic; 13];
+    pub const ALL: [Property; 17] = {
+        let mut all = [Property::Panic; 17];
         let mut i = 0;
         while i < Property::SPEC.len() {
             all[i] = Property::SPEC[i];
@@ -72,10 +88,27 @@ impl Property {
             Property::GrantValidity => "grant-validity",
             Property::LeaseExclusion => "lease-exclusion",
             Property::Liveness => "liveness",
+            Property::Answered => "answered",
+            Property::Progress => "progress",
+            Property::LeaderStability => "leader-stability",
+            Property::WorkBudget => "work-budget",
             Property::Linearizable => "linearizable",
             Property::Panic => "panic",
             Property::Determinism => "determinism",
         }
+    }
+
+    /// Judged only in the liveness phase, with every fault healed: a run cut
+    /// short (a panic, a shrink's shortened run) cannot decide these.
+    pub fn after_heal(self) -> bool {
+        matches!(
+            self,
+            Property::Liveness
+                | Property::Answered
+                | Property::Progress
+                | Property::LeaderStability
+                | Property::WorkBudget
+        )
     }
 }
 

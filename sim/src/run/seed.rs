@@ -129,13 +129,13 @@ pub(crate) fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: Run
 }
 
 /// A run that panicked: the history it recorded up to the panic is checked
-/// (liveness aside: the run was cut short) and traced, and the panic is the
+/// (the after-heal properties aside: the run was cut short) and traced, and the panic is the
 /// last violation, at the last recorded instant.
 fn panicked(seed: u64, model: &Model, plan: Vec<FaultEvent>, message: String, history: History) -> Outcome {
     let at_us = history.events().last().map_or(0, |event| event.at_us);
     let record = RunRecord { history, net: NetStats::default(), sim_us: at_us };
     let mut outcome = judge(seed, model, plan, record);
-    outcome.violations.retain(|v| v.property != Property::Liveness);
+    outcome.violations.retain(|v| !v.property.after_heal());
     outcome.violations.push(Violation {
         property: Property::Panic,
         at_us,

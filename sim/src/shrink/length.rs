@@ -21,8 +21,8 @@ pub(crate) fn window_ms(safety_ms: u64) -> u64 {
 const MARGINS_MS: [u64; 8] = [1, 100, 500, 1_000, 2_000, 4_000, 8_000, 16_000];
 
 pub(crate) fn cut(s: &mut Shrinker) {
-    if s.property == "liveness" {
-        // Liveness is judged in the liveness phase: it stays as it is.
+    if s.after_heal() {
+        // Judged in the liveness phase: it stays as it is.
         return;
     }
     let violation_ms = s.kept_violation().at_us / 1_000;

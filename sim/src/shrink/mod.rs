@@ -234,6 +234,12 @@ impl Shrinker {
         Some(run_plan(case.seed, &case.model, case.plan.clone()))
     }
 
+    /// The kept property is judged only after the heal (`liveness` and the
+    /// availability properties): the liveness phase stays as it is.
+    pub(crate) fn after_heal(&self) -> bool {
+        self.property.parse::<fencelock::Property>().is_ok_and(|p| p.after_heal())
+    }
+
     pub(crate) fn shows(&self, outcome: &Outcome) -> bool {
         outcome.violations.iter().any(|v| v.property.to_string() == self.property)
     }

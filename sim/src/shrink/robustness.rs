@@ -237,8 +237,8 @@ pub(crate) fn trim(s: &mut Shrinker, probes: u64, mut failing: u64) {
         plan.remove(i);
         try_trim(s, Case { plan, ..s.best.clone() }, probes, &mut failing);
     }
-    // Liveness is judged in the liveness phase: its run stays (`length::cut`).
-    if s.property != "liveness" {
+    // The after-heal properties are judged in the liveness phase: its run stays (`length::cut`).
+    if !s.after_heal() {
         let violation_ms = s.kept_violation().at_us / 1_000;
         for margin_ms in TRIM_MARGINS_MS {
             let safety_ms = violation_ms + margin_ms;
