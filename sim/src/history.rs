@@ -147,6 +147,9 @@ pub enum EventKind {
     GaveUp {
         client: ClientId,
         request: RequestId,
+        /// Why: its retries ran out, or it walked away by choice.
+        #[serde(default)]
+        why: GiveUp,
     },
 
     // ---- the protected resource ----
@@ -234,6 +237,30 @@ pub enum EventKind {
         client: ClientId,
         request: RequestId,
     },
+
+    // ---- the work the servers did (last, for the same reason) ----
+    /// The servers' work in each stretch of `every_us` from the heal on
+    /// (the last stretch may be shorter): Raft messages sent, `Ready` rounds
+    /// handled and disk syncs. Recorded as the liveness phase ends
+    /// (`work-budget`); counting does not wake the supervisor, so it
+    /// moves no schedule.
+    Work {
+        every_us: u64,
+        messages: Vec<u64>,
+        ready_rounds: Vec<u64>,
+        syncs: Vec<u64>,
+    },
+}
+
+/// Why a client gave up on a request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GiveUp {
+    /// Its retries ran out without a final answer: the service did not answer.
+    #[default]
+    Retries,
+    /// It walked away by choice before the answer (a `Cancel`, or its
+    /// connection dropped): the workload's abandoned acquires.
+    WalkedAway,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -390,7 +417,7 @@ impl EventKind {
     pub fn actors(&self) -> Vec<Actor> {
         use EventKind as K;
         match self {
-            K::Healed | K::ClusterRestored { .. } => Vec::new(),
+            K::Healed | K::ClusterRestored { .. } | K::Work { .. } => Vec::new(),
             K::Fault { fault } => fault.named(),
             K::Churn(ChurnEvent::Struck { node, .. } | ChurnEvent::PluggedBack { node }) => vec![Actor::Server(*node)],
             K::Churn(ChurnEvent::AckStruck { node, to, .. }) => vec![Actor::Server(*node), Actor::Server(*to)],
@@ -525,13 +552,26 @@ impl EventKind {
                 format!("believes it holds {key} with {token} until local {}ms", until_local_us / 1_000),
             ),
             K::BeliefEnd { client, key, token } => (client.to_string(), format!("no longer believes in {key} {token}")),
-            K::GaveUp { client, request } => (client.to_string(), format!("gives up on {request}")),
+            K::GaveUp { client, request, why: GiveUp::Retries } => {
+                (client.to_string(), format!("gives up on {request}"))
+            }
+            K::GaveUp { client, request, why: GiveUp::WalkedAway } => {
+                (client.to_string(), format!("walks away from {request}"))
+            }
             K::WriteSent { client, request, key, token, path } => {
                 (client.to_string(), format!("writes {key} with {token} via {path:?} ({request})"))
             }
             K::WriteDone { client, request, key, token, path, verdict } => {
                 ("db".into(), format!("{verdict:?}: {client} {request} {key} {token} via {path:?}"))
             }
+            K::Work { every_us, messages, ready_rounds, syncs } => (
+                "sim".into(),
+                format!(
+                    "servers' work per {}ms after the heal: messages {messages:?}, Ready rounds {ready_rounds:?}, \
+                     disk syncs {syncs:?}",
+                    every_us / 1_000
+                ),
+            ),
             K::WriteAnswerLost { client, request } => {
                 ("db".into(), format!("the answer to {client} {request} is lost on its way back"))
             }

@@ -82,7 +82,7 @@ impl LivenessChecker {
                     settled: false,
                 });
             }
-            EventKind::Answered { client, request, .. } | EventKind::GaveUp { client, request } => {
+            EventKind::Answered { client, request, .. } | EventKind::GaveUp { client, request, .. } => {
                 if let Some(pending) = self.requests.get_mut(&(*client, *request)) {
                     pending.settled = true;
                 }

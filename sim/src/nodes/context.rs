@@ -15,7 +15,7 @@ use fencelock::raft::{Role, SoftState};
 use fencelock::resource::ResourceState;
 use fencelock::NodeId;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Mutable world state behind one lock; the simulation is single-threaded so
@@ -110,6 +110,51 @@ pub struct Ctx {
     /// Servers (one bit per id) whose election timers `ElectionStorm` runs
     /// out at their next tick: one load per tick, no lock.
     campaigns: AtomicU16,
+    /// The servers' work so far (`EventKind::Work`, `work-budget`).
+    work: Work,
+}
+
+/// What the servers did, counted from the run's start: one relaxed add per
+/// message, round or sync. From the heal on, the first count past each
+/// stretch's end keeps the totals as they were (all counted before it), so
+/// sampling wakes nobody and moves no schedule.
+#[derive(Debug, Default)]
+struct Work {
+    messages: AtomicU64,
+    ready_rounds: AtomicU64,
+    syncs: AtomicU64,
+    /// The end of the stretch being counted; `u64::MAX` until the heal.
+    next_sample_us: AtomicU64,
+    every_us: AtomicU64,
+    /// Totals at the heal and at the end of each stretch since.
+    samples: Mutex<Vec<[u64; 3]>>,
+}
+
+impl Work {
+    fn totals(&self) -> [u64; 3] {
+        [&self.messages, &self.ready_rounds, &self.syncs].map(|counter| counter.load(Ordering::Relaxed))
+    }
+
+    /// Keeps the totals for every stretch that ended by `now_us`.
+    fn sample_up_to(&self, now_us: u64) {
+        let mut next = self.next_sample_us.load(Ordering::Relaxed);
+        if now_us < next {
+            return;
+        }
+        let totals = self.totals();
+        let every = self.every_us.load(Ordering::Relaxed);
+        let mut samples = self.samples.lock().expect("work lock");
+        while next <= now_us {
+            samples.push(totals);
+            next += every;
+        }
+        self.next_sample_us.store(next, Ordering::Relaxed);
+    }
+
+    fn add(&self, counter: &AtomicU64, n: u64) {
+        self.sample_up_to(now_us());
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 /// What every local clock reads when the run starts (1000 s after its
@@ -150,6 +195,7 @@ impl Ctx {
             acks_watched: AtomicBool::new(false),
             votes_watched: AtomicBool::new(false),
             campaigns: AtomicU16::new(0),
+            work: Work { next_sample_us: AtomicU64::new(u64::MAX), ..Work::default() },
         }
     }
 
@@ -262,6 +308,44 @@ impl Ctx {
     /// The (pre-)vote grants reported since the last call, oldest first.
     pub fn take_votes(&self) -> Vec<VoteSent> {
         std::mem::take(&mut self.shared().votes)
+    }
+
+    /// Counts Raft messages a server sent.
+    pub fn count_messages(&self, messages: u64) {
+        self.work.add(&self.work.messages, messages);
+    }
+
+    /// Counts one `Ready` round a server handled.
+    pub fn count_ready_round(&self) {
+        self.work.add(&self.work.ready_rounds, 1);
+    }
+
+    /// Counts one fsync of a server's disk.
+    pub fn count_sync(&self) {
+        self.work.add(&self.work.syncs, 1);
+    }
+
+    /// Starts sampling the work in stretches of `every_us` from now (the heal).
+    pub fn start_work_samples(&self, every_us: u64) {
+        self.work.samples.lock().expect("work lock").push(self.work.totals());
+        self.work.every_us.store(every_us, Ordering::Relaxed);
+        self.work.next_sample_us.store(now_us() + every_us, Ordering::Relaxed);
+    }
+
+    /// The work of each stretch since the heal, the last one ending now.
+    pub fn work_per_sample(&self) -> EventKind {
+        self.work.sample_up_to(now_us());
+        let mut samples = self.work.samples.lock().expect("work lock").clone();
+        if samples.last() != Some(&self.work.totals()) || samples.len() < 2 {
+            samples.push(self.work.totals());
+        }
+        let per = |i: usize| samples.windows(2).map(|w| w[1][i] - w[0][i]).collect();
+        EventKind::Work {
+            every_us: self.work.every_us.load(Ordering::Relaxed),
+            messages: per(0),
+            ready_rounds: per(1),
+            syncs: per(2),
+        }
     }
 
     /// The server that most recently reported itself leader in the highest term.

@@ -129,6 +129,7 @@ async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftSt
             break;
         }
         let mut ready = server.ready();
+        ctx.count_ready_round();
         let must_sync = persist(ctx, id, &mut ready);
         // Acknowledgements of a round that wrote to disk, whenever they go:
         // the ack-crash family (`world/acks.rs`) crashes a node just after one.
@@ -143,6 +144,7 @@ async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftSt
         }
         send_all(ctx, id, std::mem::take(&mut ready.messages));
         if must_sync {
+            ctx.count_sync();
             fsync(&ctx.node_disks[id.0 as usize]).await;
         }
         if report_acks {
@@ -223,6 +225,7 @@ fn note_votes(ctx: &Ctx, messages: &[Message]) {
 }
 
 fn send_all(ctx: &Ctx, id: NodeId, messages: Vec<Message>) {
+    ctx.count_messages(messages.len() as u64);
     for message in messages {
         let to = Addr::Server(message.to);
         ctx.send(Addr::Server(id), to, &Envelope::Raft(message));

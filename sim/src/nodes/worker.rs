@@ -8,7 +8,7 @@
 //! same request id, and crashes while holding a lock.
 
 use crate::faults::{JobEnd, Overtake, StallPoint, UntilOvertaken};
-use crate::history::{Actor, EventKind, WritePath, WriteVerdict};
+use crate::history::{Actor, EventKind, GiveUp, WritePath, WriteVerdict};
 use crate::machine::clock::{local_now, now_us, SharedClock};
 use crate::machine::envelope::Envelope;
 use crate::machine::net::{Addr, Delivery, Mailbox};
@@ -168,7 +168,7 @@ impl Worker {
             if let Some(cancel) = self.client.cancel(self.now()) {
                 self.send_request(&cancel);
             }
-            self.ctx.record(EventKind::GaveUp { client: self.id, request });
+            self.ctx.record(EventKind::GaveUp { client: self.id, request, why: GiveUp::WalkedAway });
         } else {
             let away_ms = self.rng.gen_range(200..2_000);
             self.disconnect(request, away_ms).await;
@@ -178,7 +178,7 @@ impl Worker {
     /// The connection drops for `away_ms`: replies meant for it bounce.
     async fn disconnect(&mut self, request: RequestId, away_ms: u64) {
         self.ctx.net.unbind(Addr::Client(self.id));
-        self.ctx.record(EventKind::GaveUp { client: self.id, request });
+        self.ctx.record(EventKind::GaveUp { client: self.id, request, why: GiveUp::WalkedAway });
         madsim::time::sleep(Duration::from_millis(away_ms)).await;
         let _ = self.client.cancel(self.now());
         self.mailbox = self.ctx.net.bind(Addr::Client(self.id));
@@ -468,7 +468,7 @@ impl Worker {
                         if let Some(cancel) = self.client.cancel(self.now()) {
                             self.send_request(&cancel);
                         }
-                        self.ctx.record(EventKind::GaveUp { client: self.id, request });
+                        self.ctx.record(EventKind::GaveUp { client: self.id, request, why: GiveUp::Retries });
                         return Answer::GaveUp;
                     }
                     if let Some(out) = self.client.on_timeout(self.now()) {

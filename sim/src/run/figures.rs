@@ -128,7 +128,7 @@ impl Reader {
                 ClientReply::Granted { .. } => self.close(*client, *request, at, true),
                 _ => self.close(*client, *request, at, false),
             },
-            EventKind::GaveUp { client, request } => self.close(*client, *request, at, false),
+            EventKind::GaveUp { client, request, .. } => self.close(*client, *request, at, false),
             EventKind::Crashed { actor: Actor::Client(client) } => {
                 let open: Vec<RequestId> =
                     self.acquires.keys().filter(|(c, _)| c == client).map(|(_, request)| *request).collect();

@@ -151,7 +151,7 @@ impl Facts {
             let key = match &event.kind {
                 K::Replied { client, request, .. }
                 | K::Answered { client, request, .. }
-                | K::GaveUp { client, request } => requests.get(&(*client, *request)).cloned(),
+                | K::GaveUp { client, request, .. } => requests.get(&(*client, *request)).cloned(),
                 kind => kind.key().cloned(),
             };
             facts.actors.push(actors);

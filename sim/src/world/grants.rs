@@ -56,7 +56,7 @@ impl LockTraffic {
                 }
                 _ => LockTraffic::Asks { client: *client, request: *request },
             }),
-            EventKind::Answered { client, request, .. } | EventKind::GaveUp { client, request } => {
+            EventKind::Answered { client, request, .. } | EventKind::GaveUp { client, request, .. } => {
                 Some(LockTraffic::Ends { client: *client, request: *request })
             }
             EventKind::Applied {

@@ -25,6 +25,10 @@ mod votes;
 use supervisor::is_initial_rate;
 pub(crate) use supervisor::Supervisor;
 
+/// How often the liveness phase samples the servers' work (`work-budget`):
+/// the history gets the work of each such stretch after the heal.
+pub const WORK_SAMPLE_US: u64 = 1_000_000;
+
 /// What a run leaves behind for the checker and the CLI.
 pub struct RunRecord {
     pub history: History,
@@ -48,6 +52,10 @@ pub async fn simulate(seed: u64, model: Model, plan: Vec<FaultEvent>) -> RunReco
     }
     supervisor.sleep_until_us(safety_end_us).await;
     supervisor.heal();
+    ctx.start_work_samples(WORK_SAMPLE_US);
     supervisor.sleep_until_us(safety_end_us + ctx.model.liveness_ms * 1_000).await;
+    if ctx.model.liveness_ms > 0 {
+        ctx.record(ctx.work_per_sample());
+    }
     supervisor.finish()
 }

@@ -114,7 +114,7 @@ impl OpLog {
                     self.ops[index].resp_us = at_us;
                 }
             }
-            EventKind::GaveUp { client, request } => {
+            EventKind::GaveUp { client, request, .. } => {
                 self.open.remove(&(*client, *request));
             }
             EventKind::Crashed { actor: Actor::Client(client) } => {

@@ -168,7 +168,7 @@ fn a_grant_nobody_heard_of_explains_a_busy() {
     // c1 gives up on its acquire; c2 is told Busy: the ghost grant may hold the key.
     let verdict = try_lock(H::new(), 1, 1, "k")
         .at_ms(20)
-        .ev(EventKind::GaveUp { client: ClientId(1), request: RequestId(1) })
+        .ev(EventKind::GaveUp { client: ClientId(1), request: RequestId(1), why: Default::default() })
         .at_ms(100)
         .acquire_request(2, 1, "k")
         .at_ms(105)

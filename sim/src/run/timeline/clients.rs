@@ -79,7 +79,7 @@ impl Clients {
                     known.answer = Some((at, *reply, line()));
                 }
             }
-            EventKind::GaveUp { client, request } => {
+            EventKind::GaveUp { client, request, .. } => {
                 if let Some(known) = self.requests.get_mut(&(*client, *request)) {
                     known.gave_up = Some((at, line()));
                 }
