@@ -1,18 +1,17 @@
 //! `liveness`: after the faults heal, the service gets going again.
 //!
-//! Three obligations, each judged only where the run was long enough to
+//! Two obligations, each judged only where the run was long enough to
 //! decide it (nothing is a violation merely because the run ended):
-//! a leader exists within `liveness_leader_bound_ms` of the heal; every
-//! request still pending at the heal or sent after it is answered (or given
-//! up) within its wait plus the leader bound; a client that crashed holding a
-//! lock has that lock freed by an applied Expire or Release within
-//! `lease_ms + liveness_free_bound_ms` of the later of crash and heal.
+//! a leader exists within `liveness_leader_bound_ms` of the heal; a client
+//! that crashed holding a lock has that lock freed by an applied Expire or
+//! Release within `lease_ms + liveness_free_bound_ms` of the later of crash
+//! and heal. That requests are answered, and that the service grants, are
+//! `answered` and `progress` (`availability_checker`).
 
 use super::state::{Context, Facts};
 use super::{Family, Property, Report, Violation};
 use crate::history::{Actor, Event, EventKind};
-use fencelock::service::ClientRequest;
-use fencelock::{ClientId, Key, NodeId, RequestId, Token};
+use fencelock::{ClientId, Key, NodeId, Token};
 use std::collections::BTreeMap;
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -20,13 +19,6 @@ struct NodeRole {
     leader: bool,
     down: bool,
     paused: bool,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Pending {
-    first_us: u64,
-    wait_ms: u64,
-    settled: bool,
 }
 
 /// A crashed client's lock that must be freed.
@@ -43,9 +35,6 @@ pub(crate) struct LivenessChecker {
     roles: BTreeMap<NodeId, NodeRole>,
     leader_found: bool,
     leader_judged: bool,
-    requests: BTreeMap<(ClientId, RequestId), Pending>,
-    /// The last crash or pause of each client: requests sent before it may never be answered.
-    interrupted_us: BTreeMap<ClientId, u64>,
     obligations: Vec<Obligation>,
 }
 
@@ -70,33 +59,7 @@ impl LivenessChecker {
                 // from before it are gone or different; they cannot be judged.
                 self.obligations.clear();
             }
-            EventKind::Requested { client, request, body, .. } => {
-                let wait_ms = match body {
-                    ClientRequest::Cancel => return, // fire and forget
-                    ClientRequest::Acquire { wait_ms, .. } => *wait_ms,
-                    ClientRequest::Renew { .. } | ClientRequest::Release { .. } | ClientRequest::Revoke { .. } => 0,
-                };
-                self.requests.entry((*client, *request)).or_insert(Pending {
-                    first_us: at_us,
-                    wait_ms,
-                    settled: false,
-                });
-            }
-            EventKind::Answered { client, request, .. } | EventKind::GaveUp { client, request, .. } => {
-                if let Some(pending) = self.requests.get_mut(&(*client, *request)) {
-                    pending.settled = true;
-                }
-            }
-            EventKind::Paused { actor: Actor::Client(client) }
-            | EventKind::Stalled { client, .. }
-            | EventKind::StalledUntilOvertaken { client, .. }
-            | EventKind::StalledOnGrant { client, .. } => {
-                self.interrupted_us.insert(*client, at_us);
-            }
-            EventKind::Crashed { actor: Actor::Client(client) } => {
-                self.interrupted_us.insert(*client, at_us);
-                self.on_client_crash(ctx, *client, at_us);
-            }
+            EventKind::Crashed { actor: Actor::Client(client) } => self.on_client_crash(ctx, *client, at_us),
             EventKind::Applied { .. } if !facts.removed.is_empty() => {
                 self.on_removal(ctx, facts, at_us, healed_us, report);
             }
@@ -184,22 +147,6 @@ impl Family for LivenessChecker {
         if healed_us + leader_bound_us <= run_end_us {
             self.judge_leader(healed_us + leader_bound_us, report);
         }
-        for ((client, request), pending) in &self.requests {
-            let interrupted = self.interrupted_us.get(client).is_some_and(|i| *i >= pending.first_us);
-            if pending.settled || interrupted {
-                continue;
-            }
-            let deadline_us = pending.first_us.max(healed_us) + pending.wait_ms * 1_000 + leader_bound_us;
-            if deadline_us <= run_end_us {
-                let detail = format!(
-                    "{client}'s request {request}, sent at {}ms, had no answer by {}ms although every fault \
-                     was healed: a pending request must be answered",
-                    pending.first_us / 1_000,
-                    deadline_us / 1_000
-                );
-                report.push(Violation::new(Property::Liveness, deadline_us, detail).clients(&[*client]));
-            }
-        }
         for obligation in &self.obligations {
             let deadline_us = self.free_deadline_us(ctx, obligation, healed_us);
             if deadline_us <= run_end_us {
@@ -214,7 +161,7 @@ mod tests {
     use super::super::testkit::*;
     use crate::history::EventKind;
     use fencelock::Property;
-    use fencelock::{ApplyResult, ClientId, RequestId};
+    use fencelock::{ApplyResult, ClientId};
 
     #[test]
     fn clean_run_passes() {
@@ -244,17 +191,12 @@ mod tests {
     }
 
     #[test]
-    fn an_unanswered_request_breaks_liveness() {
+    fn an_unanswered_request_is_for_answered_not_liveness() {
         let verdict = happy().at_ms(4_000).acquire_request(2, 20, "k").check();
-        assert_only(&verdict, Property::Liveness);
+        assert_only(&verdict, Property::Answered);
         assert_eq!(verdict.violations[0].clients, vec![ClientId(2)]);
-    }
-
-    #[test]
-    fn requests_in_the_last_window_or_given_up_are_not_judged() {
+        // Requests in the last window, or whose client crashed, are not judged.
         assert_clean(&happy().at_ms(8_000).acquire_request(2, 20, "k").check());
-        let gave_up = EventKind::GaveUp { client: ClientId(2), request: RequestId(20) };
-        assert_clean(&happy().at_ms(4_000).acquire_request(2, 20, "k").at_ms(5_000).ev(gave_up).check());
         assert_clean(&happy().at_ms(4_000).acquire_request(2, 20, "k").crash(client(2)).check());
     }
 

@@ -13,6 +13,7 @@
 //! [`Checker::finish`]. Violations are typed values with the simulated time,
 //! the nodes, clients and tokens involved and a sentence a person can act on.
 
+mod availability_checker;
 mod lease_checker;
 mod linearizable;
 mod liveness_checker;
@@ -40,6 +41,11 @@ pub use fencelock::Property;
 pub const LIVENESS_LEADER_BOUND_MS: u64 = 5_000;
 /// How much longer than its lease a crashed holder's lock may stay after the heal.
 pub const LIVENESS_FREE_BOUND_MS: u64 = 5_000;
+/// How long a worker waits for an answer before it sends a request again:
+/// a client that lost its leader learns of the new one no sooner.
+pub const CLIENT_RETRY_MS: u64 = crate::nodes::worker::REQUEST_TIMEOUT_US / 1_000;
+
+pub use availability_checker::WORK_BUDGET_FACTOR;
 
 /// One broken property, found at one simulated instant.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -120,6 +126,30 @@ pub struct Counters {
     pub linearizable_ops_per_key: Vec<u64>,
     /// The most search nodes one key's linearizability search explored.
     pub linearizable_steps_max: u64,
+    /// Availability during the faults: requests first sent before the heal
+    /// (those the client walked away from, crashed or paused on aside), how
+    /// many got a final answer, and new tokens issued.
+    pub fault_requests: u64,
+    pub fault_answered: u64,
+    pub fault_grants: u64,
+    /// The same after the heal.
+    pub healed_requests: u64,
+    pub healed_answered: u64,
+    pub healed_grants: u64,
+}
+
+impl Counters {
+    /// Counts an applied Grant in its phase, once per index (its first apply).
+    pub(crate) fn count_grant(&mut self, first_apply: bool, healed: bool) {
+        if first_apply {
+            *(if healed { &mut self.healed_grants } else { &mut self.fault_grants }) += 1;
+        }
+    }
+
+    /// The share of requests with a final answer during the faults, if any were sent.
+    pub fn fault_answered_share(&self) -> Option<f64> {
+        (self.fault_requests > 0).then(|| self.fault_answered as f64 / self.fault_requests as f64)
+    }
 }
 
 /// What the checker assumes about the run.
@@ -136,6 +166,16 @@ pub struct CheckConfig {
     pub liveness_free_bound_ms: u64,
     /// The true instant the run ended; beliefs still open end here.
     pub run_end_us: u64,
+    /// Raft's heartbeat interval and the top of its election timeout.
+    pub heartbeat_ms: u64,
+    pub election_ms_max: u64,
+    /// The servers' tick, for the work budget.
+    pub tick_ms: u64,
+    /// From the leader bound on, a free key asked for must be granted
+    /// within this long (`progress`).
+    pub progress_bound_ms: u64,
+    /// The length of each stretch the `Work` event reports.
+    pub work_every_us: u64,
 }
 
 impl CheckConfig {
@@ -151,7 +191,21 @@ impl CheckConfig {
             liveness_leader_bound_ms: LIVENESS_LEADER_BOUND_MS,
             liveness_free_bound_ms: LIVENESS_FREE_BOUND_MS,
             run_end_us: (model.safety_ms + model.liveness_ms) * 1_000,
+            heartbeat_ms: model.heartbeat_ms,
+            election_ms_max: model.election_ms_max,
+            tick_ms: fencelock::raft::TICK_MS_STANDARD,
+            progress_bound_ms: CheckConfig::progress_bound_ms(model),
+            work_every_us: crate::world::WORK_SAMPLE_US,
         }
+    }
+
+    /// How long a free key may wait for its grant with every fault healed:
+    /// an election that may split once (twice the longest timeout), a
+    /// client's retry to learn of the new leader and one more if its request
+    /// was lost with the old one (twice `CLIENT_RETRY_MS`), and ten
+    /// heartbeats for the Grant's round and the leader's own.
+    pub fn progress_bound_ms(model: &Model) -> u64 {
+        2 * model.election_ms_max + 2 * CLIENT_RETRY_MS + 10 * model.heartbeat_ms
     }
 
     /// Checks what the field types cannot express; the error names the field.
@@ -164,6 +218,9 @@ impl CheckConfig {
         }
         if self.liveness_leader_bound_ms == 0 {
             return Err("check config `liveness_leader_bound_ms` must be positive".to_string());
+        }
+        if self.heartbeat_ms == 0 || self.tick_ms == 0 || self.work_every_us == 0 {
+            return Err("check config `heartbeat_ms`, `tick_ms` and `work_every_us` must be positive".to_string());
         }
         Ok(())
     }
@@ -217,8 +274,8 @@ trait Family {
 pub struct Checker {
     ctx: state::Context,
     report: Report,
-    /// Raft, tokens, the resource, the lock table, leases, liveness and the
-    /// clients' view, in this order (which orders violations found at one instant).
+    /// Raft, tokens, the resource, the lock table, leases, liveness,
+    /// availability and the clients' view, in this order (which orders violations found at one instant).
     families: Vec<Box<dyn Family>>,
     seq_next: u64,
 }
@@ -235,6 +292,7 @@ impl Checker {
             Box::new(lock_checker::LockChecker::default()),
             Box::new(lease_checker::LeaseChecker::new(&config)),
             Box::new(liveness_checker::LivenessChecker::default()),
+            Box::new(availability_checker::AvailabilityChecker::default()),
             Box::new(linearizable::LinearizableChecker::new(&config)),
         ];
         Checker { ctx: state::Context::new(config), report: Report::default(), families, seq_next: 0 }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a worker waits for a server before it retries (local µs).
-const REQUEST_TIMEOUT_US: u64 = 250_000;
+pub const REQUEST_TIMEOUT_US: u64 = 250_000;
 /// Attempts of one request (same request id) before the worker gives up: 3 s
 /// of retries, so a retry can outlive the lease it asks about (etcd 11456).
 const ATTEMPTS_MAX: u32 = 12;

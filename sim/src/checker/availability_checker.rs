@@ -1,0 +1,636 @@
+//! Availability after the heal: `answered`, `progress`, `leader-stability`
+//! and `work-budget` (SPEC.md §6), and the availability figures of both
+//! phases ([`super::Counters`]).
+//!
+//! A service that answers nothing, commits nothing, re-elects forever or
+//! spins must not pass a run that `liveness` alone would call clean. Each
+//! rule is judged only once the faults are healed, only where the run lasted
+//! long enough to decide it, and with bounds derived from the model
+//! ([`super::CheckConfig`]), never from a measured run:
+//!
+//! - `answered`: every request pending at the heal or sent after it gets a
+//!   final answer (not `NotLeader`, not `Unavailable`) within its wait plus
+//!   the leader bound. A give-up settles it only with an excuse the history
+//!   shows: the client walked away, or crashed, paused or stalled after
+//!   sending, or gave up before the leader bound had passed.
+//! - `progress`: from the leader bound on, a key that is free (by the
+//!   committed lock table) while some client asks for it is granted within
+//!   the progress bound.
+//! - `leader-stability`: after the heal, leaders of at most one new term,
+//!   plus one per server the heal brought back (restarted or resumed).
+//! - `work-budget`: per stretch of the `Work` samples, Raft messages,
+//!   `Ready` rounds and disk syncs within a budget from the heartbeat, the
+//!   cluster size and the requests, expiries and campaigns of the stretch.
+
+use super::state::{is_removal, Context, Facts};
+use super::{Family, Property, Report, Violation};
+use crate::history::{Actor, Event, EventKind, GiveUp};
+use fencelock::raft::Role;
+use fencelock::service::{ClientReply, ClientRequest};
+use fencelock::{ApplyResult, ClientId, Command, Key, NodeId, RequestId, Term};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The work budget's factor over its estimate of the work a stretch needs.
+pub const WORK_BUDGET_FACTOR: u64 = 4;
+
+/// One client request, from its first send.
+#[derive(Clone, Debug)]
+struct Request {
+    first_us: u64,
+    wait_ms: u64,
+    /// The key an Acquire asks for.
+    acquire: Option<Key>,
+    /// The first final answer (not a redirect or `Unavailable`), when it came.
+    answered_us: Option<u64>,
+    /// The last reply that was not final, for the violation's sentence.
+    last_reply: Option<ClientReply>,
+    gave_up: Option<(u64, GiveUp)>,
+}
+
+impl Request {
+    fn settled(&self) -> bool {
+        self.answered_us.is_some() || self.gave_up.is_some()
+    }
+}
+
+/// Whether a reply ends a request: a redirect or `Unavailable` only asks the client to retry.
+fn is_final(reply: &ClientReply) -> bool {
+    !matches!(reply, ClientReply::NotLeader { .. } | ClientReply::Unavailable)
+}
+
+/// A key free while some client asks for it, since `since_us`.
+#[derive(Clone, Copy, Debug)]
+struct Starving {
+    since_us: u64,
+    judged: bool,
+}
+
+/// Per stretch of the `Work` samples: what the history says the servers had to do.
+#[derive(Clone, Copy, Debug, Default)]
+struct Demand {
+    requests: u64,
+    proposals: u64,
+    campaigns: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct AvailabilityChecker {
+    requests: BTreeMap<(ClientId, RequestId), Request>,
+    /// The last crash, pause or stall of each client.
+    interrupted_us: BTreeMap<ClientId, u64>,
+    /// The committed lock table (first applies); `None` after a cluster
+    /// restore until the key's next grant or removal shows it.
+    held: BTreeMap<Key, Option<bool>>,
+    /// Acquires asking for each key now: (client, request).
+    wanted: BTreeMap<Key, BTreeSet<(ClientId, RequestId)>>,
+    starving: BTreeMap<Key, Starving>,
+    /// Servers restarted, restored or resumed at the heal's instant.
+    returning: BTreeMap<NodeId, u64>,
+    returned_at_heal: BTreeSet<NodeId>,
+    /// The highest term any server led before or at the heal.
+    term_at_heal: Option<Term>,
+    highest_leader_term: Term,
+    /// New leader terms after the heal, in order: (term, node, at).
+    new_leaders: Vec<(Term, NodeId, u64)>,
+    stability_judged: bool,
+    /// Demand per work stretch after the heal.
+    demand: Vec<Demand>,
+}
+
+impl AvailabilityChecker {
+    fn progress_start_us(ctx: &Context, healed_us: u64) -> u64 {
+        healed_us + ctx.config.liveness_leader_bound_ms * 1_000
+    }
+
+    fn key_free(&self, key: &Key) -> bool {
+        self.held.get(key).copied().unwrap_or(Some(false)) == Some(false)
+    }
+
+    fn key_wanted(&self, key: &Key) -> bool {
+        self.wanted.get(key).is_some_and(|w| !w.is_empty())
+    }
+
+    /// Starts or ends the key's starving stretch after a change at `at_us`.
+    fn restate(&mut self, key: &Key, at_us: u64) {
+        if self.key_free(key) && self.key_wanted(key) {
+            self.starving.entry(key.clone()).or_insert(Starving { since_us: at_us, judged: false });
+        } else {
+            self.starving.remove(key);
+        }
+    }
+
+    fn unwant(&mut self, client: ClientId, request: RequestId, at_us: u64) {
+        let Some(key) = self.requests.get(&(client, request)).and_then(|r| r.acquire.clone()) else { return };
+        if let Some(wanted) = self.wanted.get_mut(&key) {
+            wanted.remove(&(client, request));
+        }
+        self.restate(&key, at_us);
+    }
+
+    fn unwant_client(&mut self, client: ClientId, at_us: u64) {
+        let asked: Vec<RequestId> =
+            self.wanted.values().flatten().filter(|(c, _)| *c == client).map(|(_, r)| *r).collect();
+        for request in asked {
+            self.unwant(client, request, at_us);
+        }
+    }
+
+    /// Judges every starving key whose stretch passed the progress bound by `now_us`.
+    fn judge_starving(&mut self, ctx: &Context, healed_us: u64, now_us: u64, report: &mut Report) {
+        let start_us = Self::progress_start_us(ctx, healed_us);
+        let bound_us = ctx.config.progress_bound_ms * 1_000;
+        for (key, starving) in &mut self.starving {
+            let since_us = starving.since_us.max(start_us);
+            let deadline_us = since_us + bound_us;
+            if starving.judged || now_us <= deadline_us {
+                continue;
+            }
+            starving.judged = true;
+            let askers: Vec<ClientId> =
+                self.wanted.get(key).into_iter().flatten().map(|(client, _)| *client).collect();
+            let asked: Vec<String> = askers.iter().map(ClientId::to_string).collect();
+            let detail = format!(
+                "{key} was free from {}ms while {} asked for it, and nobody was granted it by {}ms \
+                 although every fault was healed: the service must grant a free key within {}ms",
+                since_us / 1_000,
+                asked.join(" and "),
+                deadline_us / 1_000,
+                ctx.config.progress_bound_ms
+            );
+            report.push(Violation::new(Property::Progress, deadline_us, detail).clients(&askers));
+        }
+    }
+
+    fn on_request(&mut self, client: ClientId, request: RequestId, body: &ClientRequest, at_us: u64) {
+        let (wait_ms, acquire) = match body {
+            ClientRequest::Cancel => {
+                // The client stops asking for whatever it waited for.
+                self.unwant_client(client, at_us);
+                return;
+            }
+            ClientRequest::Acquire { key, wait_ms, .. } => (*wait_ms, Some(key.clone())),
+            ClientRequest::Renew { .. } | ClientRequest::Release { .. } | ClientRequest::Revoke { .. } => (0, None),
+        };
+        let new = !self.requests.contains_key(&(client, request));
+        let entry = self.requests.entry((client, request)).or_insert(Request {
+            first_us: at_us,
+            wait_ms,
+            acquire: acquire.clone(),
+            answered_us: None,
+            last_reply: None,
+            gave_up: None,
+        });
+        if let (true, Some(key), false) = (new, acquire, entry.settled()) {
+            self.wanted.entry(key.clone()).or_default().insert((client, request));
+            self.restate(&key, at_us);
+        }
+    }
+
+    fn on_answer(&mut self, client: ClientId, request: RequestId, reply: ClientReply, at_us: u64) {
+        let Some(pending) = self.requests.get_mut(&(client, request)) else { return };
+        if !is_final(&reply) {
+            pending.last_reply = Some(reply);
+            return;
+        }
+        pending.answered_us.get_or_insert(at_us);
+        self.unwant(client, request, at_us);
+    }
+
+    fn on_apply(&mut self, facts: &Facts, command: &Command, result: &ApplyResult, at_us: u64) {
+        if !facts.first_apply {
+            return;
+        }
+        let key = command.key();
+        match (command, result) {
+            (Command::Grant { .. }, ApplyResult::Granted { .. }) => {
+                self.held.insert(key.clone(), Some(true));
+            }
+            (command, result) if is_removal(command, result).is_some() => {
+                self.held.insert(key.clone(), Some(false));
+            }
+            _ => return,
+        }
+        self.restate(&key.clone(), at_us);
+    }
+
+    fn on_role(&mut self, node: NodeId, role: Role, term: Term, healed_us: Option<u64>, at_us: u64) {
+        if role != Role::Leader || term <= self.highest_leader_term {
+            return;
+        }
+        self.highest_leader_term = term;
+        if healed_us.is_some() {
+            self.new_leaders.push((term, node, at_us));
+        } else {
+            self.term_at_heal = Some(term);
+        }
+    }
+
+    fn on_heal(&mut self, at_us: u64) {
+        self.returned_at_heal = self.returning.iter().filter(|(_, us)| **us == at_us).map(|(n, _)| *n).collect();
+    }
+
+    /// Leader changes after the heal beyond one plus one per server the heal brought back.
+    fn judge_stability(&mut self, healed_us: u64, report: &mut Report) {
+        if self.stability_judged {
+            return;
+        }
+        let allowed = 1 + self.returned_at_heal.len();
+        let Some(&(term, node, at_us)) = self.new_leaders.get(allowed) else { return };
+        self.stability_judged = true;
+        let returned: Vec<String> = self.returned_at_heal.iter().map(NodeId::to_string).collect();
+        let why = if returned.is_empty() {
+            "no server came back at the heal".to_string()
+        } else {
+            format!("{} came back at the heal", returned.join(", "))
+        };
+        let detail = format!(
+            "{node} became leader of {term} at {}ms, the {} new leader since the heal at {}ms, where {allowed} \
+             may follow a heal ({why}): the cluster churns leaders with every fault healed",
+            at_us / 1_000,
+            ordinal(allowed + 1),
+            healed_us / 1_000,
+        );
+        report.push(Violation::new(Property::LeaderStability, at_us, detail).nodes(&[node]));
+    }
+
+    fn stretch(&mut self, ctx: &Context, at_us: u64) -> Option<&mut Demand> {
+        let healed_us = ctx.healed_at_us?;
+        let index = ((at_us.checked_sub(healed_us)?) / ctx.config.work_every_us) as usize;
+        if self.demand.len() <= index {
+            self.demand.resize(index + 1, Demand::default());
+        }
+        Some(&mut self.demand[index])
+    }
+
+    fn note_demand(&mut self, ctx: &Context, event: &Event) {
+        match &event.kind {
+            EventKind::Requested { body, .. } if !matches!(body, ClientRequest::Cancel) => {
+                if let Some(d) = self.stretch(ctx, event.at_us) {
+                    d.requests += 1;
+                }
+            }
+            EventKind::ExpireProposed { .. } | EventKind::GhostReleaseProposed { .. } => {
+                if let Some(d) = self.stretch(ctx, event.at_us) {
+                    d.proposals += 1;
+                }
+            }
+            EventKind::Role { role: Role::Candidate | Role::PreCandidate | Role::Leader, .. } => {
+                if let Some(d) = self.stretch(ctx, event.at_us) {
+                    d.campaigns += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Judges each stretch's work against its budget (`work-budget`).
+    fn judge_work(&self, ctx: &Context, at_us: u64, every_us: u64, work: [&[u64]; 3], report: &mut Report) {
+        let Some(healed_us) = ctx.healed_at_us else { return };
+        let config = &ctx.config;
+        let peers = u64::from(config.nodes.saturating_sub(1));
+        let servers = u64::from(config.nodes);
+        for (i, ((messages, rounds), syncs)) in work[0].iter().zip(work[1]).zip(work[2]).enumerate() {
+            let start_us = healed_us + i as u64 * every_us;
+            let length_us = every_us.min(at_us.saturating_sub(start_us));
+            if length_us == 0 {
+                continue;
+            }
+            let demand = self.demand.get(i).copied().unwrap_or_default();
+            // One operation: a request, a proposal of the leader's own, a campaign, and the stretch itself.
+            let operations = demand.requests + demand.proposals + demand.campaigns + 1;
+            let heartbeats = peers * length_us.div_ceil(config.heartbeat_ms * 1_000);
+            let ticks = servers * length_us.div_ceil(config.tick_ms * 1_000);
+            // Each heartbeat and each operation's append is answered: two messages a peer.
+            let message_budget = WORK_BUDGET_FACTOR * 2 * (heartbeats + peers * operations);
+            // A round per input at most: a tick, a message or a request.
+            let round_budget = WORK_BUDGET_FACTOR * (ticks + messages + demand.requests);
+            // A sync per server per operation (its entry, or its vote).
+            let sync_budget = WORK_BUDGET_FACTOR * servers * operations;
+            let over = [
+                ("Raft messages", *messages, message_budget),
+                ("Ready rounds", *rounds, round_budget),
+                ("disk syncs", *syncs, sync_budget),
+            ]
+            .into_iter()
+            .find(|(_, done, budget)| done > budget);
+            if let Some((what, done, budget)) = over {
+                let end_us = start_us + length_us;
+                let detail = format!(
+                    "the servers did {done} {what} from {}ms to {}ms with every fault healed, over the budget of \
+                     {budget} for {} requests, {} leader proposals and {} campaigns ({WORK_BUDGET_FACTOR} times \
+                     the heartbeats and the work those need): a busy loop",
+                    start_us / 1_000,
+                    end_us / 1_000,
+                    demand.requests,
+                    demand.proposals,
+                    demand.campaigns,
+                );
+                report.push(Violation::new(Property::WorkBudget, end_us, detail));
+            }
+        }
+    }
+
+    fn count(&self, ctx: &Context, report: &mut Report) {
+        let healed_us = ctx.healed_at_us;
+        let counters = &mut report.counters;
+        for ((client, _), request) in &self.requests {
+            let walked_away = matches!(request.gave_up, Some((_, GiveUp::WalkedAway)));
+            let interrupted = self.interrupted_us.get(client).is_some_and(|i| *i >= request.first_us);
+            if walked_away || interrupted {
+                continue;
+            }
+            let answered = u64::from(request.answered_us.is_some());
+            if healed_us.is_some_and(|h| request.first_us >= h) {
+                counters.healed_requests += 1;
+                counters.healed_answered += answered;
+            } else {
+                counters.fault_requests += 1;
+                counters.fault_answered += answered;
+            }
+        }
+    }
+}
+
+/// `2nd`, `3rd`, `4th`.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (1, 11) | (2, 12) | (3, 13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
+}
+
+impl Family for AvailabilityChecker {
+    fn observe(&mut self, ctx: &Context, facts: &Facts, event: &Event, report: &mut Report) {
+        let at_us = event.at_us;
+        let healed_us = ctx.healed_at_us;
+        if let Some(healed_us) = healed_us {
+            self.judge_starving(ctx, healed_us, at_us, report);
+        }
+        self.note_demand(ctx, event);
+        match &event.kind {
+            EventKind::Healed => self.on_heal(at_us),
+            EventKind::Requested { client, request, body, .. } => self.on_request(*client, *request, body, at_us),
+            EventKind::Answered { client, request, reply, .. } => self.on_answer(*client, *request, *reply, at_us),
+            EventKind::GaveUp { client, request, why } => {
+                if let Some(pending) = self.requests.get_mut(&(*client, *request)) {
+                    pending.gave_up.get_or_insert((at_us, *why));
+                }
+                self.unwant(*client, *request, at_us);
+            }
+            EventKind::Crashed { actor: Actor::Client(client) }
+            | EventKind::Paused { actor: Actor::Client(client) }
+            | EventKind::Stalled { client, .. }
+            | EventKind::StalledUntilOvertaken { client, .. }
+            | EventKind::StalledOnGrant { client, .. } => {
+                self.interrupted_us.insert(*client, at_us);
+                if matches!(event.kind, EventKind::Crashed { .. }) {
+                    self.unwant_client(*client, at_us);
+                }
+            }
+            EventKind::Applied { command, result, .. } => {
+                if matches!(result, ApplyResult::Granted { .. }) {
+                    report.counters.count_grant(facts.first_apply, healed_us.is_some());
+                }
+                self.on_apply(facts, command, result, at_us);
+            }
+            EventKind::ClusterRestored { .. } => {
+                // The restored table is the backup's: unknown until shown.
+                self.held.values_mut().for_each(|held| *held = None);
+                let keys: Vec<Key> = self.starving.keys().cloned().collect();
+                for key in keys {
+                    self.restate(&key, at_us);
+                }
+            }
+            EventKind::Role { node, role, term, .. } => self.on_role(*node, *role, *term, healed_us, at_us),
+            EventKind::Restarted { actor: Actor::Server(node) } | EventKind::NodeRestored { node, .. } => {
+                self.returning.insert(*node, at_us);
+            }
+            EventKind::Resumed { actor: Actor::Server(node) } => {
+                self.returning.insert(*node, at_us);
+            }
+            EventKind::Work { every_us, messages, ready_rounds, syncs } => {
+                self.judge_work(ctx, at_us, *every_us, [messages, ready_rounds, syncs], report);
+            }
+            _ => {}
+        }
+        if let Some(healed_us) = healed_us {
+            self.judge_stability(healed_us, report);
+        }
+    }
+
+    fn finish(&mut self, ctx: &Context, report: &mut Report) {
+        self.count(ctx, report);
+        let Some(healed_us) = ctx.healed_at_us else { return };
+        let run_end_us = ctx.config.run_end_us;
+        self.judge_starving(ctx, healed_us, run_end_us, report);
+        let leader_bound_us = ctx.config.liveness_leader_bound_ms * 1_000;
+        for ((client, request), pending) in &self.requests {
+            let interrupted = self.interrupted_us.get(client).is_some_and(|i| *i >= pending.first_us);
+            if interrupted || pending.answered_us.is_some_and(|a| a < healed_us) {
+                continue;
+            }
+            if matches!(pending.gave_up, Some((at, _)) if at < healed_us) {
+                continue;
+            }
+            let deadline_us = pending.first_us.max(healed_us) + pending.wait_ms * 1_000 + leader_bound_us;
+            let last = pending.last_reply.map_or("no reply".to_string(), |r| format!("last reply {r:?}"));
+            let sent = format!("{client}'s request {request}, sent at {}ms,", pending.first_us / 1_000);
+            let detail = match (pending.answered_us, pending.gave_up) {
+                (Some(answered_us), _) if answered_us > deadline_us => format!(
+                    "{sent} was answered only at {}ms, after its deadline of {}ms, although every fault was \
+                     healed: an answer must come within the request's wait plus {}ms",
+                    answered_us / 1_000,
+                    deadline_us / 1_000,
+                    ctx.config.liveness_leader_bound_ms
+                ),
+                (Some(_), _) => continue,
+                (None, Some((_, GiveUp::WalkedAway))) => continue,
+                (None, Some((gave_up_us, GiveUp::Retries))) if gave_up_us < healed_us + leader_bound_us => continue,
+                (None, Some((gave_up_us, GiveUp::Retries))) => {
+                    let detail = format!(
+                        "{sent} was given up by its client at {}ms after its retries ran out ({last}), although \
+                         every fault was healed and a leader was due by {}ms: the service did not answer",
+                        gave_up_us / 1_000,
+                        (healed_us + leader_bound_us) / 1_000
+                    );
+                    let violation = Violation::new(Property::Answered, gave_up_us, detail).clients(&[*client]);
+                    report.push(violation);
+                    continue;
+                }
+                (None, None) if deadline_us > run_end_us => continue,
+                (None, None) => format!(
+                    "{sent} had no answer by {}ms ({last}) although every fault was healed: a pending request \
+                     must be answered",
+                    deadline_us / 1_000
+                ),
+            };
+            report.push(Violation::new(Property::Answered, deadline_us, detail).clients(&[*client]));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::ordinal;
+    use crate::history::{EventKind, GiveUp};
+    use fencelock::raft::Role;
+    use fencelock::service::{ClientReply, ClientRequest};
+    use fencelock::{ClientId, NodeId, Property, RequestId};
+
+    fn gave_up(client: u32, request: u64, why: GiveUp) -> EventKind {
+        EventKind::GaveUp { client: ClientId(client), request: RequestId(request), why }
+    }
+
+    #[test]
+    fn ordinals_read_as_words_do() {
+        let read: Vec<String> = [1, 2, 3, 4, 11, 12, 13, 21, 22].into_iter().map(ordinal).collect();
+        assert_eq!(read, ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd"]);
+    }
+
+    #[test]
+    fn a_request_given_up_after_the_leader_bound_breaks_answered() {
+        // Healed at 3 s, leader bound 5 s: a give-up at 9 s is the service's failure.
+        let h = happy().at_ms(6_000).acquire_request(2, 20, "j").at_ms(9_000).ev(gave_up(2, 20, GiveUp::Retries));
+        let verdict = h.check();
+        assert_only(&verdict, Property::Answered);
+        assert_eq!(verdict.violations[0].at_us, 9_000_000);
+        assert!(verdict.violations[0].detail.contains("retries ran out (no reply)"), "{}", verdict.violations[0]);
+    }
+
+    #[test]
+    fn excused_give_ups_do_not_break_answered() {
+        // Walked away by choice, or given up while a leader was not yet due.
+        let walked = happy().at_ms(6_000).acquire_request(2, 20, "j").at_ms(6_010).ev(gave_up(2, 20, GiveUp::WalkedAway));
+        assert_clean(&walked.check());
+        let early = happy().at_ms(4_000).acquire_request(2, 20, "j").at_ms(7_000).ev(gave_up(2, 20, GiveUp::Retries));
+        assert_clean(&early.check());
+        let crashed =
+            happy().at_ms(6_000).acquire_request(2, 20, "j").crash(client(2)).at_ms(9_000).ev(gave_up(2, 20, GiveUp::Retries));
+        assert_clean(&crashed.check());
+    }
+
+    #[test]
+    fn redirects_are_not_answers() {
+        let h = happy()
+            .at_ms(4_000)
+            .request(2, 20, 1, ClientRequest::Renew { key: key("j"), token: fencelock::Token(9) })
+            .answered(2, 20, ClientReply::NotLeader { leader: Some(NodeId(0)) })
+            .at_ms(4_100)
+            .answered(2, 20, ClientReply::Unavailable);
+        let verdict = h.check();
+        assert_only(&verdict, Property::Answered);
+        assert!(verdict.violations[0].detail.contains("last reply Unavailable"), "{}", verdict.violations[0]);
+        // A final answer within the wait plus the bound settles it.
+        let answered = h.at_ms(4_200).answered(2, 20, ClientReply::NotHeld);
+        assert_clean(&answered.check());
+    }
+
+    #[test]
+    fn an_answer_after_the_deadline_breaks_answered() {
+        let h = happy()
+            .at_ms(4_000)
+            .request(2, 20, 1, ClientRequest::Renew { key: key("j"), token: fencelock::Token(9) })
+            .at_ms(9_500)
+            .answered(2, 20, ClientReply::NotHeld);
+        let verdict = h.check();
+        assert_only(&verdict, Property::Answered);
+        assert_eq!(verdict.violations[0].at_us, 9_000_000);
+    }
+
+    #[test]
+    fn a_free_key_asked_for_and_never_granted_breaks_progress() {
+        // `k` is held by 43 from 3.1 s; freed at 8.5 s; c2 asks at 8.6 s with a long wait and is never granted.
+        let h = happy()
+            .at_ms(8_500)
+            .apply_all(&[0, 1, 2], 6, expire("k", 43), fencelock::ApplyResult::Expired { existed: true })
+            .at_ms(8_600)
+            .request(
+                2,
+                20,
+                0,
+                ClientRequest::Acquire { key: key("k"), lease_ms: 2_000, wait_ms: 2_000 },
+            );
+        let verdict = h.check_until_ms(14_000);
+        assert!(verdict.properties().contains(&Property::Progress), "{:#?}", verdict.violations);
+        let progress = verdict.violations.iter().find(|v| v.property == Property::Progress).unwrap();
+        let bound_ms = h.config(0).progress_bound_ms;
+        assert_eq!(progress.at_us, (8_600 + bound_ms) * 1_000);
+        assert_eq!(progress.clients, vec![ClientId(2)]);
+        // Granted in time: clean.
+        let granted = h.at_ms(8_700).acquire(7, "k", 2, 20, 44);
+        assert_clean(&granted.check_until_ms(14_000));
+    }
+
+    #[test]
+    fn a_held_key_asked_for_is_not_starving() {
+        // `k` stays held by 43: an acquire waiting for it is answered in time, never starved.
+        let h = happy()
+            .at_ms(8_600)
+            .request(2, 20, 0, ClientRequest::Acquire { key: key("k"), lease_ms: 2_000, wait_ms: 2_000 })
+            .at_ms(10_600)
+            .answered(2, 20, ClientReply::TimedOut);
+        assert_clean(&h.check_until_ms(14_000));
+    }
+
+    #[test]
+    fn leader_churn_after_the_heal_breaks_leader_stability() {
+        let h = happy().at_ms(4_000).leader(1, 2).at_ms(5_000).leader(2, 3);
+        let verdict = h.check();
+        assert_only(&verdict, Property::LeaderStability);
+        assert_eq!(verdict.violations[0].at_us, 5_000_000);
+        assert_eq!(verdict.violations[0].nodes, vec![NodeId(2)]);
+        // One change after the heal is allowed.
+        assert_clean(&happy().at_ms(4_000).leader(1, 2).check());
+    }
+
+    #[test]
+    fn a_server_back_at_the_heal_may_cost_one_more_election() {
+        let h = happy_until_heal_with_crash().at_ms(4_000).leader(1, 2).at_ms(5_000).leader(2, 3);
+        assert_clean(&h.check());
+        let verdict = h.at_ms(6_000).role(0, 4, Role::Candidate).leader(0, 4).check();
+        assert_only(&verdict, Property::LeaderStability);
+    }
+
+    /// `happy`, but with n2 crashed at 2 s and restarted by the heal at 3 s.
+    fn happy_until_heal_with_crash() -> H {
+        H::new().leader(0, 1).at_ms(2_000).crash(server(2)).at_ms(3_000).restart(server(2)).healed()
+    }
+
+    fn work(every_ms: u64, messages: &[u64], rounds: &[u64], syncs: &[u64]) -> EventKind {
+        EventKind::Work {
+            every_us: every_ms * 1_000,
+            messages: messages.to_vec(),
+            ready_rounds: rounds.to_vec(),
+            syncs: syncs.to_vec(),
+        }
+    }
+
+    #[test]
+    fn work_within_the_budget_passes_and_a_busy_loop_fails() {
+        // Three servers, heartbeat 20 ms: 2 peers x 50 heartbeats a second, each answered.
+        let idle = happy().at_ms(12_000).ev(work(1_000, &[200; 9], &[150; 9], &[6; 9]));
+        assert_clean(&idle.check());
+        let mut rounds = [150; 9];
+        rounds[4] = 100_000;
+        let busy = happy().at_ms(12_000).ev(work(1_000, &[200; 9], &rounds, &[6; 9]));
+        let verdict = busy.check();
+        assert_only(&verdict, Property::WorkBudget);
+        assert_eq!(verdict.violations[0].at_us, 8_000_000, "the stretch from 7 s to 8 s");
+        assert!(verdict.violations[0].detail.contains("100000 Ready rounds"), "{}", verdict.violations[0]);
+    }
+
+    #[test]
+    fn both_phases_are_counted() {
+        let verdict = happy().at_ms(6_000).acquire_request(2, 20, "j").at_ms(6_010).ev(gave_up(2, 20, GiveUp::WalkedAway)).check();
+        let c = &verdict.counters;
+        // Before the heal: c1's and c2's acquires and c1's release, all answered.
+        assert_eq!((c.fault_requests, c.fault_answered, c.fault_grants), (3, 3, 2));
+        // After: c1's acquire at 3.1 s (granted); c2's walked away (not counted).
+        assert_eq!((c.healed_requests, c.healed_answered, c.healed_grants), (1, 1, 1));
+    }
+}
