@@ -1,7 +1,10 @@
 //! Protocol variants: one closed enum, consulted at the one place each changes.
 //!
-//! `Default` is the safe protocol. Every other variant is a deliberately unsafe
+//! `Default` is the safe protocol. Every other variant is a deliberately flawed
 //! design that the testbed must catch; `breaks` names the property that shows it.
+//! Most are unsafe; the last five (from `NeverCommit` on) stay safe but leave
+//! the service unavailable, which only the properties judged after the heal
+//! (`answered`, `progress`, `leader-stability`) can show.
 
 use crate::Property;
 use serde::{Deserialize, Serialize};
@@ -64,6 +67,17 @@ pub enum Variant {
     ReleasedBeforeCommit,
     /// The resource restored from a backup trusts its restored highest tokens as they are.
     ResourceRestoreNaive,
+    /// The leader drops what append answers acknowledge; nothing ever commits.
+    NeverCommit,
+    /// The service never answers `Unavailable`; it stays silent and the client times out.
+    SilentUnavailable,
+    /// A waiter whose wait ran out is never told `TimedOut`; it stays queued.
+    WaitersNeverTimeOut,
+    /// A follower redirects a client without naming the leader it knows.
+    NoLeaderHint,
+    /// A follower's election timer is not reset by its leader's messages, and
+    /// leader stickiness reads that timer: a healthy cluster changes leader every timeout or two.
+    ElectionChurn,
 }
 
 /// One row of `fencesim variants`.
@@ -279,6 +293,41 @@ pub const VARIANTS: &[VariantInfo] = &[
         name: "resource-restore-naive",
         breaks: Some(Property::FencedWrite),
         about: "the resource restored from a backup trusts its restored highest tokens: a stale holder between the backup's token and the true highest writes again",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::NeverCommit,
+        name: "never-commit",
+        breaks: Some(Property::Progress),
+        about: "the leader drops what append answers acknowledge: it stays leader, but nothing commits and no key is granted",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::SilentUnavailable,
+        name: "silent-unavailable",
+        breaks: Some(Property::Answered),
+        about: "the service stays silent where it would answer Unavailable: the client learns nothing until its timeout",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::WaitersNeverTimeOut,
+        name: "waiters-never-time-out",
+        breaks: Some(Property::Answered),
+        about: "a waiter whose wait ran out is never told TimedOut: it waits, unanswered, until the key frees",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::NoLeaderHint,
+        name: "no-leader-hint",
+        breaks: Some(Property::Answered),
+        about: "a follower that knows the leader redirects clients without naming it: they try the servers in turn",
+        model: "",
+    },
+    VariantInfo {
+        variant: Variant::ElectionChurn,
+        name: "election-churn",
+        breaks: Some(Property::LeaderStability),
+        about: "a follower's election timer ignores its leader's messages: followers campaign every election timeout",
         model: "",
     },
 ];

@@ -247,7 +247,15 @@ impl RaftNode {
                 recovering,
                 incarnation,
             } => {
-                if self.role == Role::Leader {
+                // The one place Variant::NeverCommit is consulted: the leader
+                // notes that the follower is alive, as it does for any answer
+                // (so check-quorum keeps it in office), but drops what the
+                // answer acknowledges: no match index moves, nothing commits.
+                if self.role == Role::Leader && self.config.variant == Variant::NeverCommit {
+                    if let Some(progress) = self.progress.get_mut(&from) {
+                        progress.recent_active = true;
+                    }
+                } else if self.role == Role::Leader {
                     let answer =
                         AppendAnswer { success, match_index, hint_index, hint_term, read_ctx, recovering, incarnation };
                     self.handle_append_response(from, answer);
@@ -278,7 +286,19 @@ impl RaftNode {
         if self.role != Role::Follower || self.leader != Some(from) {
             self.become_follower(self.term, Some(from));
         }
-        self.election_elapsed = 0;
+        // The one place Variant::ElectionChurn is consulted: hearing from the
+        // leader does not restart the election timer, so it counts from when
+        // the node began to follow, and runs out one election timeout later
+        // however alive the leader is. Leader stickiness (`in_lease`, the
+        // check-quorum rule that makes a follower ignore (pre-)votes while it
+        // hears a leader) reads the same timer, as a naive implementation
+        // would, so the other followers, whose timers ran as long, grant the
+        // pre-vote and the vote: the campaign wins with pre-vote on, and a
+        // new term begins every election timeout or two (a heartbeat that
+        // reaches a pre-candidate first sends it back to following).
+        if self.config.variant != Variant::ElectionChurn {
+            self.election_elapsed = 0;
+        }
         true
     }
 

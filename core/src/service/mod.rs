@@ -380,12 +380,25 @@ impl LockServer {
         self.outputs.push(output);
     }
 
+    /// Every answer to a client leaves through here. The one place
+    /// `SilentUnavailable` is consulted: it drops every `Unavailable` (a
+    /// leader not yet serving, a full queue or table, a refused proposal or
+    /// read round, a Busy that met a free key), so the client hears nothing
+    /// and learns it must retry only when its request times out.
     fn reply(&mut self, client: ClientId, request: RequestId, reply: ClientReply) {
+        if reply == ClientReply::Unavailable && self.config.variant == Variant::SilentUnavailable {
+            tracing::debug!(client = %client, request = %request, "Unavailable left unsaid (silent-unavailable)");
+            return;
+        }
         self.push(Output::Reply { client, request, reply });
     }
 
+    /// The redirect of a node that is not leader, naming the leader it knows.
+    /// The one place `NoLeaderHint` is consulted: it names none, so the
+    /// client tries the next server in turn.
     fn not_leader_reply(&self) -> ClientReply {
-        let leader = self.raft.soft_state().leader.filter(|leader| *leader != self.raft.id());
+        let known = self.raft.soft_state().leader.filter(|leader| *leader != self.raft.id());
+        let leader = if self.config.variant == Variant::NoLeaderHint { None } else { known };
         ClientReply::NotLeader { leader }
     }
 

@@ -204,8 +204,14 @@ impl LockServer {
     }
 
     /// Takes every waiter whose deadline passed out of its queue; each is
-    /// answered `TimedOut` once its Decline commits (`declines`).
+    /// answered `TimedOut` once its Decline commits (`declines`). The one
+    /// place `WaitersNeverTimeOut` is consulted: it takes none, so a waiter
+    /// stays queued past its deadline, unanswered, until the key frees and
+    /// it is granted late (or its client gives up and cancels).
     pub(super) fn time_out_waiters(&mut self, now_local_ms: u64) {
+        if self.config.variant == Variant::WaitersNeverTimeOut {
+            return;
+        }
         let mut timed_out = Vec::new();
         for (key, queue) in self.waiters.iter_mut() {
             queue.retain(|waiter| {
@@ -308,7 +314,10 @@ impl LockServer {
                 // A leftover of an overwritten entry at this index is answered by nobody.
                 assert!(replaced.as_ref().map(|old| old.term < term) != Some(false), "one proposal per index and term");
             }
-            Err(ProposeError::NotLeader { leader }) => self.reply(client, request, ClientReply::NotLeader { leader }),
+            Err(ProposeError::NotLeader { .. }) => {
+                let reply = self.not_leader_reply();
+                self.reply(client, request, reply);
+            }
             Err(ProposeError::Busy) => self.reply(client, request, ClientReply::Unavailable),
         }
     }

@@ -1,8 +1,9 @@
 //! Elections: a single leader, pre-vote, check-quorum and leader stickiness.
 
-use crate::raft_harness::Cluster;
+use crate::raft_harness::{with_variant, Cluster};
 use fencelock::raft::Role;
-use fencelock::{NodeId, Term};
+use fencelock::{NodeId, Term, Variant};
+use std::collections::BTreeSet;
 
 #[test]
 fn a_single_leader_is_elected_and_replicates() {
@@ -93,4 +94,41 @@ fn a_follower_hearing_from_its_leader_ignores_vote_requests() {
     cluster.run_ticks(60);
     assert_eq!(cluster.leader(), Some(leader), "the other follower stayed with its leader");
     assert_eq!(cluster.node(followers[1]).soft_state().term, term, "and did not even adopt the higher term");
+}
+
+/// `election-churn`: hearing from the leader does not restart a follower's
+/// election timer, and leader stickiness reads that same timer, so in a
+/// healthy cluster a follower wins a new term every election timeout or so.
+/// The safe protocol keeps its one leader and term.
+#[test]
+fn followers_whose_timer_ignores_the_leader_churn_leaders_in_a_healthy_cluster() {
+    for variant in [Variant::Default, Variant::ElectionChurn] {
+        let mut cluster = Cluster::new(3, 6, with_variant(variant));
+        for _ in 0..40 {
+            if cluster.leader().is_some() {
+                break;
+            }
+            cluster.run_ticks(1);
+        }
+        let leader = cluster.leader().expect("a first leader within 40 ticks");
+        let term = cluster.node(leader).soft_state().term;
+        let mut leaders = BTreeSet::from([(term, leader)]);
+        // Ten maximum election timeouts (20 ticks each), nothing failing.
+        for _ in 0..200 {
+            cluster.run_ticks(1);
+            leaders.extend(cluster.leader().map(|id| (cluster.node(id).soft_state().term, id)));
+        }
+        let term_now = cluster.up().into_iter().map(|id| cluster.node(id).soft_state().term).max().expect("nodes");
+        match variant {
+            Variant::Default => {
+                assert_eq!((cluster.leader(), term_now), (Some(leader), term), "one leader, one term");
+                assert_eq!(leaders.len(), 1);
+            }
+            _ => {
+                assert!(term_now.0 >= term.0 + 5, "a new term every timeout or two: {term} to {term_now}");
+                assert!(leaders.len() >= 5, "a leader elected in each of those terms: {leaders:?}");
+            }
+        }
+        assert!(cluster.violations.is_empty(), "{variant}: {:?}", cluster.violations);
+    }
 }

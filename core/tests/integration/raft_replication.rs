@@ -275,3 +275,30 @@ fn entries_lost_before_they_were_durable_never_count_as_committed() {
         }
     }
 }
+
+/// `never-commit`: the leader drops what append answers acknowledge. It
+/// still hears its followers, so check-quorum keeps it leading in its term,
+/// but not even its own no-op commits, let alone a proposal.
+#[test]
+fn a_leader_that_drops_append_answers_never_commits_yet_keeps_leading() {
+    for variant in [Variant::Default, Variant::NeverCommit] {
+        let mut cluster = Cluster::new(3, 14, crate::raft_harness::with_variant(variant));
+        cluster.run_ticks(40);
+        let leader = cluster.leader().expect("leader");
+        let term = cluster.node(leader).soft_state().term;
+        let index = cluster.propose(leader).expect("leader");
+        // Ten election timeouts at least: check-quorum runs once per minimum timeout.
+        cluster.run_ticks(200);
+        assert_eq!(cluster.leader(), Some(leader), "{variant}: one leader throughout");
+        assert_eq!(cluster.node(leader).soft_state().term, term, "{variant}");
+        let commit = cluster.node(leader).commit_index();
+        match variant {
+            Variant::Default => assert!(commit >= index, "commit {commit} reaches the proposal {index}"),
+            _ => {
+                assert_eq!(commit, LogIndex(0), "nothing commits");
+                assert!(cluster.applied.iter().all(|&applied| applied == LogIndex(0)), "{:?}", cluster.applied);
+            }
+        }
+        assert!(cluster.violations.is_empty(), "{variant}: {:?}", cluster.violations);
+    }
+}

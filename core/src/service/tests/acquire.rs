@@ -62,17 +62,44 @@ fn a_waiter_times_out_at_its_deadline() {
     assert_eq!(cluster.token_of(NodeId(0)), Some(Token(1)));
 }
 
+/// `waiters-never-time-out`: the same wait is never told `TimedOut`; it
+/// stays queued past its deadline and is granted, late, once the key frees.
 #[test]
-fn the_wait_queue_is_bounded() {
-    let mut cluster = single(Variant::Default);
+fn waiters_never_time_out_variant_leaves_an_expired_wait_unanswered() {
+    let mut cluster = single(Variant::WaitersNeverTimeOut);
+    cluster.request(NodeId(0), 1, 1, acquire(0));
+    cluster.request(NodeId(0), 2, 1, acquire(200));
+    cluster.run_ms(800);
+    assert_eq!(cluster.answers(2, 1), vec![], "no TimedOut, 600 ms past the deadline");
+    cluster.request(NodeId(0), 1, 2, ClientRequest::Release { key: key(), token: Token(1) });
+    assert_eq!(cluster.answers(2, 1), vec![ClientReply::Granted { token: Token(2), lease_ms: LEASE_MS }]);
+}
+
+/// The client of a full queue, under `variant`, and what it is answered.
+fn fourth_waiter_of_a_queue_of_two(variant: Variant) -> (Cluster, Vec<ClientReply>) {
+    let mut cluster = single(variant);
     cluster.request(NodeId(0), 1, 1, acquire(0));
     // wait_queue_max is 2 in the test cluster.
     cluster.request(NodeId(0), 2, 1, acquire(5_000));
     cluster.request(NodeId(0), 3, 1, acquire(5_000));
     cluster.request(NodeId(0), 4, 1, acquire(5_000));
+    let answers = cluster.answers(4, 1);
+    (cluster, answers)
+}
+
+/// `silent-unavailable`: the request a full queue turns away is not told so.
+#[test]
+fn silent_unavailable_variant_leaves_a_full_queue_unanswered() {
+    let (_, answers) = fourth_waiter_of_a_queue_of_two(Variant::SilentUnavailable);
+    assert_eq!(answers, vec![]);
+}
+
+#[test]
+fn the_wait_queue_is_bounded() {
+    let (mut cluster, answers) = fourth_waiter_of_a_queue_of_two(Variant::Default);
     assert_eq!(cluster.answers(2, 1), vec![]);
     assert_eq!(cluster.answers(3, 1), vec![]);
-    assert_eq!(cluster.answers(4, 1), vec![ClientReply::Unavailable]);
+    assert_eq!(answers, vec![ClientReply::Unavailable]);
     // First in, first served.
     cluster.request(NodeId(0), 1, 2, ClientRequest::Release { key: key(), token: Token(1) });
     assert_eq!(cluster.answers(2, 1), vec![ClientReply::Granted { token: Token(2), lease_ms: LEASE_MS }]);

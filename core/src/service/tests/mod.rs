@@ -402,6 +402,15 @@ fn follower_redirects_to_the_leader_it_knows() {
     assert_eq!(cluster.token_of(leader), None, "a follower proposes nothing");
 }
 
+#[test]
+fn no_leader_hint_variant_redirects_without_naming_the_leader() {
+    let (mut cluster, leader) = three(Variant::NoLeaderHint);
+    let follower = other_than(leader);
+    assert_eq!(cluster.server(follower).raft().soft_state().leader, Some(leader), "the follower knows its leader");
+    cluster.request(follower, 1, 1, acquire(0));
+    assert_eq!(cluster.answers(1, 1), vec![ClientReply::NotLeader { leader: None }]);
+}
+
 /// A follower that has applied c1's grant gets a try-lock and a renew: the
 /// safe server redirects both; `follower-answers-try-lock` answers the
 /// try-lock `Busy` from its own copy of the state, and still redirects the rest.
