@@ -12,7 +12,11 @@
 //!   final answer (not `NotLeader`, not `Unavailable`) within its wait plus
 //!   the leader bound. A give-up settles it only with an excuse the history
 //!   shows: the client walked away, or crashed, paused or stalled after
-//!   sending, or gave up before the leader bound had passed.
+//!   sending, or gave up before the leader bound had passed. And each
+//!   attempt is answered by the server it reached, within its wait plus the
+//!   progress bound (a server that cannot serve says `Unavailable` or
+//!   `NotLeader`, never nothing), a `NotLeader` naming the leader the server
+//!   knows.
 //! - `progress`: from the leader bound on, a key that is free (by the
 //!   committed lock table) while some client asks for it is granted within
 //!   the progress bound.
@@ -65,6 +69,16 @@ struct Starving {
     judged: bool,
 }
 
+/// One attempt of a request after the heal: sent to `to` at `sent_us`.
+#[derive(Clone, Copy, Debug)]
+struct Attempt {
+    client: ClientId,
+    request: RequestId,
+    to: NodeId,
+    sent_us: u64,
+    wait_ms: u64,
+}
+
 /// Per stretch of the `Work` samples: what the history says the servers had to do.
 #[derive(Clone, Copy, Debug, Default)]
 struct Demand {
@@ -95,6 +109,12 @@ pub(crate) struct AvailabilityChecker {
     stability_judged: bool,
     /// Demand per work stretch after the heal.
     demand: Vec<Demand>,
+    /// Attempts sent after the heal, and each server's replies by request.
+    attempts: Vec<Attempt>,
+    replies: BTreeMap<(NodeId, ClientId, RequestId), Vec<u64>>,
+    /// The leader each server last said it follows.
+    known_leader: BTreeMap<NodeId, Option<NodeId>>,
+    hintless_judged: bool,
 }
 
 impl AvailabilityChecker {
@@ -351,6 +371,61 @@ impl AvailabilityChecker {
     }
 }
 
+impl AvailabilityChecker {
+    /// A redirect after the heal that names no leader although the server
+    /// follows one sends the client guessing (judged once: the first).
+    fn judge_hint(&mut self, node: NodeId, client: ClientId, reply: &ClientReply, at_us: u64, report: &mut Report) {
+        let ClientReply::NotLeader { leader: None } = reply else { return };
+        let Some(Some(leader)) = self.known_leader.get(&node).copied() else { return };
+        if leader == node || self.hintless_judged {
+            return;
+        }
+        self.hintless_judged = true;
+        let detail = format!(
+            "{node} redirected {client} without naming a leader at {}ms although it follows {leader}, with \
+             every fault healed: the client must guess, one server after another",
+            at_us / 1_000
+        );
+        report.push(Violation::new(Property::Answered, at_us, detail).nodes(&[node, leader]).clients(&[client]));
+    }
+
+    /// Every attempt after the heal is answered by the server it reached
+    /// within its wait plus the progress bound (judged once: the first
+    /// silent attempt).
+    fn judge_attempts(&self, ctx: &Context, report: &mut Report) {
+        let bound_us = ctx.config.progress_bound_ms * 1_000;
+        for attempt in &self.attempts {
+            let deadline_us = attempt.sent_us + attempt.wait_ms * 1_000 + bound_us;
+            if deadline_us > ctx.config.run_end_us {
+                continue;
+            }
+            if self.interrupted_us.get(&attempt.client).is_some_and(|i| *i >= attempt.sent_us) {
+                continue;
+            }
+            // A request the client walked away from (cancelled, or its
+            // connection dropped) is owed no answer.
+            let request = self.requests.get(&(attempt.client, attempt.request));
+            if request.is_some_and(|r| matches!(r.gave_up, Some((_, GiveUp::WalkedAway)))) {
+                continue;
+            }
+            let replies = self.replies.get(&(attempt.to, attempt.client, attempt.request));
+            if replies.into_iter().flatten().any(|at| (attempt.sent_us..=deadline_us).contains(at)) {
+                continue;
+            }
+            let Attempt { client, request, to, sent_us, .. } = attempt;
+            let detail = format!(
+                "{client} sent {request} to {to} at {}ms and {to} had not replied by {}ms, with every fault \
+                 healed: a server that cannot serve a request says so (Unavailable, or NotLeader with the \
+                 leader), it does not leave the client to time out",
+                sent_us / 1_000,
+                deadline_us / 1_000
+            );
+            report.push(Violation::new(Property::Answered, deadline_us, detail).nodes(&[*to]).clients(&[*client]));
+            return;
+        }
+    }
+}
+
 /// `2nd`, `3rd`, `4th`.
 fn ordinal(n: usize) -> String {
     let suffix = match (n % 10, n % 100) {
@@ -373,7 +448,20 @@ impl Family for AvailabilityChecker {
         self.note_demand(ctx, event);
         match &event.kind {
             EventKind::Healed => self.on_heal(at_us),
-            EventKind::Requested { client, request, body, .. } => self.on_request(*client, *request, body, at_us),
+            EventKind::Requested { client, request, body, to } => {
+                if healed_us.is_some() && !matches!(body, ClientRequest::Cancel) {
+                    let wait_ms = if let ClientRequest::Acquire { wait_ms, .. } = body { *wait_ms } else { 0 };
+                    let attempt = Attempt { client: *client, request: *request, to: *to, sent_us: at_us, wait_ms };
+                    self.attempts.push(attempt);
+                }
+                self.on_request(*client, *request, body, at_us);
+            }
+            EventKind::Replied { node, client, request, reply } => {
+                if healed_us.is_some() {
+                    self.replies.entry((*node, *client, *request)).or_default().push(at_us);
+                    self.judge_hint(*node, *client, reply, at_us, report);
+                }
+            }
             EventKind::Answered { client, request, reply, .. } => self.on_answer(*client, *request, *reply, at_us),
             EventKind::GaveUp { client, request, why } => {
                 if let Some(pending) = self.requests.get_mut(&(*client, *request)) {
@@ -405,7 +493,10 @@ impl Family for AvailabilityChecker {
                     self.restate(&key, at_us);
                 }
             }
-            EventKind::Role { node, role, term, .. } => self.on_role(*node, *role, *term, healed_us, at_us),
+            EventKind::Role { node, role, term, leader } => {
+                self.known_leader.insert(*node, *leader);
+                self.on_role(*node, *role, *term, healed_us, at_us);
+            }
             EventKind::Restarted { actor: Actor::Server(node) } | EventKind::NodeRestored { node, .. } => {
                 self.returning.insert(*node, at_us);
             }
@@ -425,6 +516,7 @@ impl Family for AvailabilityChecker {
     fn finish(&mut self, ctx: &Context, report: &mut Report) {
         self.count(ctx, report);
         let Some(healed_us) = ctx.healed_at_us else { return };
+        self.judge_attempts(ctx, report);
         let run_end_us = ctx.config.run_end_us;
         self.judge_starving(ctx, healed_us, run_end_us, report);
         let leader_bound_us = ctx.config.liveness_leader_bound_ms * 1_000;
