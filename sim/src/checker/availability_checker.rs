@@ -85,6 +85,9 @@ struct Demand {
     requests: u64,
     proposals: u64,
     campaigns: u64,
+    /// Entries applied, on every server: a server catching up after the
+    /// heal syncs and acknowledges what it receives.
+    applied: u64,
 }
 
 #[derive(Debug, Default)]
@@ -299,6 +302,11 @@ impl AvailabilityChecker {
                     d.campaigns += 1;
                 }
             }
+            EventKind::Applied { .. } | EventKind::AppliedNoop { .. } | EventKind::SnapshotInstalled { .. } => {
+                if let Some(d) = self.stretch(ctx, event.at_us) {
+                    d.applied += 1;
+                }
+            }
             _ => {}
         }
     }
@@ -320,12 +328,14 @@ impl AvailabilityChecker {
             let operations = demand.requests + demand.proposals + demand.campaigns + 1;
             let heartbeats = peers * length_us.div_ceil(config.heartbeat_ms * 1_000);
             let ticks = servers * length_us.div_ceil(config.tick_ms * 1_000);
-            // Each heartbeat and each operation's append is answered: two messages a peer.
-            let message_budget = WORK_BUDGET_FACTOR * 2 * (heartbeats + peers * operations);
+            // Each heartbeat and each operation's append is answered: two
+            // messages a peer; an entry a server applies came in one append.
+            let message_budget = WORK_BUDGET_FACTOR * 2 * (heartbeats + peers * operations + demand.applied);
             // A round per input at most: a tick, a message or a request.
             let round_budget = WORK_BUDGET_FACTOR * (ticks + messages + demand.requests);
-            // A sync per server per operation (its entry, or its vote).
-            let sync_budget = WORK_BUDGET_FACTOR * servers * operations;
+            // A sync per server per operation (its entry, or its vote), and
+            // one per entry a server applies (a catching-up server's appends).
+            let sync_budget = WORK_BUDGET_FACTOR * (servers * operations + demand.applied);
             let over = [
                 ("Raft messages", *messages, message_budget),
                 ("Ready rounds", *rounds, round_budget),
@@ -337,13 +347,14 @@ impl AvailabilityChecker {
                 let end_us = start_us + length_us;
                 let detail = format!(
                     "the servers did {done} {what} from {}ms to {}ms with every fault healed, over the budget of \
-                     {budget} for {} requests, {} leader proposals and {} campaigns ({WORK_BUDGET_FACTOR} times \
-                     the heartbeats and the work those need): a busy loop",
+                     {budget} for {} requests, {} leader proposals, {} campaigns and {} entries applied \
+                     ({WORK_BUDGET_FACTOR} times the heartbeats and the work those need): a busy loop",
                     start_us / 1_000,
                     end_us / 1_000,
                     demand.requests,
                     demand.proposals,
                     demand.campaigns,
+                    demand.applied,
                 );
                 report.push(Violation::new(Property::WorkBudget, end_us, detail));
             }
@@ -352,11 +363,15 @@ impl AvailabilityChecker {
 
     fn count(&self, ctx: &Context, report: &mut Report) {
         let healed_us = ctx.healed_at_us;
+        let leader_bound_us = ctx.config.liveness_leader_bound_ms * 1_000;
         let counters = &mut report.counters;
         for ((client, _), request) in &self.requests {
             let walked_away = matches!(request.gave_up, Some((_, GiveUp::WalkedAway)));
             let interrupted = self.interrupted_us.get(client).is_some_and(|i| *i >= request.first_us);
-            if walked_away || interrupted {
+            // A request the run ended on before its deadline is not counted unanswered.
+            let deadline_us = request.first_us + request.wait_ms * 1_000 + leader_bound_us;
+            let undecided = !request.settled() && deadline_us > ctx.config.run_end_us;
+            if walked_away || interrupted || undecided {
                 continue;
             }
             let answered = u64::from(request.answered_us.is_some());

@@ -146,10 +146,6 @@ impl Counters {
         }
     }
 
-    /// The share of requests with a final answer during the faults, if any were sent.
-    pub fn fault_answered_share(&self) -> Option<f64> {
-        (self.fault_requests > 0).then(|| self.fault_answered as f64 / self.fault_requests as f64)
-    }
 }
 
 /// What the checker assumes about the run.

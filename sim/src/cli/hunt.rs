@@ -180,6 +180,7 @@ impl Hunt<'_> {
             sim_ms: result.sim_ms,
             messages: result.messages,
             lease_exposures: result.lease_exposures,
+            availability: Some(result.figures.phases),
         };
         self.summary.add(facts);
         self.exposures(&result, &replay);

@@ -7,7 +7,7 @@
 use crate::cli::args::InputError;
 use crate::cli::summary::SeedFacts;
 use crate::model::Model;
-use crate::run::figures::SeedFigures;
+use crate::run::figures::{PhaseAvailability, SeedFigures};
 use crate::run::sweep::SeedResult;
 use crate::run::trace;
 use fencelock::Property;
@@ -55,6 +55,10 @@ pub struct Record {
     /// `explore --out` records only: the seed's availability figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub figures: Option<SeedFigures>,
+    /// Requests answered and grants made in each phase (absent in records
+    /// of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability: Option<PhaseAvailability>,
 }
 
 /// What records of one campaign share: merging others is refused.
@@ -98,6 +102,7 @@ impl Record {
             lease_exposures: result.lease_exposures,
             replay: failed.then_some(replay),
             figures: None,
+            availability: Some(result.figures.phases),
         }
     }
 
@@ -116,6 +121,7 @@ impl Record {
             sim_ms: self.sim_ms,
             messages: self.messages,
             lease_exposures: self.lease_exposures,
+            availability: self.availability,
         }
     }
 

@@ -3,6 +3,7 @@
 //! the same for ten seeds or ten million.
 
 use crate::plural;
+use crate::run::figures::PhaseAvailability;
 use crate::run::sweep::LinearizableCost;
 use fencelock::Property;
 use serde::{Serialize, Serializer};
@@ -15,6 +16,8 @@ pub struct SeedFacts<'a> {
     pub sim_ms: u64,
     pub messages: u64,
     pub lease_exposures: u64,
+    /// `None` for a record of an older version, which did not keep it.
+    pub availability: Option<PhaseAvailability>,
 }
 
 /// Failing seeds and violations of one property.
@@ -36,10 +39,52 @@ pub struct Summary {
     pub lease_exposure_seeds: u64,
     pub sim_ms: u64,
     pub messages: u64,
+    /// Requests answered and grants made during the faults and after the
+    /// heal, summed over the seeds that report them (`availability_seeds`).
+    #[serde(serialize_with = "availability_json", skip_serializing_if = "nothing_counted")]
+    pub availability: (u64, PhaseAvailability),
     /// The cost of the `linearizable` search over the seeds run here (records
     /// do not keep it, so a merge or a resumed hunt counts only what it ran).
     #[serde(serialize_with = "linearizable_json", skip_serializing_if = "nothing_judged")]
     pub linearizable: LinearizableCost,
+}
+
+fn nothing_counted(availability: &(u64, PhaseAvailability)) -> bool {
+    availability.0 == 0
+}
+
+/// `{"seeds", "fault_requests", "fault_answered", "fault_answered_share", "fault_grants", "healed_...": ...}`.
+fn availability_json<S: Serializer>(
+    availability: &(u64, PhaseAvailability),
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct Json {
+        seeds: u64,
+        fault_requests: u64,
+        fault_answered: u64,
+        fault_answered_share: f64,
+        fault_unanswered: u64,
+        fault_grants: u64,
+        healed_requests: u64,
+        healed_answered: u64,
+        healed_answered_share: f64,
+        healed_grants: u64,
+    }
+    let (seeds, a) = availability;
+    Json {
+        seeds: *seeds,
+        fault_requests: a.fault_requests,
+        fault_answered: a.fault_answered,
+        fault_answered_share: a.fault_answered_share(),
+        fault_unanswered: a.fault_unanswered(),
+        fault_grants: a.fault_grants,
+        healed_requests: a.healed_requests,
+        healed_answered: a.healed_answered,
+        healed_answered_share: a.healed_answered_share(),
+        healed_grants: a.healed_grants,
+    }
+    .serialize(serializer)
 }
 
 fn nothing_judged(cost: &LinearizableCost) -> bool {
@@ -83,6 +128,10 @@ impl Summary {
         self.lease_exposure_seeds += u64::from(seed.lease_exposures > 0);
         self.sim_ms += seed.sim_ms;
         self.messages += seed.messages;
+        if let Some(availability) = &seed.availability {
+            self.availability.0 += 1;
+            self.availability.1.add(availability);
+        }
     }
 
     /// The lines before the last one: per property, then lease exposures
@@ -98,6 +147,21 @@ impl Summary {
                 })
                 .collect();
             lines.push(format!("by property: {}", parts.join("; ")));
+        }
+        let (seeds, a) = &self.availability;
+        if *seeds > 0 {
+            lines.push(format!(
+                "availability: during faults {} of {} requests answered ({:.1}%), {}; after the heal {} of {} \
+                 ({:.1}%), {}",
+                a.fault_answered,
+                a.fault_requests,
+                100.0 * a.fault_answered_share(),
+                plural(a.fault_grants, "grant"),
+                a.healed_answered,
+                a.healed_requests,
+                100.0 * a.healed_answered_share(),
+                plural(a.healed_grants, "grant"),
+            ));
         }
         if self.lease_exposures > 0 {
             lines.push(format!(
@@ -134,9 +198,9 @@ mod tests {
     fn seeds_and_violations_are_counted_apart() {
         let mut summary = Summary::default();
         let twice = [Property::FencedWrite, Property::FencedWrite, Property::Liveness];
-        summary.add(SeedFacts { properties: &twice, sim_ms: 10, messages: 5, lease_exposures: 0 });
-        summary.add(SeedFacts { properties: &[Property::FencedWrite], sim_ms: 10, messages: 5, lease_exposures: 2 });
-        summary.add(SeedFacts { properties: &[], sim_ms: 10, messages: 5, lease_exposures: 0 });
+        summary.add(SeedFacts { properties: &twice, sim_ms: 10, messages: 5, lease_exposures: 0, availability: None });
+        summary.add(SeedFacts { properties: &[Property::FencedWrite], sim_ms: 10, messages: 5, lease_exposures: 2, availability: None });
+        summary.add(SeedFacts { properties: &[], sim_ms: 10, messages: 5, lease_exposures: 0, availability: None });
         assert_eq!((summary.seeds_run, summary.failing_seeds), (3, 2));
         let fenced = summary.by_property[&Property::FencedWrite];
         assert_eq!((fenced.seeds, fenced.violations), (2, 3));
