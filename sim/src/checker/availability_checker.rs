@@ -330,7 +330,11 @@ impl AvailabilityChecker {
             let ticks = servers * length_us.div_ceil(config.tick_ms * 1_000);
             // Each heartbeat and each operation's append is answered: two
             // messages a peer; an entry a server applies came in one append.
-            let message_budget = WORK_BUDGET_FACTOR * 2 * (heartbeats + peers * operations + demand.applied);
+            // In the heal's own stretch every returning server is probed
+            // and caught up beside the heartbeats: they count twice there.
+            let probes = if i == 0 { heartbeats } else { 0 };
+            let message_budget =
+                WORK_BUDGET_FACTOR * 2 * (heartbeats + probes + peers * operations + demand.applied);
             // A round per input at most: a tick, a message or a request.
             let round_budget = WORK_BUDGET_FACTOR * (ticks + messages + demand.requests);
             // A sync per server per operation (its entry, or its vote), and

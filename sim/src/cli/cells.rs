@@ -102,6 +102,8 @@ impl Tally {
             grants_per_s: if sim_s > 0.0 { round6(self.grants as f64 / sim_s) } else { 0.0 },
             unheld_waiting_ms_p50: ms(self.unheld_us.percentile(500)),
             unheld_waiting_ms_max: ms((seeds > 0).then_some(self.unheld_us_max)),
+            fault_answered_share: (self.summary.availability.0 > 0)
+                .then(|| round6(self.summary.availability.1.fault_answered_share())),
             sim_ms: self.summary.sim_ms,
         }
     }
@@ -128,6 +130,8 @@ pub struct CellReport {
     pub grants_per_s: f64,
     pub unheld_waiting_ms_p50: Option<f64>,
     pub unheld_waiting_ms_max: Option<f64>,
+    /// The share of requests sent during the faults that got a final answer.
+    pub fault_answered_share: Option<f64>,
     pub sim_ms: u64,
 }
 
@@ -151,6 +155,7 @@ pub fn csv_header(axis_keys: &[String]) -> String {
             "unheld_waiting_ms_p50",
             "unheld_waiting_ms_max",
             "sim_ms",
+            "fault_answered_share",
         ]
         .map(String::from),
     );
@@ -177,6 +182,7 @@ pub fn csv_row(axis_keys: &[String], cell: &CellReport) -> String {
         opt(cell.unheld_waiting_ms_p50),
         opt(cell.unheld_waiting_ms_max),
         cell.sim_ms.to_string(),
+        opt(cell.fault_answered_share),
     ]);
     fields.join(",")
 }

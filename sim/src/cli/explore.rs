@@ -235,8 +235,16 @@ fn table(axes: &[Axis], reports: &[CellReport]) -> Vec<String> {
     header.extend(["seeds".to_string(), "failing [95%]".to_string()]);
     header.extend(properties.iter().map(|p| p.id().to_string()));
     header.extend(
-        ["exposures/seed", "stale-rejected/seed", "acquire p50 ms", "p99 ms", "grants/s", "unheld-waiting max ms"]
-            .map(String::from),
+        [
+            "exposures/seed",
+            "stale-rejected/seed",
+            "acquire p50 ms",
+            "p99 ms",
+            "grants/s",
+            "unheld-waiting max ms",
+            "answered in faults",
+        ]
+        .map(String::from),
     );
     let pct = |x: f64| plot::format_value(x, true);
     let opt = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.1}"));
@@ -254,6 +262,7 @@ fn table(axes: &[Axis], reports: &[CellReport]) -> Vec<String> {
             opt(report.acquire_ms_p99),
             format!("{:.2}", report.grants_per_s),
             opt(report.unheld_waiting_ms_max),
+            report.fault_answered_share.map_or("-".to_string(), |share| pct(share)),
         ]);
         rows.push(row);
     }
@@ -358,6 +367,12 @@ fn figures(plan: &SweepPlan, reports: &[CellReport]) -> Vec<Figure> {
             "Longest a key stayed unheld while a client waited",
             "ms, the longest over the cell's seeds",
             &|r| r.unheld_waiting_ms_max,
+        ),
+        number(
+            "answered-in-faults",
+            "Requests answered during the faults",
+            "share of requests sent before the heal that got a final answer",
+            &|r| r.fault_answered_share,
         ),
         number(
             "unheld-waiting-p50",
