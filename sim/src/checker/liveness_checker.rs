@@ -159,7 +159,6 @@ impl Family for LivenessChecker {
 #[cfg(test)]
 mod tests {
     use super::super::testkit::*;
-    use crate::history::EventKind;
     use fencelock::Property;
     use fencelock::{ApplyResult, ClientId};
 

@@ -260,6 +260,7 @@ mod tests {
             lease_exposures: 0,
             replay: Some(format!("fencesim replay --seed {seed} --variant default")),
             figures: None,
+            availability: None,
         }
     }
 
