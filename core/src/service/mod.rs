@@ -274,6 +274,9 @@ pub struct LockServer {
     /// Holders whose Grant is in flight and whose client has gone: release right after apply.
     ghosts: BTreeSet<Holder>,
     waiters: BTreeMap<Key, VecDeque<Waiter>>,
+    /// The last local clock reading the waiters' deadlines were compared
+    /// with; a later reading below it is a backward step (`follow_clock_back`).
+    now_local_ms_last: u64,
     leases: BTreeMap<Key, Lease>,
     reads: BTreeMap<u64, ReadRound>,
     read_ctx_last: u64,
@@ -300,6 +303,7 @@ impl LockServer {
             pending: BTreeMap::new(),
             ghosts: BTreeSet::new(),
             waiters: BTreeMap::new(),
+            now_local_ms_last: 0,
             leases: BTreeMap::new(),
             reads: BTreeMap::new(),
             read_ctx_last: 0,

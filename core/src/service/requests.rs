@@ -129,6 +129,7 @@ impl LockServer {
                 self.propose_decline(holder, key, Decline::Busy)
             }
             KeyStatus::Busy { remaining_ms } => {
+                self.follow_clock_back(now_local_ms);
                 let deadline_local_ms = now_local_ms.saturating_add(wait_ms.min(WAIT_MS_MAX));
                 tracing::debug!(
                     key = %key,
@@ -209,6 +210,7 @@ impl LockServer {
     /// stays queued past its deadline, unanswered, until the key frees and
     /// it is granted late (or its client gives up and cancels).
     pub(super) fn time_out_waiters(&mut self, now_local_ms: u64) {
+        self.follow_clock_back(now_local_ms);
         if self.config.variant == Variant::WaitersNeverTimeOut {
             return;
         }
@@ -225,6 +227,28 @@ impl LockServer {
         self.waiters.retain(|_, queue| !queue.is_empty());
         for (holder, key) in timed_out {
             self.propose_decline(holder, key, Decline::TimedOut);
+        }
+    }
+
+    /// Moves every waiter's deadline back by as much as the local clock was
+    /// stepped back since the last reading. A wait has no safety role (its
+    /// end is a Decline through the log), so unlike a lease deadline, which
+    /// a backward step may delay the safe way, it must not last the step
+    /// longer: a waiter queued before a 3.9 s step was answered `TimedOut`
+    /// 3.9 s late, and its client's retries were swallowed as duplicates
+    /// meanwhile (found by the `answered` checker, swarm seed 39). The clock
+    /// never runs backwards otherwise, so a reading below the last one is a
+    /// step; what of it the time between two readings hides (about a tick)
+    /// stays in the wait. Called before any deadline is taken or compared.
+    fn follow_clock_back(&mut self, now_local_ms: u64) {
+        let back_ms = self.now_local_ms_last.saturating_sub(now_local_ms);
+        self.now_local_ms_last = now_local_ms;
+        if back_ms == 0 {
+            return;
+        }
+        tracing::debug!(back_ms, "local clock stepped back: waiter deadlines move back as far");
+        for waiter in self.waiters.values_mut().flatten() {
+            waiter.deadline_local_ms = waiter.deadline_local_ms.saturating_sub(back_ms);
         }
     }
 
