@@ -169,8 +169,7 @@ impl AvailabilityChecker {
                 continue;
             }
             starving.judged = true;
-            let askers: Vec<ClientId> =
-                self.wanted.get(key).into_iter().flatten().map(|(client, _)| *client).collect();
+            let askers: Vec<ClientId> = self.wanted.get(key).into_iter().flatten().map(|(client, _)| *client).collect();
             let asked: Vec<String> = askers.iter().map(ClientId::to_string).collect();
             let detail = format!(
                 "{key} was free from {}ms while {} asked for it, and nobody was granted it by {}ms \
@@ -333,8 +332,7 @@ impl AvailabilityChecker {
             // In the heal's own stretch every returning server is probed
             // and caught up beside the heartbeats: they count twice there.
             let probes = if i == 0 { heartbeats } else { 0 };
-            let message_budget =
-                WORK_BUDGET_FACTOR * 2 * (heartbeats + probes + peers * operations + demand.applied);
+            let message_budget = WORK_BUDGET_FACTOR * 2 * (heartbeats + probes + peers * operations + demand.applied);
             // A round per input at most: a tick, a message or a request.
             let round_budget = WORK_BUDGET_FACTOR * (ticks + messages + demand.requests);
             // A sync per server per operation (its entry, or its vote), and
@@ -616,12 +614,16 @@ mod tests {
     #[test]
     fn excused_give_ups_do_not_break_answered() {
         // Walked away by choice, or given up while a leader was not yet due.
-        let walked = happy().at_ms(6_000).acquire_request(2, 20, "j").at_ms(6_010).ev(gave_up(2, 20, GiveUp::WalkedAway));
+        let walked =
+            happy().at_ms(6_000).acquire_request(2, 20, "j").at_ms(6_010).ev(gave_up(2, 20, GiveUp::WalkedAway));
         assert_clean(&walked.check());
         let early = happy().at_ms(4_000).acquire_request(2, 20, "j").at_ms(7_000).ev(gave_up(2, 20, GiveUp::Retries));
         assert_clean(&early.check());
-        let crashed =
-            happy().at_ms(6_000).acquire_request(2, 20, "j").crash(client(2)).at_ms(9_000).ev(gave_up(2, 20, GiveUp::Retries));
+        let crashed = happy().at_ms(6_000).acquire_request(2, 20, "j").crash(client(2)).at_ms(9_000).ev(gave_up(
+            2,
+            20,
+            GiveUp::Retries,
+        ));
         assert_clean(&crashed.check());
     }
 
@@ -660,12 +662,7 @@ mod tests {
             .at_ms(8_500)
             .apply_all(&[0, 1, 2], 6, expire("k", 43), fencelock::ApplyResult::Expired { existed: true })
             .at_ms(8_600)
-            .request(
-                2,
-                20,
-                0,
-                ClientRequest::Acquire { key: key("k"), lease_ms: 2_000, wait_ms: 2_000 },
-            );
+            .request(2, 20, 0, ClientRequest::Acquire { key: key("k"), lease_ms: 2_000, wait_ms: 2_000 });
         let verdict = h.check_until_ms(14_000);
         assert!(verdict.properties().contains(&Property::Progress), "{:#?}", verdict.violations);
         let progress = verdict.violations.iter().find(|v| v.property == Property::Progress).unwrap();
@@ -737,7 +734,12 @@ mod tests {
 
     #[test]
     fn both_phases_are_counted() {
-        let verdict = happy().at_ms(6_000).acquire_request(2, 20, "j").at_ms(6_010).ev(gave_up(2, 20, GiveUp::WalkedAway)).check();
+        let verdict = happy()
+            .at_ms(6_000)
+            .acquire_request(2, 20, "j")
+            .at_ms(6_010)
+            .ev(gave_up(2, 20, GiveUp::WalkedAway))
+            .check();
         let c = &verdict.counters;
         // Before the heal: c1's and c2's acquires and c1's release, all answered.
         assert_eq!((c.fault_requests, c.fault_answered, c.fault_grants), (3, 3, 2));

@@ -145,7 +145,6 @@ impl Counters {
             *(if healed { &mut self.healed_grants } else { &mut self.fault_grants }) += 1;
         }
     }
-
 }
 
 /// What the checker assumes about the run.

@@ -54,10 +54,7 @@ fn nothing_counted(availability: &(u64, PhaseAvailability)) -> bool {
 }
 
 /// `{"seeds", "fault_requests", "fault_answered", "fault_answered_share", "fault_grants", "healed_...": ...}`.
-fn availability_json<S: Serializer>(
-    availability: &(u64, PhaseAvailability),
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
+fn availability_json<S: Serializer>(availability: &(u64, PhaseAvailability), serializer: S) -> Result<S::Ok, S::Error> {
     #[derive(Serialize)]
     struct Json {
         seeds: u64,
@@ -199,7 +196,13 @@ mod tests {
         let mut summary = Summary::default();
         let twice = [Property::FencedWrite, Property::FencedWrite, Property::Liveness];
         summary.add(SeedFacts { properties: &twice, sim_ms: 10, messages: 5, lease_exposures: 0, availability: None });
-        summary.add(SeedFacts { properties: &[Property::FencedWrite], sim_ms: 10, messages: 5, lease_exposures: 2, availability: None });
+        summary.add(SeedFacts {
+            properties: &[Property::FencedWrite],
+            sim_ms: 10,
+            messages: 5,
+            lease_exposures: 2,
+            availability: None,
+        });
         summary.add(SeedFacts { properties: &[], sim_ms: 10, messages: 5, lease_exposures: 0, availability: None });
         assert_eq!((summary.seeds_run, summary.failing_seeds), (3, 2));
         let fenced = summary.by_property[&Property::FencedWrite];
