@@ -604,11 +604,22 @@ mod tests {
     #[test]
     fn a_request_given_up_after_the_leader_bound_breaks_answered() {
         // Healed at 3 s, leader bound 5 s: a give-up at 9 s is the service's failure.
-        let h = happy().at_ms(6_000).acquire_request(2, 20, "j").at_ms(9_000).ev(gave_up(2, 20, GiveUp::Retries));
+        let h = happy()
+            .at_ms(6_000)
+            .acquire_request(2, 20, "j")
+            .reply(0, 2, 20, ClientReply::Unavailable)
+            .at_ms(9_000)
+            .ev(gave_up(2, 20, GiveUp::Retries));
         let verdict = h.check();
         assert_only(&verdict, Property::Answered);
         assert_eq!(verdict.violations[0].at_us, 9_000_000);
         assert!(verdict.violations[0].detail.contains("retries ran out (no reply)"), "{}", verdict.violations[0]);
+        // Without the server's reply, the silent attempt is a violation too, at its deadline.
+        let silent = happy().at_ms(6_000).acquire_request(2, 20, "j").at_ms(9_000).ev(gave_up(2, 20, GiveUp::Retries));
+        let verdict = silent.check();
+        assert_only(&verdict, Property::Answered);
+        assert_eq!(verdict.violations[0].at_us, 7_100_000);
+        assert!(verdict.violations[0].detail.contains("n0 had not replied by 7100ms"), "{}", verdict.violations[0]);
     }
 
     #[test]
@@ -617,7 +628,12 @@ mod tests {
         let walked =
             happy().at_ms(6_000).acquire_request(2, 20, "j").at_ms(6_010).ev(gave_up(2, 20, GiveUp::WalkedAway));
         assert_clean(&walked.check());
-        let early = happy().at_ms(4_000).acquire_request(2, 20, "j").at_ms(7_000).ev(gave_up(2, 20, GiveUp::Retries));
+        let early = happy()
+            .at_ms(4_000)
+            .acquire_request(2, 20, "j")
+            .reply(0, 2, 20, ClientReply::Unavailable)
+            .at_ms(7_000)
+            .ev(gave_up(2, 20, GiveUp::Retries));
         assert_clean(&early.check());
         let crashed = happy().at_ms(6_000).acquire_request(2, 20, "j").crash(client(2)).at_ms(9_000).ev(gave_up(
             2,
@@ -629,17 +645,22 @@ mod tests {
 
     #[test]
     fn redirects_are_not_answers() {
+        let renew = ClientRequest::Renew { key: key("j"), token: fencelock::Token(9) };
+        let redirect = ClientReply::NotLeader { leader: Some(NodeId(0)) };
         let h = happy()
             .at_ms(4_000)
-            .request(2, 20, 1, ClientRequest::Renew { key: key("j"), token: fencelock::Token(9) })
-            .answered(2, 20, ClientReply::NotLeader { leader: Some(NodeId(0)) })
+            .request(2, 20, 1, renew.clone())
+            .reply(1, 2, 20, redirect)
+            .answered(2, 20, redirect)
+            .request(2, 20, 0, renew)
             .at_ms(4_100)
+            .reply(0, 2, 20, ClientReply::Unavailable)
             .answered(2, 20, ClientReply::Unavailable);
         let verdict = h.check();
         assert_only(&verdict, Property::Answered);
         assert!(verdict.violations[0].detail.contains("last reply Unavailable"), "{}", verdict.violations[0]);
         // A final answer within the wait plus the bound settles it.
-        let answered = h.at_ms(4_200).answered(2, 20, ClientReply::NotHeld);
+        let answered = h.at_ms(4_200).reply(0, 2, 20, ClientReply::NotHeld).answered(2, 20, ClientReply::NotHeld);
         assert_clean(&answered.check());
     }
 
@@ -649,10 +670,12 @@ mod tests {
             .at_ms(4_000)
             .request(2, 20, 1, ClientRequest::Renew { key: key("j"), token: fencelock::Token(9) })
             .at_ms(9_500)
+            .reply(1, 2, 20, ClientReply::NotHeld)
             .answered(2, 20, ClientReply::NotHeld);
         let verdict = h.check();
         assert_only(&verdict, Property::Answered);
-        assert_eq!(verdict.violations[0].at_us, 9_000_000);
+        let late = verdict.violations.iter().find(|v| v.detail.contains("answered only at 9500ms")).unwrap();
+        assert_eq!(late.at_us, 9_000_000);
     }
 
     #[test]
@@ -681,6 +704,7 @@ mod tests {
             .at_ms(8_600)
             .request(2, 20, 0, ClientRequest::Acquire { key: key("k"), lease_ms: 2_000, wait_ms: 2_000 })
             .at_ms(10_600)
+            .reply(0, 2, 20, ClientReply::TimedOut)
             .answered(2, 20, ClientReply::TimedOut);
         assert_clean(&h.check_until_ms(14_000));
     }

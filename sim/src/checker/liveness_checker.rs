@@ -195,7 +195,7 @@ mod tests {
         assert_only(&verdict, Property::Answered);
         assert_eq!(verdict.violations[0].clients, vec![ClientId(2)]);
         // Requests in the last window, or whose client crashed, are not judged.
-        assert_clean(&happy().at_ms(8_000).acquire_request(2, 20, "k").check());
+        assert_clean(&happy().at_ms(11_000).acquire_request(2, 20, "k").check());
         assert_clean(&happy().at_ms(4_000).acquire_request(2, 20, "k").crash(client(2)).check());
     }
 
