@@ -55,6 +55,16 @@ impl Request {
     fn settled(&self) -> bool {
         self.answered_us.is_some() || self.gave_up.is_some()
     }
+
+    /// When the first final answer or the give-up came, if either did.
+    fn settled_us(&self) -> Option<u64> {
+        match (self.answered_us, self.gave_up) {
+            (Some(a), Some((g, _))) => Some(a.min(g)),
+            (Some(a), None) => Some(a),
+            (None, Some((g, _))) => Some(g),
+            (None, None) => None,
+        }
+    }
 }
 
 /// Whether a reply ends a request: a redirect or `Unavailable` only asks the client to retry.
@@ -94,7 +104,7 @@ struct Demand {
 pub(crate) struct AvailabilityChecker {
     requests: BTreeMap<(ClientId, RequestId), Request>,
     /// The last crash, pause or stall of each client.
-    interrupted_us: BTreeMap<ClientId, u64>,
+    interrupted_us: BTreeMap<ClientId, Vec<u64>>,
     /// The committed lock table (first applies); `None` after a cluster
     /// restore until the key's next grant or removal shows it.
     held: BTreeMap<Key, Option<bool>>,
@@ -121,6 +131,14 @@ pub(crate) struct AvailabilityChecker {
 }
 
 impl AvailabilityChecker {
+    /// Whether `client` crashed, paused or stalled from `from_us` until
+    /// `until_us` (the end of the run when `None`): the excuse of a request
+    /// left unanswered in between.
+    fn interrupted(&self, client: ClientId, from_us: u64, until_us: Option<u64>) -> bool {
+        let until_us = until_us.unwrap_or(u64::MAX);
+        self.interrupted_us.get(&client).into_iter().flatten().any(|at| (from_us..=until_us).contains(at))
+    }
+
     fn progress_start_us(ctx: &Context, healed_us: u64) -> u64 {
         healed_us + ctx.config.liveness_leader_bound_ms * 1_000
     }
@@ -369,7 +387,7 @@ impl AvailabilityChecker {
         let counters = &mut report.counters;
         for ((client, _), request) in &self.requests {
             let walked_away = matches!(request.gave_up, Some((_, GiveUp::WalkedAway)));
-            let interrupted = self.interrupted_us.get(client).is_some_and(|i| *i >= request.first_us);
+            let interrupted = self.interrupted(*client, request.first_us, request.settled_us());
             // A request the run ended on before its deadline is not counted unanswered.
             let deadline_us = request.first_us + request.wait_ms * 1_000 + leader_bound_us;
             let undecided = !request.settled() && deadline_us > ctx.config.run_end_us;
@@ -416,7 +434,7 @@ impl AvailabilityChecker {
             if deadline_us > ctx.config.run_end_us {
                 continue;
             }
-            if self.interrupted_us.get(&attempt.client).is_some_and(|i| *i >= attempt.sent_us) {
+            if self.interrupted(attempt.client, attempt.sent_us, Some(deadline_us)) {
                 continue;
             }
             // A request the client walked away from (cancelled, or its
@@ -491,7 +509,7 @@ impl Family for AvailabilityChecker {
             | EventKind::Stalled { client, .. }
             | EventKind::StalledUntilOvertaken { client, .. }
             | EventKind::StalledOnGrant { client, .. } => {
-                self.interrupted_us.insert(*client, at_us);
+                self.interrupted_us.entry(*client).or_default().push(at_us);
                 if matches!(event.kind, EventKind::Crashed { .. }) {
                     self.unwant_client(*client, at_us);
                 }
@@ -538,7 +556,7 @@ impl Family for AvailabilityChecker {
         self.judge_starving(ctx, healed_us, run_end_us, report);
         let leader_bound_us = ctx.config.liveness_leader_bound_ms * 1_000;
         for ((client, request), pending) in &self.requests {
-            let interrupted = self.interrupted_us.get(client).is_some_and(|i| *i >= pending.first_us);
+            let interrupted = self.interrupted(*client, pending.first_us, pending.settled_us());
             if interrupted || pending.answered_us.is_some_and(|a| a < healed_us) {
                 continue;
             }
