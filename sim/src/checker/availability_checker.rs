@@ -491,11 +491,9 @@ impl Family for AvailabilityChecker {
                 }
                 self.on_request(*client, *request, body, at_us);
             }
-            EventKind::Replied { node, client, request, reply } => {
-                if healed_us.is_some() {
-                    self.replies.entry((*node, *client, *request)).or_default().push(at_us);
-                    self.judge_hint(*node, *client, reply, at_us, report);
-                }
+            EventKind::Replied { node, client, request, reply } if healed_us.is_some() => {
+                self.replies.entry((*node, *client, *request)).or_default().push(at_us);
+                self.judge_hint(*node, *client, reply, at_us, report);
             }
             EventKind::Answered { client, request, reply, .. } => self.on_answer(*client, *request, *reply, at_us),
             EventKind::GaveUp { client, request, why } => {

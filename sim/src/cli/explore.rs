@@ -262,7 +262,7 @@ fn table(axes: &[Axis], reports: &[CellReport]) -> Vec<String> {
             opt(report.acquire_ms_p99),
             format!("{:.2}", report.grants_per_s),
             opt(report.unheld_waiting_ms_max),
-            report.fault_answered_share.map_or("-".to_string(), |share| pct(share)),
+            report.fault_answered_share.map_or("-".to_string(), &pct),
         ]);
         rows.push(row);
     }
