@@ -103,7 +103,7 @@ struct Demand {
 #[derive(Debug, Default)]
 pub(crate) struct AvailabilityChecker {
     requests: BTreeMap<(ClientId, RequestId), Request>,
-    /// The last crash, pause or stall of each client.
+    /// Every crash, pause or stall of each client, in time order.
     interrupted_us: BTreeMap<ClientId, Vec<u64>>,
     /// The committed lock table (first applies); `None` after a cluster
     /// restore until the key's next grant or removal shows it.
@@ -111,11 +111,11 @@ pub(crate) struct AvailabilityChecker {
     /// Acquires asking for each key now: (client, request).
     wanted: BTreeMap<Key, BTreeSet<(ClientId, RequestId)>>,
     starving: BTreeMap<Key, Starving>,
-    /// Servers restarted, restored or resumed at the heal's instant.
+    /// The last restart, restore or resume of each server, and the servers
+    /// whose last one came at the heal's instant (the heal brought them back).
     returning: BTreeMap<NodeId, u64>,
     returned_at_heal: BTreeSet<NodeId>,
-    /// The highest term any server led before or at the heal.
-    term_at_heal: Option<Term>,
+    /// The highest term any server was seen leading.
     highest_leader_term: Term,
     /// New leader terms after the heal, in order: (term, node, at).
     new_leaders: Vec<(Term, NodeId, u64)>,
@@ -260,8 +260,6 @@ impl AvailabilityChecker {
         self.highest_leader_term = term;
         if healed_us.is_some() {
             self.new_leaders.push((term, node, at_us));
-        } else {
-            self.term_at_heal = Some(term);
         }
     }
 
