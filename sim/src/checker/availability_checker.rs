@@ -41,6 +41,10 @@ pub const WORK_BUDGET_FACTOR: u64 = 4;
 #[derive(Clone, Debug)]
 struct Request {
     first_us: u64,
+    /// The first attempt sent at or after the heal: an attempt of the
+    /// faults may have been lost, and the service owes an answer from the
+    /// client's next try.
+    first_healed_us: Option<u64>,
     wait_ms: u64,
     /// The key an Acquire asks for.
     acquire: Option<Key>,
@@ -54,6 +58,15 @@ struct Request {
 impl Request {
     fn settled(&self) -> bool {
         self.answered_us.is_some() || self.gave_up.is_some()
+    }
+
+    /// When the service owes its final answer: the wait plus the leader
+    /// bound from the first send, or for a request of the faults from the
+    /// client's first try after the heal (the heal itself if it made none).
+    fn deadline_us(&self, healed_us: u64, leader_bound_us: u64) -> u64 {
+        let from_us =
+            if self.first_us >= healed_us { self.first_us } else { self.first_healed_us.unwrap_or(healed_us) };
+        from_us + self.wait_ms * 1_000 + leader_bound_us
     }
 
     /// When the first final answer or the give-up came, if either did.
@@ -201,7 +214,7 @@ impl AvailabilityChecker {
         }
     }
 
-    fn on_request(&mut self, client: ClientId, request: RequestId, body: &ClientRequest, at_us: u64) {
+    fn on_request(&mut self, client: ClientId, request: RequestId, body: &ClientRequest, at_us: u64, healed: bool) {
         let (wait_ms, acquire) = match body {
             ClientRequest::Cancel => {
                 // The client stops asking for whatever it waited for.
@@ -214,12 +227,16 @@ impl AvailabilityChecker {
         let new = !self.requests.contains_key(&(client, request));
         let entry = self.requests.entry((client, request)).or_insert(Request {
             first_us: at_us,
+            first_healed_us: None,
             wait_ms,
             acquire: acquire.clone(),
             answered_us: None,
             last_reply: None,
             gave_up: None,
         });
+        if healed {
+            entry.first_healed_us.get_or_insert(at_us);
+        }
         if let (true, Some(key), false) = (new, acquire, entry.settled()) {
             self.wanted.entry(key.clone()).or_default().insert((client, request));
             self.restate(&key, at_us);
@@ -487,7 +504,7 @@ impl Family for AvailabilityChecker {
                     let attempt = Attempt { client: *client, request: *request, to: *to, sent_us: at_us, wait_ms };
                     self.attempts.push(attempt);
                 }
-                self.on_request(*client, *request, body, at_us);
+                self.on_request(*client, *request, body, at_us, healed_us.is_some());
             }
             EventKind::Replied { node, client, request, reply } if healed_us.is_some() => {
                 self.replies.entry((*node, *client, *request)).or_default().push(at_us);
@@ -559,7 +576,7 @@ impl Family for AvailabilityChecker {
             if matches!(pending.gave_up, Some((at, _)) if at < healed_us) {
                 continue;
             }
-            let deadline_us = pending.first_us.max(healed_us) + pending.wait_ms * 1_000 + leader_bound_us;
+            let deadline_us = pending.deadline_us(healed_us, leader_bound_us);
             let last = pending.last_reply.map_or("no reply".to_string(), |r| format!("last reply {r:?}"));
             let sent = format!("{client}'s request {request}, sent at {}ms,", pending.first_us / 1_000);
             let detail = match (pending.answered_us, pending.gave_up) {
@@ -676,6 +693,26 @@ mod tests {
         // A final answer within the wait plus the bound settles it.
         let answered = h.at_ms(4_200).reply(0, 2, 20, ClientReply::NotHeld).answered(2, 20, ClientReply::NotHeld);
         assert_clean(&answered.check());
+    }
+
+    #[test]
+    fn a_request_of_the_faults_is_owed_its_answer_from_its_first_try_after_the_heal() {
+        // Sent at 2.5 s (lost in the faults), tried again only at 9 s (the
+        // client's clock was stepped back), answered at 9.5 s: within 5 s of
+        // that try, though past the heal's 3 s + 5 s.
+        let renew = ClientRequest::Renew { key: key("j"), token: fencelock::Token(9) };
+        let h = H::new()
+            .leader(0, 1)
+            .at_ms(2_500)
+            .request(2, 20, 0, renew.clone())
+            .at_ms(3_000)
+            .healed()
+            .at_ms(9_000)
+            .request(2, 20, 0, renew)
+            .at_ms(9_500)
+            .reply(0, 2, 20, ClientReply::NotHeld)
+            .answered(2, 20, ClientReply::NotHeld);
+        assert_clean(&h.check_until_ms(14_000));
     }
 
     #[test]
