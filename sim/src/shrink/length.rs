@@ -20,9 +20,13 @@ pub(crate) fn window_ms(safety_ms: u64) -> u64 {
 /// How long after the violation the shortened run goes on, tried in order.
 const MARGINS_MS: [u64; 8] = [1, 100, 500, 1_000, 2_000, 4_000, 8_000, 16_000];
 
+/// Where an after-heal property's run may heal sooner: these many ms into
+/// the run, or a second after the plan's last event, the soonest first.
+const HEALS_MS: [u64; 4] = [1_000, 2_000, 5_000, 10_000];
+
 pub(crate) fn cut(s: &mut Shrinker) {
     if s.after_heal() {
-        // Judged in the liveness phase: it stays as it is.
+        heal_sooner(s);
         return;
     }
     let violation_ms = s.kept_violation().at_us / 1_000;
@@ -39,6 +43,29 @@ pub(crate) fn cut(s: &mut Shrinker) {
     }
     let safety_ms = s.best.model.safety_ms;
     s.attempt(shortened(&s.best, safety_ms), false);
+}
+
+/// An after-heal property is judged in the liveness phase, which stays as
+/// long as it is; the faults may heal sooner, the plan's events after the
+/// new heal leaving it (the same prefix, as for a safety property).
+fn heal_sooner(s: &mut Shrinker) {
+    let last_ms = s.best.plan.iter().map(|e| e.at_ms).max().unwrap_or(0);
+    let safety_ms = s.best.model.safety_ms;
+    let mut candidates: Vec<u64> = HEALS_MS.into_iter().chain([last_ms + 1_000]).filter(|ms| *ms < safety_ms).collect();
+    candidates.sort_unstable();
+    candidates.dedup();
+    for safety_ms in candidates {
+        if s.attempt(healed_at(&s.best, safety_ms), false) {
+            return;
+        }
+    }
+}
+
+/// `case` healed at `safety_ms`, its liveness phase as long as before.
+fn healed_at(case: &Case, safety_ms: u64) -> Case {
+    let mut sooner = shortened(case, safety_ms);
+    sooner.model.liveness_ms = case.model.liveness_ms;
+    sooner
 }
 
 /// `case` with its safety phase ending at `safety_ms` and no liveness phase.
