@@ -175,3 +175,20 @@ fn every_shrunk_seed_file_replays_its_own_plan_twice_alike_and_short() {
         );
     }
 }
+
+/// A property judged after the heal keeps its whole liveness phase: the
+/// shrinker heals the faults sooner instead. `never-commit` seed 0 breaks
+/// `progress` with no fault at all, so the run heals long before 30 s and
+/// still fails, robustly.
+#[test]
+fn an_after_heal_property_is_shrunk_by_healing_sooner() {
+    let model = Model::declared(Variant::NeverCommit);
+    let case = Case { seed: 0, plan: faults::plan(&model, 0), model };
+    let options =
+        Options { property: Some("progress".into()), budget: Duration::from_secs(60), robustness_seeds: 4, probes: 0 };
+    let report = shrink(case, &options).expect("seed 0 of never-commit fails");
+    let shrunk = &report.case.model;
+    assert!(shrunk.safety_ms < 30_000, "healed sooner: {shrunk:?}");
+    assert_eq!(shrunk.liveness_ms, 10_000, "the liveness phase is kept whole");
+    assert!(report.robustness.as_ref().is_some_and(|r| r.robust()), "{:?}", report.robustness);
+}
