@@ -142,7 +142,7 @@ pub struct Model {
     /// How often every fault family strikes, relative to the standard model
     /// (extension of CLI.md): 0.25 stretches the gaps between a family's
     /// episodes fourfold. Swarm leaves it at this value (drawing it lower did
-    /// not help, README "Swarm testing").
+    /// not help, README, "Swarm testing").
     pub fault_rate: f64,
     /// Swarm testing (extension of CLI.md): each seed draws which fault
     /// families are on and how hard, the cluster size and the batching, with

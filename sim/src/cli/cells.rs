@@ -1,4 +1,4 @@
-//! What `explore` reports per cell (CLI.md "Explore", README "Explore"):
+//! What `explore` reports per cell (CLI.md, "fencesim explore"):
 //! the fraction of seeds violating each property with its 95% Wilson
 //! interval, lease exposures, stale writes rejected, and the availability
 //! figures, folded seed by seed from records so a resumed sweep reports the
@@ -109,7 +109,7 @@ impl Tally {
     }
 }
 
-/// One cell of `explore --json` (README "Explore" defines each figure).
+/// One cell of `explore --json` (CLI.md, "fencesim explore", defines each figure).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CellReport {
     /// The cell's value of each axis.

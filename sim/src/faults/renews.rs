@@ -3,7 +3,7 @@
 //! servers together with that client, and paused.
 //!
 //! Why: a renew needs no log entry, so it is safe only if the leader confirms
-//! it still leads before it answers (README, "The lock service"). A leader
+//! it still leads before it answers (SPEC.md §3). A leader
 //! that skips the confirmation goes wrong only when it is deposed without
 //! knowing it while the holder keeps renewing through it, and a successor
 //! grants the lock once the lease it restarted runs out. A planned isolation

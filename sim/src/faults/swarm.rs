@@ -80,7 +80,7 @@ pub fn draw(model: &Model, seed: u64) -> Model {
     // Drawn last of all. Half the seeds compact the log every 8 to 64
     // applied entries (never above the model's bound), so a follower back
     // from a crash, pause or partition catches up through a snapshot, which
-    // at core's 256 few runs ever need (README, "The hunt as a mutant killer").
+    // at core's 256 few runs ever need (scripts/mutant-hunt.sh).
     let compact_often = rng.gen_bool(0.5);
     let often = SNAPSHOT_OFTEN_MIN + scaled(&mut rng, SNAPSHOT_OFTEN_MAX - SNAPSHOT_OFTEN_MIN);
     let limit = model.snapshot_entries.map_or(SNAPSHOT_THRESHOLD_ENTRIES_STANDARD, u64::from);

@@ -5,7 +5,7 @@
 //! Restored from a backup, it starts by reading its floors from the lock
 //! service (`FloorRead`, answered after a read-index round at the leader) and
 //! answers every write `Unavailable` meanwhile; once the floors are durable it
-//! serves writes again (README, seed 002).
+//! serves writes again (docs/DESIGN.md, "The resource's atomic check").
 
 use crate::history::{Actor, EventKind, WriteVerdict};
 use crate::machine::clock::now_us;

@@ -1,7 +1,7 @@
 //! The operator's backups and restores: one server from a stale backup of
 //! its own disk (amnesia), the whole cluster from one snapshot
 //! (ARCHITECTURE.md, "Restores"), and the protected resource from its last
-//! backup (README, seed 002). What the disks become is decided here; the
+//! backup (docs/DESIGN.md, "The resource's atomic check"). What the disks become is decided here; the
 //! supervisor stops and starts the processes around it.
 
 use crate::machine::disk::{NodeImage, ResourceImage, SharedDisk};

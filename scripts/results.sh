@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Writes docs/RESULTS.md: the measurements the README points to, made by the
+# release binary of this tree on this machine. Nothing in it is typed by hand.
+#
+#   cargo build --release -p fencesim && scripts/results.sh [--seeds N] [--score-seeds N]
+#
+#   --seeds N        seeds of the standard and swarm hunts (default 1000)
+#   --score-seeds N  seeds tried per variant by `variants --score` (default 1000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seeds=1000
+score_seeds=1000
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --seeds) seeds="$2"; shift 2 ;;
+    --score-seeds) score_seeds="$2"; shift 2 ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+done
+bin=target/release/fencesim
+test -x "$bin" || { echo "build first: cargo build --release -p fencesim" >&2; exit 2; }
+out=docs/RESULTS.md
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$bin" bench --json > "$tmp/bench.json"
+"$bin" hunt --seeds "$seeds" --jobs 2 --json > "$tmp/plain.json" || true
+"$bin" hunt --seeds "$seeds" --jobs 2 --swarm --json > "$tmp/swarm.json" || true
+"$bin" variants --score --seeds "$score_seeds" > "$tmp/score.txt" || true
+python3 - "$tmp" "$seeds" "$score_seeds" "$(git rev-parse --short=12 HEAD)" > "$out" <<'PY'
+import json, sys
+tmp, seeds, score_seeds, commit = sys.argv[1:]
+bench = json.load(open(f"{tmp}/bench.json"))
+print("# fencesim — results\n")
+print(f"Written by `scripts/results.sh` from the release build of commit `{commit}` on a 2-core machine;")
+print("do not edit by hand. Run the script again to refresh every figure.\n")
+print("## Speed (`fencesim bench --json`)\n")
+print("| figure | value |\n|---|---|")
+for key, value in bench.items():
+    if isinstance(value, (int, float, str)):
+        print(f"| `{key}` | {value} |")
+for name in ["plain", "swarm"]:
+    hunt = json.load(open(f"{tmp}/{name}.json"))
+    flag = " --swarm" if name == "swarm" else ""
+    print(f"\n## Hunt of the default protocol (`fencesim hunt --seeds {seeds} --jobs 2{flag} --json`)\n")
+    print("| figure | value |\n|---|---|")
+    print(f"| seeds run | {hunt['seeds_run']} |")
+    print(f"| failing seeds | {hunt['failing_seeds']} |")
+    print(f"| lease exposures (in seeds) | {hunt['lease_exposures']} ({hunt['lease_exposure_seeds']}) |")
+    print(f"| messages | {hunt['messages']} |")
+    a = hunt.get("availability")
+    if a:
+        print(f"| requests answered during faults | {a['fault_answered']} of {a['fault_requests']} ({100 * a['fault_answered_share']:.1f}%) |")
+        print(f"| requests answered after the heal | {a['healed_answered']} of {a['healed_requests']} ({100 * a['healed_answered_share']:.1f}%) |")
+        print(f"| grants during faults / after the heal | {a['fault_grants']} / {a['healed_grants']} |")
+    print(f"| wall seconds | {hunt['wall_ms'] / 1000:.1f} |")
+print(f"\n## Mutation score (`fencesim variants --score --seeds {score_seeds}`)\n")
+print("Each unsafe variant on its declared model, seed after seed from 0, until a seed violates")
+print("the property it must break.\n")
+print("```")
+print(open(f"{tmp}/score.txt").read().rstrip())
+print("```")
+PY
+echo "wrote $out"
