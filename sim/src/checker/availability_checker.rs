@@ -237,7 +237,7 @@ impl AvailabilityChecker {
         if healed {
             entry.first_healed_us.get_or_insert(at_us);
         }
-        if let (true, Some(key), false) = (new, acquire, entry.settled()) {
+        if let (true, Some(key)) = (new, acquire) {
             self.wanted.entry(key.clone()).or_default().insert((client, request));
             self.restate(&key, at_us);
         }
@@ -399,7 +399,7 @@ impl AvailabilityChecker {
     fn count(&self, ctx: &Context, report: &mut Report) {
         let healed_us = ctx.healed_at_us;
         let leader_bound_us = ctx.config.liveness_leader_bound_ms * 1_000;
-        let counters = &mut report.counters;
+        let phases = &mut report.counters.phases;
         for ((client, _), request) in &self.requests {
             let walked_away = matches!(request.gave_up, Some((_, GiveUp::WalkedAway)));
             let interrupted = self.interrupted(*client, request.first_us, request.settled_us());
@@ -411,11 +411,11 @@ impl AvailabilityChecker {
             }
             let answered = u64::from(request.answered_us.is_some());
             if healed_us.is_some_and(|h| request.first_us >= h) {
-                counters.healed_requests += 1;
-                counters.healed_answered += answered;
+                phases.healed_requests += 1;
+                phases.healed_answered += answered;
             } else {
-                counters.fault_requests += 1;
-                counters.fault_answered += answered;
+                phases.fault_requests += 1;
+                phases.fault_answered += answered;
             }
         }
     }
@@ -529,7 +529,7 @@ impl Family for AvailabilityChecker {
             }
             EventKind::Applied { command, result, .. } => {
                 if matches!(result, ApplyResult::Granted { .. }) {
-                    report.counters.count_grant(facts.first_apply, healed_us.is_some());
+                    report.counters.phases.count_grant(facts.first_apply, healed_us.is_some());
                 }
                 self.on_apply(facts, command, result, at_us);
             }
@@ -815,7 +815,7 @@ mod tests {
             .at_ms(6_010)
             .ev(gave_up(2, 20, GiveUp::WalkedAway))
             .check();
-        let c = &verdict.counters;
+        let c = &verdict.counters.phases;
         // Before the heal: c1's and c2's acquires and c1's release, all answered.
         assert_eq!((c.fault_requests, c.fault_answered, c.fault_grants), (3, 3, 2));
         // After: c1's acquire at 3.1 s (granted); c2's walked away (not counted).

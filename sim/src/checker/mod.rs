@@ -29,7 +29,7 @@ mod testkit;
 use crate::history::{Event, EventKind, History};
 use crate::model::Model;
 use fencelock::{ClientId, NodeId, Token};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt;
 
@@ -126,24 +126,62 @@ pub struct Counters {
     pub linearizable_ops_per_key: Vec<u64>,
     /// The most search nodes one key's linearizability search explored.
     pub linearizable_steps_max: u64,
-    /// Availability during the faults: requests first sent before the heal
-    /// (those the client walked away from, crashed or paused on aside), how
-    /// many got a final answer, and new tokens issued.
+    /// Requests answered and grants made, during the faults and after the heal.
+    pub phases: PhaseAvailability,
+}
+
+/// Availability in each phase of a run: requests first sent in the phase (those the
+/// client walked away from, crashed or paused on aside), how many got a
+/// final answer (not a redirect, not `Unavailable`), and grants applied.
+/// Sums of seeds fold into the same type.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PhaseAvailability {
     pub fault_requests: u64,
     pub fault_answered: u64,
     pub fault_grants: u64,
-    /// The same after the heal.
     pub healed_requests: u64,
     pub healed_answered: u64,
     pub healed_grants: u64,
 }
 
-impl Counters {
+impl PhaseAvailability {
     /// Counts an applied Grant in its phase, once per index (its first apply).
     pub(crate) fn count_grant(&mut self, first_apply: bool, healed: bool) {
         if first_apply {
             *(if healed { &mut self.healed_grants } else { &mut self.fault_grants }) += 1;
         }
+    }
+
+    pub fn add(&mut self, other: &PhaseAvailability) {
+        self.fault_requests += other.fault_requests;
+        self.fault_answered += other.fault_answered;
+        self.fault_grants += other.fault_grants;
+        self.healed_requests += other.healed_requests;
+        self.healed_answered += other.healed_answered;
+        self.healed_grants += other.healed_grants;
+    }
+
+    /// The share of requests sent during the faults that got a final answer (1 when none were sent).
+    pub fn fault_answered_share(&self) -> f64 {
+        share(self.fault_answered, self.fault_requests)
+    }
+
+    /// The same after the heal.
+    pub fn healed_answered_share(&self) -> f64 {
+        share(self.healed_answered, self.healed_requests)
+    }
+
+    /// Requests sent during the faults that never got a final answer.
+    pub fn fault_unanswered(&self) -> u64 {
+        self.fault_requests - self.fault_answered
+    }
+}
+
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        1.0
+    } else {
+        part as f64 / whole as f64
     }
 }
 

@@ -334,18 +334,16 @@ impl Ctx {
 
     /// The work of each stretch since the heal, the last one ending now.
     pub fn work_per_sample(&self) -> EventKind {
-        self.work.sample_up_to(now_us());
+        let now = now_us();
+        self.work.sample_up_to(now);
         let mut samples = self.work.samples.lock().expect("work lock").clone();
-        if samples.last() != Some(&self.work.totals()) || samples.len() < 2 {
+        let every = self.work.every_us.load(Ordering::Relaxed);
+        // A last, shorter stretch unless the run ended on a stretch's end.
+        if now > self.work.next_sample_us.load(Ordering::Relaxed) - every {
             samples.push(self.work.totals());
         }
         let per = |i: usize| samples.windows(2).map(|w| w[1][i] - w[0][i]).collect();
-        EventKind::Work {
-            every_us: self.work.every_us.load(Ordering::Relaxed),
-            messages: per(0),
-            ready_rounds: per(1),
-            syncs: per(2),
-        }
+        EventKind::Work { every_us: every, messages: per(0), ready_rounds: per(1), syncs: per(2) }
     }
 
     /// The server that most recently reported itself leader in the highest term.

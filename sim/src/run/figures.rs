@@ -10,6 +10,7 @@
 //! client crashing. A stretch still open when the history ends is closed
 //! at its last event.
 
+pub use crate::checker::PhaseAvailability;
 use crate::history::{Actor, Event, EventKind, History};
 use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::{ApplyResult, ClientId, Command, Key, LogIndex, RequestId, Token};
@@ -80,66 +81,6 @@ pub struct SeedFigures {
     /// Requests answered and grants made, during the faults and after the heal.
     #[serde(default)]
     pub phases: PhaseAvailability,
-}
-
-/// Availability in each phase of a run, as the checker counts it
-/// (`checker::Counters`): requests first sent in the phase (those the
-/// client walked away from, crashed or paused on aside), how many got a
-/// final answer (not a redirect, not `Unavailable`), and grants applied.
-/// Sums of seeds fold into the same type.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PhaseAvailability {
-    pub fault_requests: u64,
-    pub fault_answered: u64,
-    pub fault_grants: u64,
-    pub healed_requests: u64,
-    pub healed_answered: u64,
-    pub healed_grants: u64,
-}
-
-impl PhaseAvailability {
-    pub fn of(counters: &crate::checker::Counters) -> PhaseAvailability {
-        PhaseAvailability {
-            fault_requests: counters.fault_requests,
-            fault_answered: counters.fault_answered,
-            fault_grants: counters.fault_grants,
-            healed_requests: counters.healed_requests,
-            healed_answered: counters.healed_answered,
-            healed_grants: counters.healed_grants,
-        }
-    }
-
-    pub fn add(&mut self, other: &PhaseAvailability) {
-        self.fault_requests += other.fault_requests;
-        self.fault_answered += other.fault_answered;
-        self.fault_grants += other.fault_grants;
-        self.healed_requests += other.healed_requests;
-        self.healed_answered += other.healed_answered;
-        self.healed_grants += other.healed_grants;
-    }
-
-    /// The share of requests sent during the faults that got a final answer (1 when none were sent).
-    pub fn fault_answered_share(&self) -> f64 {
-        share(self.fault_answered, self.fault_requests)
-    }
-
-    /// The same after the heal.
-    pub fn healed_answered_share(&self) -> f64 {
-        share(self.healed_answered, self.healed_requests)
-    }
-
-    /// Requests sent during the faults that never got a final answer.
-    pub fn fault_unanswered(&self) -> u64 {
-        self.fault_requests - self.fault_answered
-    }
-}
-
-fn share(part: u64, whole: u64) -> f64 {
-    if whole == 0 {
-        1.0
-    } else {
-        part as f64 / whole as f64
-    }
 }
 
 /// Acquires and stretches, read from a history.

@@ -204,7 +204,7 @@ fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
         stale_writes_rejected: outcome.stale_writes_rejected,
         acquire_us,
         unheld_waiting_us_max,
-        phases: crate::run::figures::PhaseAvailability::of(&outcome.counters),
+        phases: outcome.counters.phases,
     };
     let scenario = if violations.is_empty() {
         None
