@@ -59,3 +59,64 @@ fn a_path_that_is_not_there_is_noticed() {
     assert_eq!(paths, ["sim/src/nowhere.rs", "core/src/lock/"]);
     assert!(!root().join(&paths[0]).exists());
 }
+
+/// The user-facing pages: README.md and every page of `docs/`.
+fn user_pages() -> Vec<(PathBuf, String)> {
+    let mut paths = vec![root().join("README.md")];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(root().join("docs"))
+        .expect("docs/ exists")
+        .map(|entry| entry.expect("readable docs/ entry").path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "md"))
+        .collect();
+    docs.sort();
+    paths.extend(docs);
+    paths
+        .into_iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).expect("readable page");
+            (path, text)
+        })
+        .collect()
+}
+
+#[test]
+fn the_readme_is_a_guide_not_a_notebook() {
+    let lines = std::fs::read_to_string(root().join("README.md")).expect("README.md").lines().count();
+    assert!(lines <= 400, "README.md has {lines} lines: measurements go to docs/RESULTS.md, history to git");
+}
+
+/// A reader cannot look up our own issues, sessions or branches; other
+/// projects' issues (etcd's, hashicorp/raft's) are public and may be cited.
+#[test]
+fn no_page_speaks_of_internal_history() {
+    for (path, text) in user_pages() {
+        let lower = text.to_lowercase();
+        for pattern in ["this session", "last session", "issue #", "target met", "target missed"] {
+            assert!(!lower.contains(pattern), "{}: says `{pattern}`", path.display());
+        }
+        let words: Vec<&str> = lower.split_whitespace().collect();
+        for (i, pair) in words.windows(2).enumerate() {
+            let numbered = pair[1].starts_with(|c: char| c.is_ascii_digit());
+            let cited =
+                i > 0 && ["etcd", "hashicorp/raft", "raft"].iter().any(|p| words[i - 1].trim_start_matches('(') == *p);
+            if (pair[0] == "issue" || pair[0] == "issues") && numbered {
+                assert!(cited, "{}: `{} {}` names an internal issue", path.display(), pair[0], pair[1]);
+            }
+        }
+    }
+}
+
+/// Every relative link of README.md and `docs/` resolves to a file.
+#[test]
+fn every_relative_link_resolves() {
+    for (path, text) in user_pages() {
+        let dir = path.parent().expect("a page has a folder");
+        for link in text.split("](").skip(1).filter_map(|rest| rest.split(')').next()) {
+            let target = link.split('#').next().unwrap_or_default();
+            if target.is_empty() || target.contains("://") || target.contains(' ') {
+                continue;
+            }
+            assert!(dir.join(target).exists(), "{}: the link `{link}` resolves to nothing", path.display());
+        }
+    }
+}
