@@ -31,7 +31,7 @@ use super::{Family, Property, Report, Violation};
 use crate::history::{Actor, Event, EventKind, GiveUp};
 use fencelock::raft::Role;
 use fencelock::service::{ClientReply, ClientRequest};
-use fencelock::{ApplyResult, ClientId, Command, Key, NodeId, RequestId, Term};
+use fencelock::{ApplyResult, ClientId, Command, Key, NodeId, RequestId, Term, Token};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The work budget's factor over its estimate of the work a stretch needs.
@@ -141,6 +141,10 @@ pub(crate) struct AvailabilityChecker {
     /// The leader each server last said it follows.
     known_leader: BTreeMap<NodeId, Option<NodeId>>,
     hintless_judged: bool,
+    /// The grant of each acquire, by its first apply: the key and token its
+    /// client is owed (forgotten at a whole-cluster restore).
+    grants: BTreeMap<(ClientId, RequestId), (Key, Token)>,
+    denied_judged: bool,
 }
 
 impl AvailabilityChecker {
@@ -259,7 +263,8 @@ impl AvailabilityChecker {
         }
         let key = command.key();
         match (command, result) {
-            (Command::Grant { .. }, ApplyResult::Granted { .. }) => {
+            (Command::Grant { holder, .. }, ApplyResult::Granted { token }) => {
+                self.grants.insert((holder.client, holder.request), (key.clone(), *token));
                 self.held.insert(key.clone(), Some(true));
             }
             (command, result) if is_removal(command, result).is_some() => {
@@ -439,6 +444,41 @@ impl AvailabilityChecker {
         report.push(Violation::new(Property::Answered, at_us, detail).nodes(&[node, leader]).clients(&[client]));
     }
 
+    /// An acquire answered `NotHeld` while the lock its own Grant gave it is
+    /// still held (no removal of that key and token applied anywhere): the
+    /// client is told it has no lock while it holds one, and the key stays
+    /// blocked for a lease nobody uses. The answering server applied the
+    /// Grant (it answers from its session), so a removal it had applied
+    /// would be in the history already: the rule holds during the faults
+    /// too. Judged once: the first.
+    #[allow(clippy::too_many_arguments)]
+    fn judge_denied_grant(
+        &mut self,
+        ctx: &Context,
+        node: NodeId,
+        client: ClientId,
+        request: RequestId,
+        reply: &ClientReply,
+        at_us: u64,
+        report: &mut Report,
+    ) {
+        if *reply != ClientReply::NotHeld || self.denied_judged {
+            return;
+        }
+        let Some((key, token)) = self.grants.get(&(client, request)) else { return };
+        if ctx.was_removed(key, *token) {
+            return;
+        }
+        self.denied_judged = true;
+        let detail = format!(
+            "{node} answered {client}'s {request} NotHeld at {}ms although its grant {token} of {key} is \
+             still held (never released or expired): the client never learns of a lock it holds, and {key} \
+             stays blocked for a lease nobody uses",
+            at_us / 1_000
+        );
+        report.push(Violation::new(Property::Answered, at_us, detail).nodes(&[node]).clients(&[client]));
+    }
+
     /// Every attempt after the heal is answered by the server it reached
     /// within its wait plus the progress bound (judged once: the first
     /// silent attempt).
@@ -506,9 +546,12 @@ impl Family for AvailabilityChecker {
                 }
                 self.on_request(*client, *request, body, at_us, healed_us.is_some());
             }
-            EventKind::Replied { node, client, request, reply } if healed_us.is_some() => {
-                self.replies.entry((*node, *client, *request)).or_default().push(at_us);
-                self.judge_hint(*node, *client, reply, at_us, report);
+            EventKind::Replied { node, client, request, reply } => {
+                self.judge_denied_grant(ctx, *node, *client, *request, reply, at_us, report);
+                if healed_us.is_some() {
+                    self.replies.entry((*node, *client, *request)).or_default().push(at_us);
+                    self.judge_hint(*node, *client, reply, at_us, report);
+                }
             }
             EventKind::Answered { client, request, reply, .. } => self.on_answer(*client, *request, *reply, at_us),
             EventKind::GaveUp { client, request, why } => {
@@ -536,6 +579,7 @@ impl Family for AvailabilityChecker {
             EventKind::ClusterRestored { .. } => {
                 // The restored table is the backup's: unknown until shown.
                 self.held.values_mut().for_each(|held| *held = None);
+                self.grants.clear();
                 let keys: Vec<Key> = self.starving.keys().cloned().collect();
                 for key in keys {
                     self.restate(&key, at_us);
@@ -620,7 +664,7 @@ mod tests {
     use crate::history::{EventKind, GiveUp};
     use fencelock::raft::Role;
     use fencelock::service::{ClientReply, ClientRequest};
-    use fencelock::{ClientId, NodeId, Property, RequestId};
+    use fencelock::{ApplyResult, ClientId, NodeId, Property, RequestId};
 
     fn gave_up(client: u32, request: u64, why: GiveUp) -> EventKind {
         EventKind::GaveUp { client: ClientId(client), request: RequestId(request), why }
@@ -693,6 +737,32 @@ mod tests {
         // A final answer within the wait plus the bound settles it.
         let answered = h.at_ms(4_200).reply(0, 2, 20, ClientReply::NotHeld).answered(2, 20, ClientReply::NotHeld);
         assert_clean(&answered.check());
+    }
+
+    #[test]
+    fn a_live_grant_answered_not_held_breaks_answered_at_any_time() {
+        // c2's request 1 is granted tok42 at 200 ms and expires at 2.3 s; its
+        // retry (a lost reply) is answered NotHeld at `retry_ms`.
+        let story = |retry_ms: u64| {
+            let h = H::new().leader(0, 1).at_ms(200).acquire(1, "k", 2, 1, 42);
+            let retry = |h: H| {
+                h.at_ms(retry_ms).acquire_request(2, 1, "k").reply(0, 2, 1, ClientReply::NotHeld).answered(
+                    2,
+                    1,
+                    ClientReply::NotHeld,
+                )
+            };
+            let h = if retry_ms < 2_300 { retry(h) } else { h };
+            let h = h.at_ms(2_300).apply_all(&[0, 1, 2], 2, expire("k", 42), ApplyResult::Expired { existed: true });
+            let h = if retry_ms >= 2_300 { retry(h) } else { h };
+            h.at_ms(3_000).healed()
+        };
+        let verdict = story(1_000).check();
+        assert_only(&verdict, Property::Answered);
+        assert_eq!(verdict.violations[0].at_us, 1_000_000);
+        assert!(verdict.violations[0].detail.contains("grant tok42 of k is still held"), "{}", verdict.violations[0]);
+        // After the expiry, NotHeld is the truth.
+        assert_clean(&story(2_500).check());
     }
 
     #[test]
