@@ -108,7 +108,7 @@ fn unsynced_writes_are_lost_in_a_crash() {
     storage.set_hard_state(hard_state(2, Some(1), 3));
     storage.compact(&snapshot(2, 1));
     assert_eq!(indexes(storage.durable()), vec![1, 2, 3], "durable() is as of the last sync");
-    assert_eq!(storage.stats().pending_ops, 3);
+    assert_eq!(storage.stats().ops_pending, 3);
     // The crash: the process ends without a sync.
     drop(storage);
     assert_eq!(fs::read(wal(dir.path())).unwrap(), bytes_synced, "nothing unsynced reached the file");

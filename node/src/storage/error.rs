@@ -37,7 +37,7 @@ pub enum StorageError {
     InvalidClusterId {
         path: PathBuf,
         cluster_id: String,
-        reason: &'static str,
+        reason: String,
     },
     /// An earlier write or fsync failed. What reached the disk is unknown
     /// (a failed fsync may have dropped dirty pages), so the storage refuses

@@ -4,12 +4,14 @@
 //! The rules are the simulator's disk model (`NodeImage` and `NodeOp` in
 //! `sim/src/machine/disk.rs`), rule for rule, so a real node recovers exactly
 //! what a simulated one would from the same writes. They are mirrored rather
-//! than shared: moving `NodeImage` into `core` would touch every simulator
-//! run, and the property test in `node/tests/storage.rs` holds this copy to
-//! the same rules. One difference: the simulator panics on an impossible
-//! write, while [`apply`] returns an error, because a record read back from a
-//! file passed its checksum yet may still come from a bug, and opening the
-//! file must report that instead of aborting.
+//! than moved into `core` and shared, which would change the simulator for
+//! the sake of this crate; instead the property test in
+//! `node/tests/storage.rs` runs the simulator's own `Disk<NodeImage>` beside
+//! the files and requires the same state after every sync and crash. One
+//! difference: the simulator panics on an impossible write, while [`apply`]
+//! returns an error, because a record read back from a file passed its
+//! checksum yet may still come from a bug, and opening the file must report
+//! that instead of aborting.
 
 use fencelock::raft::{DurableState, Entry, HardState, Snapshot};
 use fencelock::LogIndex;

@@ -17,9 +17,19 @@
 //! last rewrite, so replay time and disk use stay bounded. A rewrite goes to a
 //! new file that is renamed over the old one, so a crash leaves one whole log.
 //!
+//! Choices against the first sketch, and why: the cluster and node ids live
+//! in the log's first record, not in a `cluster.toml` beside it, so a
+//! rewrite, a backup or a restore moves identity and data in one atomic
+//! rename; the checksum covers the length as well as the payload, so zeros
+//! past the end of a file are never a record; a backup is the durable image
+//! written as a fresh log rather than a byte copy, which is the same state,
+//! compact and whole by construction.
+//!
 //! Storage uses blocking `std::fs` calls: the driver waits for them the way a
 //! simulated server awaits its fsync, and nothing else runs on its loop in
-//! between that could use the time.
+//! between that could use the time. Two processes opening the same dir are
+//! not prevented (`File::lock` needs Rust 1.89; the workspace supports 1.80):
+//! the deployment gives each node its own dir.
 
 mod error;
 mod image;
@@ -41,9 +51,9 @@ use std::path::{Path, PathBuf};
 
 /// Writes accepted without a sync; a driver that never syncs is a bug, and
 /// this turns it into a loud failure, as the simulator's `PENDING_MAX` does.
-pub const PENDING_OPS_MAX: usize = 1_000_000;
+pub const OPS_PENDING_MAX: usize = 1_000_000;
 /// Bytes of buffered records accepted without a sync.
-pub const PENDING_BYTES_MAX: usize = 1 << 30;
+pub const BYTES_PENDING_MAX: usize = 1 << 30;
 /// A cluster id is a short name an operator types.
 pub const CLUSTER_ID_BYTES_MAX: usize = 64;
 
@@ -74,7 +84,7 @@ pub struct StorageStats {
     pub wal_records: u64,
     pub rewrites_total: u64,
     /// Writes buffered for the next sync.
-    pub pending_ops: usize,
+    pub ops_pending: usize,
 }
 
 /// One node's data dir, open for writing.
@@ -271,7 +281,7 @@ impl Storage {
             wal_bytes: self.wal_bytes,
             wal_records: self.wal_records,
             rewrites_total: self.rewrites_total,
-            pending_ops: self.pending_ops.len(),
+            ops_pending: self.pending_ops.len(),
         }
     }
 
@@ -280,7 +290,7 @@ impl Storage {
     }
 
     fn push(&mut self, op: Op) {
-        assert!(self.pending_ops.len() < PENDING_OPS_MAX, "storage: {PENDING_OPS_MAX} writes pending without a sync");
+        assert!(self.pending_ops.len() < OPS_PENDING_MAX, "storage: {OPS_PENDING_MAX} writes pending without a sync");
         // A write that cannot follow the log is the driver's bug: fail here,
         // before it reaches the file and makes the dir unopenable.
         if let Err(reason) = image::apply(&mut self.written, &op) {
@@ -288,7 +298,7 @@ impl Storage {
         }
         self.pending_records += log_file::encode_op(&op, &mut self.pending_bytes);
         assert!(
-            self.pending_bytes.len() <= PENDING_BYTES_MAX,
+            self.pending_bytes.len() <= BYTES_PENDING_MAX,
             "storage: {} bytes pending without a sync",
             self.pending_bytes.len()
         );
@@ -336,11 +346,11 @@ impl Storage {
 
 fn check_cluster_id(dir: &Path, cluster_id: &str) -> Result<(), StorageError> {
     let reason = if cluster_id.is_empty() {
-        "it is empty"
+        "it is empty".to_string()
     } else if cluster_id.len() > CLUSTER_ID_BYTES_MAX {
-        "it is longer than 64 bytes"
+        format!("it is longer than {CLUSTER_ID_BYTES_MAX} bytes")
     } else if cluster_id.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        "it holds whitespace or control characters"
+        "it holds whitespace or control characters".to_string()
     } else {
         return Ok(());
     };
