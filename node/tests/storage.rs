@@ -311,6 +311,11 @@ fn a_backup_restores_marked_as_stale_until_recovered() {
     reopened.sync().unwrap();
     drop(reopened);
     assert!(!open(dir.path()).1.restored_from_backup);
+    // A backup never lands on another node's backup.
+    let other = tempfile::tempdir().unwrap();
+    drop(Storage::open(other.path(), CLUSTER, NodeId(2)).unwrap());
+    let error = open(dir.path()).0.backup_to(other.path()).err().expect("another node's backup");
+    assert!(matches!(error, StorageError::Identity { .. }), "{error}");
     // The backup itself is a data dir of the same node, unmarked.
     let (_, from_backup) = open(backup.path());
     assert_same(&from_backup, &at_backup, "the backup opened as a data dir");

@@ -46,7 +46,7 @@ use fencelock::NodeId;
 use image::Op;
 use log_file::Header;
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Writes accepted without a sync; a driver that never syncs is a bug, and
@@ -56,6 +56,8 @@ pub const OPS_PENDING_MAX: usize = 1_000_000;
 pub const BYTES_PENDING_MAX: usize = 1 << 30;
 /// A cluster id is a short name an operator types.
 pub const CLUSTER_ID_BYTES_MAX: usize = 64;
+/// Enough of a log's start to hold its header, whose cluster id is bounded.
+const HEADER_READ_BYTES: u64 = 4_096;
 
 /// When the log is rewritten besides on compaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,8 +70,9 @@ pub struct StorageLimits {
 
 impl StorageLimits {
     /// Compaction (every 256 applied entries in the standard Raft config)
-    /// usually rewrites first; these bound the log when it stalls, say while
-    /// a follower lags and the leader keeps its log.
+    /// usually rewrites first; these bound the log between compactions, for
+    /// writes that never lead to one, such as the hard states of a long run
+    /// of failed elections.
     pub fn standard() -> StorageLimits {
         StorageLimits { growth_bytes_max: 64 << 20, growth_records_max: 65_536 }
     }
@@ -196,17 +199,7 @@ impl Storage {
             );
         }
         prepare_dir(dir)?;
-        let wal_path = dir.join(WAL_FILE);
-        if exists(&wal_path)? {
-            // Only a readable header can say the dir is another node's; an
-            // unreadable one is what restores are for.
-            let current = log_file::read_file(&wal_path)?;
-            if let Ok((header, _)) = log_file::read_header(&wal_path, &current) {
-                header.check(&wal_path, cluster_id, node)?;
-            }
-        } else {
-            refuse_foreign(dir)?;
-        }
+        check_replaceable(dir, cluster_id, node)?;
         let mut image = replay.image;
         image.restored_from_backup = true;
         log_file::write_whole(dir, &replay.header, &image)?;
@@ -215,14 +208,11 @@ impl Storage {
     }
 
     /// Writes the durable image (as of the last sync) into `dest` as a data
-    /// dir of its own, replacing any backup there. It holds the same state as
-    /// a copy of the files, rewritten compactly and whole.
+    /// dir of its own, replacing an earlier backup of this node there. It
+    /// holds the same state as a copy of the files, rewritten compactly and whole.
     pub fn backup_to(&self, dest: &Path) -> Result<(), StorageError> {
         prepare_dir(dest)?;
-        let wal_path = dest.join(WAL_FILE);
-        if !exists(&wal_path)? {
-            refuse_foreign(dest)?;
-        }
+        check_replaceable(dest, &self.header.cluster_id, self.header.node)?;
         log_file::write_whole(dest, &self.header, &self.durable)?;
         Ok(())
     }
@@ -373,6 +363,25 @@ fn prepare_dir(dir: &Path) -> Result<(), StorageError> {
         tracing::warn!(path = %tmp_path.display(), "removed a log rewrite a crash interrupted");
     }
     Ok(())
+}
+
+/// Before a log is written whole into `dir` over what is there: refuses a
+/// dir holding another cluster's or node's log, or files but no log.
+fn check_replaceable(dir: &Path, cluster_id: &str, node: NodeId) -> Result<(), StorageError> {
+    let wal_path = dir.join(WAL_FILE);
+    if !exists(&wal_path)? {
+        return refuse_foreign(dir);
+    }
+    let mut start = Vec::new();
+    let file = File::open(&wal_path).map_err(io(&wal_path, "open"))?;
+    // The header is small (the cluster id is bounded); the rest need not be read.
+    file.take(HEADER_READ_BYTES).read_to_end(&mut start).map_err(io(&wal_path, "read"))?;
+    // Only a readable header can say the log is another node's; an
+    // unreadable one is what restores are for, so it may be replaced.
+    match log_file::read_header(&wal_path, &start) {
+        Ok((header, _)) => header.check(&wal_path, cluster_id, node),
+        Err(_) => Ok(()),
+    }
 }
 
 /// Refuses to create a log in a dir that already holds something else.
