@@ -314,7 +314,7 @@ fn a_backup_restores_marked_as_stale_until_recovered() {
     // A backup never lands on another node's backup.
     let other = tempfile::tempdir().unwrap();
     drop(Storage::open(other.path(), CLUSTER, NodeId(2)).unwrap());
-    let error = open(dir.path()).0.backup_to(other.path()).err().expect("another node's backup");
+    let error = open(dir.path()).0.backup_to(other.path()).expect_err("another node's backup");
     assert!(matches!(error, StorageError::Identity { .. }), "{error}");
     // The backup itself is a data dir of the same node, unmarked.
     let (_, from_backup) = open(backup.path());
