@@ -17,6 +17,15 @@
 //! last rewrite, so replay time and disk use stay bounded. A rewrite goes to a
 //! new file that is renamed over the old one, so a crash leaves one whole log.
 //!
+//! Driving it, as `sim/src/nodes/server.rs` drives the simulated disk: for
+//! each `Ready`, call [`Storage::install_snapshot`], then [`Storage::append`],
+//! then [`Storage::set_hard_state`]; call [`Storage::sync`] before sending
+//! `messages_after_persist` whenever a snapshot, entries, or a new term or
+//! vote were written (a commit index alone may wait for the next sync, since
+//! it is recomputed after a crash). Pass `Output::Compacted` to
+//! [`Storage::compact`], and call [`Storage::mark_recovered`] after a sync once
+//! the node has left recovery while `durable().restored_from_backup` is set.
+//!
 //! Choices against the first sketch, and why: the cluster and node ids live
 //! in the log's first record, not in a `cluster.toml` beside it, so a
 //! rewrite, a backup or a restore moves identity and data in one atomic
