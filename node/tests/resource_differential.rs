@@ -162,25 +162,52 @@ impl Workload {
     }
 }
 
+/// Cases run at once. A case mostly waits for fsyncs and round trips, not
+/// for the CPU, so a few at a time use the disk's and server's concurrency.
+const CASES_IN_FLIGHT: usize = 8;
+
 /// Where a case runs.
-#[derive(Clone, Copy)]
-enum Target<'a> {
+#[derive(Clone, Debug)]
+enum Target {
     Sqlite,
-    Postgres { base: &'a str },
+    /// The server's URL; each case gets its own schema there.
+    Postgres(String),
+}
+
+/// Runs every seed on `target` under `variant`, [`CASES_IN_FLIGHT`] at a time;
+/// the first case that panics fails the test with its own message.
+async fn run_cases(target: Target, seeds: &[u64], variant: Variant) {
+    let mut running = tokio::task::JoinSet::new();
+    for &seed in seeds {
+        if running.len() >= CASES_IN_FLIGHT {
+            finish(running.join_next().await);
+        }
+        let target = target.clone();
+        running.spawn(async move { run_case(&target, seed, variant).await });
+    }
+    while let Some(done) = running.join_next().await {
+        finish(Some(done));
+    }
+}
+
+fn finish(done: Option<Result<(), tokio::task::JoinError>>) {
+    if let Some(Err(error)) = done {
+        std::panic::resume_unwind(error.into_panic());
+    }
 }
 
 /// Runs one seed on `target` under `variant`; panics with the line to reproduce it on a difference.
-async fn run_case(target: Target<'_>, seed: u64, variant: Variant) {
+async fn run_case(target: &Target, seed: u64, variant: Variant) {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = match target {
         Target::Sqlite => format!("sqlite:{}", dir.path().join("shop.db").display()),
-        Target::Postgres { base } => {
+        Target::Postgres(base) => {
             support::fresh_postgres_url(base, &format!("diff_{}_{seed}", variant.name().replace('-', "_"))).await
         }
     };
     let where_ = match target {
         Target::Sqlite => "sqlite",
-        Target::Postgres { .. } => "postgres",
+        Target::Postgres(_) => "postgres",
     };
     let reproduce = format!(
         "reproduce with: FENCELOCK_SEED={seed} cargo test -p fencelock-node --test resource_differential {where_} (variant {})",
@@ -317,9 +344,7 @@ fn the_workload_draws_every_verdict() {
 async fn sqlite_matches_core_on_every_seed() {
     let started = Instant::now();
     let seeds = seeds(SQLITE_SEEDS);
-    for &seed in &seeds {
-        run_case(Target::Sqlite, seed, Variant::Default).await;
-    }
+    run_cases(Target::Sqlite, &seeds, Variant::Default).await;
     println!("sqlite: {} seeds x {STEPS} steps in {:.1?}", seeds.len(), started.elapsed());
 }
 
@@ -327,9 +352,7 @@ async fn sqlite_matches_core_on_every_seed() {
 async fn sqlite_matches_core_under_the_resource_variants() {
     let seeds = seeds(SQLITE_VARIANT_SEEDS);
     for variant in VARIANTS {
-        for &seed in &seeds {
-            run_case(Target::Sqlite, seed, variant).await;
-        }
+        run_cases(Target::Sqlite, &seeds, variant).await;
     }
 }
 
@@ -338,9 +361,7 @@ async fn postgres_matches_core_on_every_seed() {
     let Some(base) = support::postgres_url() else { return };
     let started = Instant::now();
     let seeds = seeds(POSTGRES_SEEDS);
-    for &seed in &seeds {
-        run_case(Target::Postgres { base: &base }, seed, Variant::Default).await;
-    }
+    run_cases(Target::Postgres(base), &seeds, Variant::Default).await;
     println!("postgres: {} seeds x {STEPS} steps in {:.1?}", seeds.len(), started.elapsed());
 }
 
@@ -350,9 +371,7 @@ async fn postgres_matches_core_under_the_resource_variants() {
     // Fewer seeds: the default rule above is the one that must hold.
     let seeds = seeds(SQLITE_VARIANT_SEEDS / 3);
     for variant in VARIANTS {
-        for &seed in &seeds {
-            run_case(Target::Postgres { base: &base }, seed, variant).await;
-        }
+        run_cases(Target::Postgres(base.clone()), &seeds, variant).await;
     }
 }
 
