@@ -365,8 +365,11 @@ impl WriteColumns {
     }
 }
 
+/// A fence as its three nullable columns: token, holder client, holder request.
+type FenceColumns = (Option<i64>, Option<i64>, Option<i64>);
+
 /// The fence as its three nullable columns.
-fn fence_columns(fence: Option<Fence>) -> Result<(Option<i64>, Option<i64>, Option<i64>), ResourceError> {
+fn fence_columns(fence: Option<Fence>) -> Result<FenceColumns, ResourceError> {
     match fence {
         None => Ok((None, None, None)),
         Some(fence) => Ok((

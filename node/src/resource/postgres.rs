@@ -44,15 +44,23 @@ const RAISE_STALE_NEW: &str =
 const CLEAR_STALE: &str = "UPDATE resource_key SET stale_through = NULL WHERE key = $1";
 const SET_RESTORED: &str = "UPDATE resource_meta SET restored = $1 WHERE id = 1";
 
-/// Each table and its columns, parents before children: a backup copies
-/// them in this order and a restore deletes in the reverse.
-const TABLES: [(&str, &str); 5] = [
-    ("resource_meta", "id, restored, stale_through_new"),
+/// Each table but `resource_meta`, with its columns, parents before
+/// children: a backup copies them in this order and a restore deletes in the
+/// reverse. The `resource_meta` row is copied too but never deleted: writes
+/// wait on its lock during a restore, and must find it (updated) after.
+const TABLES: [(&str, &str); 4] = [
     ("resource_key", "key, fence_token, fence_client, fence_request, stale_through, value"),
     ("ledger_line", "key, seq, token, line"),
     ("answered_client", "client, forgotten_max"),
     ("answered_write", "client, request, verdict, highest"),
 ];
+const BACKUP_META: &str =
+    "INSERT INTO backup_resource_meta (label, id, restored, stale_through_new) SELECT $1, id, restored, stale_through_new FROM resource_meta";
+const DELETE_BACKUP_META: &str = "DELETE FROM backup_resource_meta WHERE label = $1";
+/// A write waiting on the row re-reads it once the restore commits, and so
+/// finds the image marked restored.
+const RESTORE_META: &str = "UPDATE resource_meta SET restored = b.restored, stale_through_new = b.stale_through_new \
+     FROM backup_resource_meta b WHERE b.label = $1 AND resource_meta.id = 1";
 
 /// The resource in one PostgreSQL database (and schema: the URL's
 /// `options=-c search_path=…` picks it).
@@ -121,6 +129,8 @@ impl PostgresResource {
         for (table, _) in TABLES.iter().rev() {
             tx.execute(&format!("DELETE FROM backup_{table} WHERE label = $1"), &[&label]).await?;
         }
+        tx.execute(DELETE_BACKUP_META, &[&label]).await?;
+        tx.execute(BACKUP_META, &[&label]).await?;
         for (table, columns) in TABLES {
             let copy = format!("INSERT INTO backup_{table} (label, {columns}) SELECT $1, {columns} FROM {table}");
             tx.execute(&copy, &[&label]).await?;
@@ -142,6 +152,7 @@ impl PostgresResource {
         for (table, _) in TABLES.iter().rev() {
             tx.execute(&format!("DELETE FROM {table}"), &[]).await?;
         }
+        tx.execute(RESTORE_META, &[&label]).await?;
         for (table, columns) in TABLES {
             let copy = format!("INSERT INTO {table} ({columns}) SELECT {columns} FROM backup_{table} WHERE label = $1");
             tx.execute(&copy, &[&label]).await?;

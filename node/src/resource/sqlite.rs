@@ -2,6 +2,10 @@
 //! transaction, backups by `VACUUM INTO`, restores by putting a backup file
 //! back in place (already marked restored) with a rename.
 //!
+//! The file belongs to one process: a restore swaps the file under this
+//! process's connection only, and another process with the file open would
+//! go on with the old one until it reopens it.
+//!
 //! rusqlite is synchronous; every call runs in `spawn_blocking` on the one
 //! connection, behind a mutex (module doc of `resource`).
 
@@ -270,11 +274,19 @@ fn restore_file(
     std::fs::File::open(&staging)?.sync_all()?;
     let closed = std::mem::replace(connection, Connection::open_in_memory()?);
     closed.close().map_err(|(_, error)| error)?;
+    let swapped = swap_in(&staging, live);
+    // Whether or not the swap happened, the resource goes on with the live
+    // file: the restored image if it did, the old one (and an error) if not.
+    *connection = connect(live)?;
+    swapped
+}
+
+/// Moves the marked copy over the live file, leaving no journal of the old one behind.
+fn swap_in(staging: &Path, live: &Path) -> Result<(), ResourceError> {
     for suffix in ["-journal", "-wal", "-shm"] {
         remove_if_present(&sibling(live, suffix))?;
     }
-    std::fs::rename(&staging, live)?;
-    *connection = connect(live)?;
+    std::fs::rename(staging, live)?;
     Ok(())
 }
 
