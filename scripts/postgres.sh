@@ -85,12 +85,16 @@ start() {
     if [[ "$(id -u)" == 0 ]]; then
         id postgres >/dev/null 2>&1 || { log "no postgres user to own the cluster"; exit 1; }
         chown postgres: "$dir"
-        # The postgres user must be able to reach DIR through its parents.
-        local parent=$dir
-        while [[ "$parent" != / ]]; do
-            parent=$(dirname "$parent")
-            chmod o+x "$parent" 2>/dev/null || true
-        done
+        # The postgres user must be able to reach DIR through its parents;
+        # only if it cannot do they get the traverse bit for others.
+        if ! runuser -u postgres -- test -x "$dir"; then
+            log "letting the postgres user traverse the parents of $dir"
+            local parent=$dir
+            while [[ "$parent" != / ]]; do
+                parent=$(dirname "$parent")
+                chmod o+x "$parent"
+            done
+        fi
     fi
     if [[ -f "$data/postmaster.pid" ]] && as_owner "$bin/pg_ctl" status -D "$data" >/dev/null 2>&1; then
         log "already running in $data"

@@ -165,8 +165,8 @@ impl SqlResource {
         }
     }
 
-    /// Takes a consistent backup named `label` while writes go on (a later
-    /// backup with the same label replaces it).
+    /// Takes a consistent backup named `label`; writes wait for the copy
+    /// (a later backup with the same label replaces it).
     pub async fn backup(&mut self, label: &str) -> Result<Backup, ResourceError> {
         match self {
             SqlResource::Sqlite(resource) => resource.backup(label).await,
