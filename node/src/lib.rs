@@ -4,4 +4,5 @@
 //! tokio for time and TCP, files with fsync for durable state, and the
 //! protected resource in SQLite or PostgreSQL.
 
+pub mod resource;
 pub mod storage;

@@ -1,0 +1,282 @@
+//! The protected resource in a PostgreSQL database: each write one READ
+//! COMMITTED transaction with row locks (module doc of `resource` for the
+//! order and why not SERIALIZABLE), backups as snapshots of every table into
+//! the `backup_*` tables under a label, restores as one transaction that puts
+//! a label's rows back and marks the image restored.
+
+use super::{
+    check_label, client_of, dedups, fence_columns, fence_of_row, from_sql, held_by_key, judge, raised,
+    restore_awaits_floor, retry_answer, to_sql, verdict_of_row, verdict_row, Backup, ClientImage, Image, KeyImage,
+    Remembered, ResourceError, WriteColumns, WINDOW,
+};
+use fencelock::resource::{LockFloor, Write, WritePath, WriteVerdict};
+use fencelock::{Key, RequestId, Token, Variant};
+use tokio_postgres::{Client, IsolationLevel, NoTls, Transaction};
+
+const SCHEMA: &str = include_str!("../../sql/postgres.sql");
+
+/// Writes share the restore row; a restore or floor raise takes it alone.
+const SELECT_META_SHARED: &str = "SELECT restored, stale_through_new FROM resource_meta WHERE id = 1 FOR SHARE";
+const SELECT_META_ALONE: &str = "SELECT restored, stale_through_new FROM resource_meta WHERE id = 1 FOR UPDATE";
+const SELECT_META: &str = "SELECT restored, stale_through_new FROM resource_meta WHERE id = 1";
+const INSERT_CLIENT: &str = "INSERT INTO answered_client (client) VALUES ($1) ON CONFLICT DO NOTHING";
+const SELECT_CLIENT: &str = "SELECT forgotten_max FROM answered_client WHERE client = $1 FOR UPDATE";
+const SELECT_ANSWER: &str = "SELECT verdict, highest FROM answered_write WHERE client = $1 AND request = $2";
+const INSERT_KEY: &str = "INSERT INTO resource_key (key, stale_through) VALUES ($1, $2) ON CONFLICT DO NOTHING";
+const SELECT_KEY: &str =
+    "SELECT fence_token, fence_client, fence_request, stale_through FROM resource_key WHERE key = $1 FOR UPDATE";
+const UPDATE_FENCE: &str =
+    "UPDATE resource_key SET fence_token = $2, fence_client = $3, fence_request = $4 WHERE key = $1";
+const UPDATE_VALUE: &str = "UPDATE resource_key SET value = $2 WHERE key = $1";
+const INSERT_LINE: &str = "INSERT INTO ledger_line (key, seq, token, line) \
+     SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3 FROM ledger_line WHERE key = $1";
+const INSERT_ANSWER: &str = "INSERT INTO answered_write (client, request, verdict, highest) VALUES ($1, $2, $3, $4)";
+/// The highest of the client's answers beyond the newest `WINDOW`.
+const SELECT_BEYOND_WINDOW: &str =
+    "SELECT request FROM answered_write WHERE client = $1 ORDER BY request DESC LIMIT 1 OFFSET $2";
+const DELETE_ANSWERS_THROUGH: &str = "DELETE FROM answered_write WHERE client = $1 AND request <= $2";
+/// GREATEST ignores NULL, which makes it core's `Option::max`.
+const RAISE_FORGOTTEN: &str =
+    "UPDATE answered_client SET forgotten_max = GREATEST(forgotten_max, $2) WHERE client = $1";
+const RAISE_STALE_ALL: &str = "UPDATE resource_key SET stale_through = GREATEST(stale_through, $1)";
+const RAISE_STALE_NEW: &str =
+    "UPDATE resource_meta SET stale_through_new = GREATEST(stale_through_new, $1) WHERE id = 1";
+const CLEAR_STALE: &str = "UPDATE resource_key SET stale_through = NULL WHERE key = $1";
+const SET_RESTORED: &str = "UPDATE resource_meta SET restored = $1 WHERE id = 1";
+
+/// Each table but `resource_meta`, with its columns, parents before
+/// children: a backup copies them in this order and a restore deletes in the
+/// reverse. The `resource_meta` row is copied too but never deleted: writes
+/// wait on its lock during a restore, and must find it (updated) after.
+const TABLES: [(&str, &str); 4] = [
+    ("resource_key", "key, fence_token, fence_client, fence_request, stale_through, value"),
+    ("ledger_line", "key, seq, token, line"),
+    ("answered_client", "client, forgotten_max"),
+    ("answered_write", "client, request, verdict, highest"),
+];
+const BACKUP_META: &str =
+    "INSERT INTO backup_resource_meta (label, id, restored, stale_through_new) SELECT $1, id, restored, stale_through_new FROM resource_meta";
+const DELETE_BACKUP_META: &str = "DELETE FROM backup_resource_meta WHERE label = $1";
+/// A write waiting on the row re-reads it once the restore commits, and so
+/// finds the image marked restored.
+const RESTORE_META: &str = "UPDATE resource_meta SET restored = b.restored, stale_through_new = b.stale_through_new \
+     FROM backup_resource_meta b WHERE b.label = $1 AND resource_meta.id = 1";
+
+/// The resource in one PostgreSQL database (and schema: the URL's
+/// `options=-c search_path=…` picks it).
+pub struct PostgresResource {
+    client: Client,
+    variant: Variant,
+}
+
+impl PostgresResource {
+    pub(super) async fn open(url: &str, variant: Variant) -> Result<PostgresResource, ResourceError> {
+        let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
+        // The connection task ends when the client is dropped; its error, if
+        // any, also fails the client's next call, which is where it is reported.
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::warn!(%error, "postgres connection ended");
+            }
+        });
+        client.batch_execute(SCHEMA).await?;
+        Ok(PostgresResource { client, variant })
+    }
+
+    pub(super) async fn write(&mut self, write: &Write) -> Result<WriteVerdict, ResourceError> {
+        let columns = WriteColumns::of(write)?;
+        let variant = self.variant;
+        let tx = self.client.transaction().await?;
+        let meta = tx.query_one(SELECT_META_SHARED, &[]).await?;
+        let (restored, stale_through_new): (Option<i64>, Option<i64>) = (meta.get(0), meta.get(1));
+        if restored.is_some() {
+            tx.rollback().await?;
+            return Ok(WriteVerdict::Unavailable);
+        }
+        let remembered = read_remembered(&tx, &columns).await?;
+        if let Some(answer) = retry_answer(remembered, write.request) {
+            tx.rollback().await?;
+            return Ok(answer);
+        }
+        tx.execute(INSERT_KEY, &[&write.key.0, &stale_through_new]).await?;
+        let row = tx.query_one(SELECT_KEY, &[&write.key.0]).await?;
+        let fence = fence_of_row(row.get(0), row.get(1), row.get(2))?;
+        let stale_through: Option<i64> = row.get(3);
+        let stale_through = stale_through.map(|token| from_sql(token, "stale_through")).transpose()?.map(Token);
+        let judgement = judge(fence, stale_through, write, variant);
+        if judgement.verdict.is_accepted() {
+            let (token, client, request) = fence_columns(judgement.fence)?;
+            tx.execute(UPDATE_FENCE, &[&write.key.0, &token, &client, &request]).await?;
+            match write.path {
+                WritePath::Status => tx.execute(UPDATE_VALUE, &[&write.key.0, &write.value]).await?,
+                WritePath::Ledger => tx.execute(INSERT_LINE, &[&write.key.0, &columns.token, &write.value]).await?,
+            };
+        }
+        // The one place Variant::ResourceNoDedup is consulted, as in core.
+        if dedups(variant) {
+            remember(&tx, &columns, judgement.verdict).await?;
+        }
+        tx.commit().await?;
+        Ok(judgement.verdict)
+    }
+
+    pub(super) async fn backup(&mut self, label: &str) -> Result<Backup, ResourceError> {
+        check_label(label)?;
+        let tx = self.client.transaction().await?;
+        // Holding the restore row alone waits for the writes in flight and
+        // holds off new ones, so the copies below are one image.
+        tx.query_one(SELECT_META_ALONE, &[]).await?;
+        for (table, _) in TABLES.iter().rev() {
+            tx.execute(&format!("DELETE FROM backup_{table} WHERE label = $1"), &[&label]).await?;
+        }
+        tx.execute(DELETE_BACKUP_META, &[&label]).await?;
+        tx.execute(BACKUP_META, &[&label]).await?;
+        for (table, columns) in TABLES {
+            let copy = format!("INSERT INTO backup_{table} (label, {columns}) SELECT $1, {columns} FROM {table}");
+            tx.execute(&copy, &[&label]).await?;
+        }
+        tx.commit().await?;
+        Ok(Backup { label: label.to_string(), path: None })
+    }
+
+    pub(super) async fn restore(&mut self, backup: &Backup, restore: u64) -> Result<(), ResourceError> {
+        let mark = restore_awaits_floor(self.variant).then(|| to_sql(restore, "restore")).transpose()?;
+        let label = backup.label.as_str();
+        let tx = self.client.transaction().await?;
+        tx.query_one(SELECT_META_ALONE, &[]).await?;
+        let taken = tx.query_opt("SELECT 1 FROM backup_resource_meta WHERE label = $1", &[&label]).await?;
+        if taken.is_none() {
+            tx.rollback().await?;
+            return Err(ResourceError::Label(label.to_string()));
+        }
+        for (table, _) in TABLES.iter().rev() {
+            tx.execute(&format!("DELETE FROM {table}"), &[]).await?;
+        }
+        tx.execute(RESTORE_META, &[&label]).await?;
+        for (table, columns) in TABLES {
+            let copy = format!("INSERT INTO {table} ({columns}) SELECT {columns} FROM backup_{table} WHERE label = $1");
+            tx.execute(&copy, &[&label]).await?;
+        }
+        // Marked in the same transaction: no write ever sees the restored image unmarked.
+        if let Some(restore) = mark {
+            tx.execute(SET_RESTORED, &[&Some(restore)]).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn awaiting_floor(&mut self) -> Result<Option<u64>, ResourceError> {
+        let restored: Option<i64> = self.client.query_one(SELECT_META, &[]).await?.get(0);
+        restored.map(|restore| from_sql(restore, "restore")).transpose()
+    }
+
+    pub(super) async fn raise_floor(&mut self, restore: u64, floor: &LockFloor) -> Result<bool, ResourceError> {
+        let restore = to_sql(restore, "restore")?;
+        let token_last = to_sql(floor.token_last.0, "token_last")?;
+        let tx = self.client.transaction().await?;
+        let restored: Option<i64> = tx.query_one(SELECT_META_ALONE, &[]).await?.get(0);
+        if restored != Some(restore) {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        // Every key free at the read: tokens through the read's counter are
+        // stale. The held keys get the same here and lose it below, as in core.
+        tx.execute(RAISE_STALE_ALL, &[&token_last]).await?;
+        tx.execute(RAISE_STALE_NEW, &[&token_last]).await?;
+        for (key, fence) in held_by_key(floor) {
+            tx.execute(INSERT_KEY, &[&key.0, &Option::<i64>::None]).await?;
+            let row = tx.query_one(SELECT_KEY, &[&key.0]).await?;
+            let fence = raised(fence_of_row(row.get(0), row.get(1), row.get(2))?, fence.token, fence.holder);
+            let (token, client, request) = fence_columns(fence)?;
+            tx.execute(UPDATE_FENCE, &[&key.0, &token, &client, &request]).await?;
+            tx.execute(CLEAR_STALE, &[&key.0]).await?;
+        }
+        tx.execute(SET_RESTORED, &[&Option::<i64>::None]).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    pub(super) async fn image(&mut self) -> Result<Image, ResourceError> {
+        // One snapshot for every table, without blocking writes.
+        let tx = self
+            .client
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
+            .await?;
+        let image = read_image(&tx).await?;
+        tx.commit().await?;
+        Ok(image)
+    }
+}
+
+/// Locks the client's row (creating it) and reads its answer to this write id.
+async fn read_remembered(tx: &Transaction<'_>, columns: &WriteColumns) -> Result<Remembered, ResourceError> {
+    tx.execute(INSERT_CLIENT, &[&columns.client]).await?;
+    let forgotten_max: Option<i64> = tx.query_one(SELECT_CLIENT, &[&columns.client]).await?.get(0);
+    let answer = tx.query_opt(SELECT_ANSWER, &[&columns.client, &columns.request]).await?;
+    let verdict = match answer {
+        Some(row) => Some(verdict_of_row(row.get(0), row.get(1))?),
+        None => None,
+    };
+    Ok(Remembered {
+        verdict,
+        forgotten_max: forgotten_max.map(|request| from_sql(request, "forgotten_max")).transpose()?.map(RequestId),
+    })
+}
+
+/// Stores the first answer and drops the client's answers beyond the window,
+/// raising its forgotten bound to the highest dropped (core's `remember`).
+async fn remember(tx: &Transaction<'_>, columns: &WriteColumns, verdict: WriteVerdict) -> Result<(), ResourceError> {
+    let (kind, highest) = verdict_row(verdict);
+    let highest = highest.map(|token| to_sql(token.0, "highest")).transpose()?;
+    tx.execute(INSERT_ANSWER, &[&columns.client, &columns.request, &kind, &highest]).await?;
+    let dropped = tx.query_opt(SELECT_BEYOND_WINDOW, &[&columns.client, &WINDOW]).await?;
+    if let Some(row) = dropped {
+        let dropped_max: i64 = row.get(0);
+        tx.execute(DELETE_ANSWERS_THROUGH, &[&columns.client, &dropped_max]).await?;
+        tx.execute(RAISE_FORGOTTEN, &[&columns.client, &dropped_max]).await?;
+    }
+    Ok(())
+}
+
+/// Every table, read in one transaction.
+async fn read_image(tx: &Transaction<'_>) -> Result<Image, ResourceError> {
+    let mut image = Image::default();
+    let meta = tx.query_one(SELECT_META, &[]).await?;
+    let (restored, stale_through_new): (Option<i64>, Option<i64>) = (meta.get(0), meta.get(1));
+    image.restored = restored.map(|restore| from_sql(restore, "restore")).transpose()?;
+    image.stale_through_new =
+        stale_through_new.map(|token| from_sql(token, "stale_through_new")).transpose()?.map(Token);
+    let keys = "SELECT key, fence_token, fence_client, fence_request, stale_through, value FROM resource_key";
+    for row in tx.query(keys, &[]).await? {
+        let stale_through: Option<i64> = row.get(4);
+        let record = KeyImage {
+            fence: fence_of_row(row.get(1), row.get(2), row.get(3))?,
+            stale_through: stale_through.map(|token| from_sql(token, "stale_through")).transpose()?.map(Token),
+            value: row.get(5),
+            ledger: Vec::new(),
+        };
+        image.keys.insert(Key(row.get(0)), record);
+    }
+    for row in tx.query("SELECT key, token, line FROM ledger_line ORDER BY key, seq", &[]).await? {
+        let token = Token(from_sql(row.get(1), "ledger token")?);
+        let record = image
+            .keys
+            .get_mut(&Key(row.get(0)))
+            .ok_or_else(|| ResourceError::Corrupt("a line without its key".into()))?;
+        record.ledger.push((token, row.get(2)));
+    }
+    for row in tx.query("SELECT client, forgotten_max FROM answered_client", &[]).await? {
+        let forgotten_max: Option<i64> = row.get(1);
+        let forgotten_max = forgotten_max.map(|request| from_sql(request, "forgotten_max")).transpose()?.map(RequestId);
+        image.clients.insert(client_of(row.get(0))?, ClientImage { forgotten_max, ..ClientImage::default() });
+    }
+    for row in tx.query("SELECT client, request, verdict, highest FROM answered_write", &[]).await? {
+        let request = RequestId(from_sql(row.get(1), "request")?);
+        let verdict = verdict_of_row(row.get(2), row.get(3))?;
+        image.clients.entry(client_of(row.get(0))?).or_default().verdicts.insert(request, verdict);
+    }
+    Ok(image)
+}

@@ -1,0 +1,362 @@
+//! The protected resource in one SQLite file: each write one `BEGIN IMMEDIATE`
+//! transaction, backups by `VACUUM INTO`, restores by putting a backup file
+//! back in place (already marked restored) with a rename.
+//!
+//! The file belongs to one process: a restore swaps the file under this
+//! process's connection only, and another process with the file open would
+//! go on with the old one until it reopens it.
+//!
+//! rusqlite is synchronous; every call runs in `spawn_blocking` on the one
+//! connection, behind a mutex (module doc of `resource`).
+
+use super::{
+    check_label, client_of, dedups, fence_columns, fence_of_row, from_sql, held_by_key, judge, raised,
+    restore_awaits_floor, retry_answer, to_sql, verdict_of_row, verdict_row, Backup, ClientImage, Image, KeyImage,
+    Remembered, ResourceError, WriteColumns, WINDOW,
+};
+use fencelock::resource::{LockFloor, Write, WritePath, WriteVerdict};
+use fencelock::{Key, RequestId, Token, Variant};
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const SCHEMA: &str = include_str!("../../sql/sqlite.sql");
+
+/// How long a write waits for another process's write lock before it fails.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+const SELECT_META: &str = "SELECT restored, stale_through_new FROM resource_meta WHERE id = 1";
+const SELECT_FORGOTTEN: &str = "SELECT forgotten_max FROM answered_client WHERE client = ?1";
+const SELECT_ANSWER: &str = "SELECT verdict, highest FROM answered_write WHERE client = ?1 AND request = ?2";
+const INSERT_KEY: &str = "INSERT OR IGNORE INTO resource_key (key, stale_through) VALUES (?1, ?2)";
+const SELECT_KEY: &str =
+    "SELECT fence_token, fence_client, fence_request, stale_through FROM resource_key WHERE key = ?1";
+const UPDATE_FENCE: &str =
+    "UPDATE resource_key SET fence_token = ?2, fence_client = ?3, fence_request = ?4 WHERE key = ?1";
+const UPDATE_VALUE: &str = "UPDATE resource_key SET value = ?2 WHERE key = ?1";
+const INSERT_LINE: &str = "INSERT INTO ledger_line (key, seq, token, line) \
+     SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3 FROM ledger_line WHERE key = ?1";
+const INSERT_CLIENT: &str = "INSERT OR IGNORE INTO answered_client (client) VALUES (?1)";
+const INSERT_ANSWER: &str = "INSERT INTO answered_write (client, request, verdict, highest) VALUES (?1, ?2, ?3, ?4)";
+/// The highest of the client's answers beyond the newest `WINDOW`.
+const SELECT_BEYOND_WINDOW: &str =
+    "SELECT request FROM answered_write WHERE client = ?1 ORDER BY request DESC LIMIT 1 OFFSET ?2";
+const DELETE_ANSWERS_THROUGH: &str = "DELETE FROM answered_write WHERE client = ?1 AND request <= ?2";
+/// SQLite's two-argument MAX is NULL if either is; the COALESCE makes it
+/// core's `Option::max` (every stored value is at least 0).
+const RAISE_FORGOTTEN: &str =
+    "UPDATE answered_client SET forgotten_max = MAX(COALESCE(forgotten_max, 0), ?2) WHERE client = ?1";
+const RAISE_STALE_ALL: &str = "UPDATE resource_key SET stale_through = MAX(COALESCE(stale_through, 0), ?1)";
+const RAISE_STALE_NEW: &str =
+    "UPDATE resource_meta SET stale_through_new = MAX(COALESCE(stale_through_new, 0), ?1) WHERE id = 1";
+const CLEAR_STALE: &str = "UPDATE resource_key SET stale_through = NULL WHERE key = ?1";
+const SET_RESTORED: &str = "UPDATE resource_meta SET restored = ?1 WHERE id = 1";
+
+/// The resource in the SQLite file at `path`.
+pub struct SqliteResource {
+    path: PathBuf,
+    connection: Arc<Mutex<Connection>>,
+    variant: Variant,
+}
+
+impl SqliteResource {
+    pub(super) async fn open(path: PathBuf, variant: Variant) -> Result<SqliteResource, ResourceError> {
+        let opened = path.clone();
+        let connection = blocking(move || connect(&opened)).await?;
+        Ok(SqliteResource { path, connection: Arc::new(Mutex::new(connection)), variant })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(super) async fn write(&mut self, write: &Write) -> Result<WriteVerdict, ResourceError> {
+        let write = write.clone();
+        let variant = self.variant;
+        self.with_connection(move |connection| write_once(connection, &write, variant)).await
+    }
+
+    pub(super) async fn backup(&mut self, label: &str) -> Result<Backup, ResourceError> {
+        check_label(label)?;
+        let file = backup_path(&self.path, label);
+        let target = file.clone();
+        self.with_connection(move |connection| {
+            // VACUUM INTO refuses to overwrite; a backup of the same label replaces the older one.
+            remove_if_present(&target)?;
+            let target = target.to_str().ok_or_else(|| ResourceError::Url(target.display().to_string()))?;
+            connection.execute("VACUUM INTO ?1", [target])?;
+            Ok(())
+        })
+        .await?;
+        Ok(Backup { label: label.to_string(), path: Some(file) })
+    }
+
+    pub(super) async fn restore(&mut self, backup: &Backup, restore: u64) -> Result<(), ResourceError> {
+        let source = backup.path.clone().ok_or_else(|| ResourceError::Label(backup.label.clone()))?;
+        let live = self.path.clone();
+        let mark = restore_awaits_floor(self.variant).then(|| to_sql(restore, "restore")).transpose()?;
+        self.with_connection(move |connection| restore_file(connection, &source, &live, mark)).await
+    }
+
+    pub(super) async fn awaiting_floor(&mut self) -> Result<Option<u64>, ResourceError> {
+        self.with_connection(|connection| {
+            let restored: Option<i64> = connection.query_row(SELECT_META, [], |row| row.get(0))?;
+            restored.map(|restore| from_sql(restore, "restore")).transpose()
+        })
+        .await
+    }
+
+    pub(super) async fn raise_floor(&mut self, restore: u64, floor: &LockFloor) -> Result<bool, ResourceError> {
+        let floor = floor.clone();
+        self.with_connection(move |connection| raise_floor_once(connection, restore, &floor)).await
+    }
+
+    pub(super) async fn image(&mut self) -> Result<Image, ResourceError> {
+        self.with_connection(|connection| read_image(&connection.transaction()?)).await
+    }
+
+    /// Runs `call` on the connection in a blocking task.
+    async fn with_connection<T, F>(&self, call: F) -> Result<T, ResourceError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, ResourceError> + Send + 'static,
+    {
+        let connection = Arc::clone(&self.connection);
+        blocking(move || {
+            // A call that panicked mid-transaction left nothing committed (the
+            // transaction rolled back on drop), so a poisoned lock is still usable.
+            let mut connection = connection.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            call(&mut connection)
+        })
+        .await
+    }
+}
+
+async fn blocking<T, F>(call: F) -> Result<T, ResourceError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, ResourceError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(call).await.map_err(|error| ResourceError::Task(error.to_string()))?
+}
+
+/// Opens the file and creates the tables if they are missing.
+fn connect(path: &Path) -> Result<Connection, ResourceError> {
+    let connection = Connection::open(path)?;
+    connection.busy_timeout(BUSY_TIMEOUT)?;
+    // An accepted write must be on disk before its writer hears so: a rollback
+    // journal with a full fsync at every commit.
+    connection.pragma_update(None, "journal_mode", "DELETE")?;
+    connection.pragma_update(None, "synchronous", "FULL")?;
+    connection.pragma_update(None, "foreign_keys", "ON")?;
+    connection.execute_batch(SCHEMA)?;
+    Ok(connection)
+}
+
+/// One write, one `BEGIN IMMEDIATE` transaction: a return before the commit
+/// drops the transaction, which rolls it back, so a write that was not
+/// judged leaves nothing behind.
+fn write_once(connection: &mut Connection, write: &Write, variant: Variant) -> Result<WriteVerdict, ResourceError> {
+    let columns = WriteColumns::of(write)?;
+    let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let (restored, stale_through_new): (Option<i64>, Option<i64>) =
+        tx.query_row(SELECT_META, [], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    if restored.is_some() {
+        return Ok(WriteVerdict::Unavailable);
+    }
+    let remembered = read_remembered(&tx, &columns)?;
+    if let Some(answer) = retry_answer(remembered, write.request) {
+        return Ok(answer);
+    }
+    tx.execute(INSERT_KEY, params![write.key.0, stale_through_new])?;
+    let (token, client, request, stale_through): (Option<i64>, Option<i64>, Option<i64>, Option<i64>) =
+        tx.query_row(SELECT_KEY, [&write.key.0], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?;
+    let fence = fence_of_row(token, client, request)?;
+    let stale_through = stale_through.map(|token| from_sql(token, "stale_through")).transpose()?.map(Token);
+    let judgement = judge(fence, stale_through, write, variant);
+    if judgement.verdict.is_accepted() {
+        let (token, client, request) = fence_columns(judgement.fence)?;
+        tx.execute(UPDATE_FENCE, params![write.key.0, token, client, request])?;
+        match write.path {
+            WritePath::Status => tx.execute(UPDATE_VALUE, params![write.key.0, write.value])?,
+            WritePath::Ledger => tx.execute(INSERT_LINE, params![write.key.0, columns.token, write.value])?,
+        };
+    }
+    // The one place Variant::ResourceNoDedup is consulted, as in core.
+    if dedups(variant) {
+        remember(&tx, &columns, judgement.verdict)?;
+    }
+    tx.commit()?;
+    Ok(judgement.verdict)
+}
+
+/// The client's stored answer to this write id and its forgotten bound.
+fn read_remembered(tx: &Transaction<'_>, columns: &WriteColumns) -> Result<Remembered, ResourceError> {
+    let forgotten_max: Option<i64> =
+        tx.query_row(SELECT_FORGOTTEN, [columns.client], |row| row.get(0)).optional()?.flatten();
+    let answer: Option<(String, Option<i64>)> = tx
+        .query_row(SELECT_ANSWER, [columns.client, columns.request], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()?;
+    Ok(Remembered {
+        verdict: answer.map(|(kind, highest)| verdict_of_row(&kind, highest)).transpose()?,
+        forgotten_max: forgotten_max.map(|request| from_sql(request, "forgotten_max")).transpose()?.map(RequestId),
+    })
+}
+
+/// Stores the first answer and drops the client's answers beyond the window,
+/// raising its forgotten bound to the highest dropped (core's `remember`).
+fn remember(tx: &Transaction<'_>, columns: &WriteColumns, verdict: WriteVerdict) -> Result<(), ResourceError> {
+    let (kind, highest) = verdict_row(verdict);
+    let highest = highest.map(|token| to_sql(token.0, "highest")).transpose()?;
+    tx.execute(INSERT_CLIENT, [columns.client])?;
+    tx.execute(INSERT_ANSWER, params![columns.client, columns.request, kind, highest])?;
+    let dropped_max: Option<i64> =
+        tx.query_row(SELECT_BEYOND_WINDOW, [columns.client, WINDOW], |row| row.get(0)).optional()?;
+    if let Some(dropped_max) = dropped_max {
+        tx.execute(DELETE_ANSWERS_THROUGH, [columns.client, dropped_max])?;
+        tx.execute(RAISE_FORGOTTEN, [columns.client, dropped_max])?;
+    }
+    Ok(())
+}
+
+/// Core's `raise_floor` in one `BEGIN IMMEDIATE` transaction.
+fn raise_floor_once(connection: &mut Connection, restore: u64, floor: &LockFloor) -> Result<bool, ResourceError> {
+    let restore = to_sql(restore, "restore")?;
+    let token_last = to_sql(floor.token_last.0, "token_last")?;
+    let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let restored: Option<i64> = tx.query_row(SELECT_META, [], |row| row.get(0))?;
+    if restored != Some(restore) {
+        return Ok(false);
+    }
+    // Every key free at the read: tokens through the read's counter are stale.
+    // The held keys get the same here and lose it below, as in core.
+    tx.execute(RAISE_STALE_ALL, [token_last])?;
+    tx.execute(RAISE_STALE_NEW, [token_last])?;
+    for (key, fence) in held_by_key(floor) {
+        tx.execute(INSERT_KEY, params![key.0, Option::<i64>::None])?;
+        let (token, client, request): (Option<i64>, Option<i64>, Option<i64>) =
+            tx.query_row(SELECT_KEY, [&key.0], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
+        let (token, client, request) =
+            fence_columns(raised(fence_of_row(token, client, request)?, fence.token, fence.holder))?;
+        tx.execute(UPDATE_FENCE, params![key.0, token, client, request])?;
+        tx.execute(CLEAR_STALE, [&key.0])?;
+    }
+    tx.execute(SET_RESTORED, [Option::<i64>::None])?;
+    tx.commit()?;
+    Ok(true)
+}
+
+/// Puts the backup file at `source` in place of the live file `live`.
+///
+/// The copy is marked restored (`mark`) before it replaces the live file, and
+/// it replaces it by a rename: no connection ever sees the backup's image
+/// unmarked. The live connection is closed first, and any journal the live
+/// file left behind is removed, because SQLite would roll a hot journal of
+/// the old file back into the restored one.
+fn restore_file(
+    connection: &mut Connection,
+    source: &Path,
+    live: &Path,
+    mark: Option<i64>,
+) -> Result<(), ResourceError> {
+    let staging = sibling(live, ".restoring");
+    remove_if_present(&staging)?;
+    std::fs::copy(source, &staging)?;
+    {
+        let staged = connect(&staging)?;
+        if let Some(restore) = mark {
+            staged.execute(SET_RESTORED, [restore])?;
+        }
+        staged.close().map_err(|(_, error)| error)?;
+    }
+    std::fs::File::open(&staging)?.sync_all()?;
+    let closed = std::mem::replace(connection, Connection::open_in_memory()?);
+    closed.close().map_err(|(_, error)| error)?;
+    let swapped = swap_in(&staging, live);
+    // Whether or not the swap happened, the resource goes on with the live
+    // file: the restored image if it did, the old one (and an error) if not.
+    *connection = connect(live)?;
+    swapped
+}
+
+/// Moves the marked copy over the live file, leaving no journal of the old one behind.
+fn swap_in(staging: &Path, live: &Path) -> Result<(), ResourceError> {
+    for suffix in ["-journal", "-wal", "-shm"] {
+        remove_if_present(&sibling(live, suffix))?;
+    }
+    std::fs::rename(staging, live)?;
+    Ok(())
+}
+
+/// Every table, read in one transaction.
+fn read_image(tx: &Transaction<'_>) -> Result<Image, ResourceError> {
+    let mut image = Image::default();
+    let (restored, stale_through_new): (Option<i64>, Option<i64>) =
+        tx.query_row(SELECT_META, [], |row| Ok((row.get(0)?, row.get(1)?)))?;
+    image.restored = restored.map(|restore| from_sql(restore, "restore")).transpose()?;
+    image.stale_through_new =
+        stale_through_new.map(|token| from_sql(token, "stale_through_new")).transpose()?.map(Token);
+    let mut keys = tx.prepare(
+        "SELECT key, fence_token, fence_client, fence_request, stale_through, value FROM resource_key ORDER BY key",
+    )?;
+    let mut rows = keys.query([])?;
+    while let Some(row) = rows.next()? {
+        let key: String = row.get(0)?;
+        let stale_through: Option<i64> = row.get(4)?;
+        let record = KeyImage {
+            fence: fence_of_row(row.get(1)?, row.get(2)?, row.get(3)?)?,
+            stale_through: stale_through.map(|token| from_sql(token, "stale_through")).transpose()?.map(Token),
+            value: row.get(5)?,
+            ledger: Vec::new(),
+        };
+        image.keys.insert(Key(key), record);
+    }
+    let mut lines = tx.prepare("SELECT key, token, line FROM ledger_line ORDER BY key, seq")?;
+    let mut rows = lines.query([])?;
+    while let Some(row) = rows.next()? {
+        let key: String = row.get(0)?;
+        let token = Token(from_sql(row.get(1)?, "ledger token")?);
+        let record =
+            image.keys.get_mut(&Key(key)).ok_or_else(|| ResourceError::Corrupt("a line without its key".into()))?;
+        record.ledger.push((token, row.get(2)?));
+    }
+    let mut clients = tx.prepare("SELECT client, forgotten_max FROM answered_client")?;
+    let mut rows = clients.query([])?;
+    while let Some(row) = rows.next()? {
+        let client = client_of(row.get(0)?)?;
+        let forgotten_max: Option<i64> = row.get(1)?;
+        let forgotten_max = forgotten_max.map(|request| from_sql(request, "forgotten_max")).transpose()?.map(RequestId);
+        image.clients.insert(client, ClientImage { forgotten_max, ..ClientImage::default() });
+    }
+    let mut answers = tx.prepare("SELECT client, request, verdict, highest FROM answered_write")?;
+    let mut rows = answers.query([])?;
+    while let Some(row) = rows.next()? {
+        let client = client_of(row.get(0)?)?;
+        let request = RequestId(from_sql(row.get(1)?, "request")?);
+        let kind: String = row.get(2)?;
+        let verdict = verdict_of_row(&kind, row.get(3)?)?;
+        image.clients.entry(client).or_default().verdicts.insert(request, verdict);
+    }
+    Ok(image)
+}
+
+/// `live` with `suffix` appended to its file name (`shop.db-journal`).
+fn sibling(live: &Path, suffix: &str) -> PathBuf {
+    let mut name = live.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+fn backup_path(live: &Path, label: &str) -> PathBuf {
+    sibling(live, &format!(".backup-{label}"))
+}
+
+fn remove_if_present(path: &Path) -> Result<(), ResourceError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
