@@ -16,7 +16,8 @@
 //!   attempt is answered by the server it reached, within its wait plus the
 //!   progress bound (a server that cannot serve says `Unavailable` or
 //!   `NotLeader`, never nothing), a `NotLeader` naming the leader the server
-//!   knows.
+//!   knows. At any time, an acquire is never answered `NotHeld` while the
+//!   lock its own Grant gave it is still held.
 //! - `progress`: from the leader bound on, a key that is free (by the
 //!   committed lock table) while some client asks for it is granted within
 //!   the progress bound.
