@@ -26,22 +26,26 @@ trap 'rm -rf "$tmp"' EXIT
 "$bin" hunt --seeds "$seeds" --jobs 2 --json > "$tmp/plain.json" || true
 "$bin" hunt --seeds "$seeds" --jobs 2 --swarm --json > "$tmp/swarm.json" || true
 "$bin" variants --score --seeds "$score_seeds" > "$tmp/score.txt" || true
-python3 - "$tmp" "$seeds" "$score_seeds" "$(git rev-parse --short=12 HEAD)" > "$out" <<'PY'
+# The machine as the measurements began: a busy machine slows every figure of speed.
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+python3 - "$tmp" "$seeds" "$score_seeds" "$(date -u +%Y-%m-%d)" "$(nproc)" "$load_start" > "$out" <<'PY'
 import json, sys
-tmp, seeds, score_seeds, commit = sys.argv[1:]
+tmp, seeds, score_seeds, day, cores, load = sys.argv[1:]
 bench = json.load(open(f"{tmp}/bench.json"))
 print("# fencesim — results\n")
-print(f"Written by `scripts/results.sh` from the release build of commit `{commit}` on a 2-core machine;")
-print("do not edit by hand. Run the script again to refresh every figure.\n")
-print("## Speed (`fencesim bench --json`)\n")
+print(f"Written by `scripts/results.sh` on {day} from the release build of this tree, on a machine")
+print(f"with {cores} cores (load average {load} when the script began); do not edit by hand. Run the")
+print("script again to refresh every figure. Under each table, the command that made it.\n")
+print("## Speed\n")
 print("| figure | value |\n|---|---|")
 for key, value in bench.items():
     if isinstance(value, (int, float, str)):
         print(f"| `{key}` | {value} |")
+print("\n`fencesim bench --json`")
 for name in ["plain", "swarm"]:
     hunt = json.load(open(f"{tmp}/{name}.json"))
     flag = " --swarm" if name == "swarm" else ""
-    print(f"\n## Hunt of the default protocol (`fencesim hunt --seeds {seeds} --jobs 2{flag} --json`)\n")
+    print(f"\n## Hunt of the default protocol{', swarm' if flag else ''}\n")
     print("| figure | value |\n|---|---|")
     print(f"| seeds run | {hunt['seeds_run']} |")
     print(f"| failing seeds | {hunt['failing_seeds']} |")
@@ -53,11 +57,13 @@ for name in ["plain", "swarm"]:
         print(f"| requests answered after the heal | {a['healed_answered']} of {a['healed_requests']} ({100 * a['healed_answered_share']:.1f}%) |")
         print(f"| grants during faults / after the heal | {a['fault_grants']} / {a['healed_grants']} |")
     print(f"| wall seconds | {hunt['wall_ms'] / 1000:.1f} |")
-print(f"\n## Mutation score (`fencesim variants --score --seeds {score_seeds}`)\n")
+    print(f"\n`fencesim hunt --seeds {seeds} --jobs 2{flag} --json`")
+print("\n## Mutation score\n")
 print("Each unsafe variant on its declared model, seed after seed from 0, until a seed violates")
 print("the property it must break.\n")
 print("```")
 print(open(f"{tmp}/score.txt").read().rstrip())
 print("```")
+print(f"\n`fencesim variants --score --seeds {score_seeds}`")
 PY
 echo "wrote $out"
