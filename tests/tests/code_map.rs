@@ -120,3 +120,97 @@ fn every_relative_link_resolves() {
         }
     }
 }
+
+/// One key of `fencesim model` (`Model::commented_toml`): its name, its
+/// default as printed (`None`: absent by default) and its `# valid:` text.
+struct PrintedKey {
+    name: String,
+    default: Option<String>,
+    valid: String,
+}
+
+/// Reads what `fencesim model` prints: each key is a `# valid: …` line, then
+/// either `key = value` or `# absent by default` and a commented example.
+fn printed_model() -> Vec<PrintedKey> {
+    let text = fencesim::model::Model::commented_toml();
+    let mut keys = Vec::new();
+    let mut valid: Option<String> = None;
+    let mut absent = false;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# valid: ") {
+            valid = Some(rest.to_string());
+            absent = false;
+        } else if line == "# absent by default" {
+            absent = true;
+        } else if let Some(range) = valid.take() {
+            let assignment = line.trim_start_matches("# ");
+            let (name, value) = assignment.split_once(" = ").expect("a key line follows its `# valid:` line");
+            keys.push(PrintedKey {
+                name: name.to_string(),
+                default: (!absent).then(|| value.to_string()),
+                valid: range,
+            });
+        }
+    }
+    keys
+}
+
+/// The rows of CLI.md's model-key table: (key, default cell, valid cell).
+fn model_table() -> Vec<(String, String, String)> {
+    let text = std::fs::read_to_string(root().join("docs/CLI.md")).expect("docs/CLI.md");
+    let section = text.split("\n## Model file (TOML)\n").nth(1).expect("CLI.md has a section `Model file (TOML)`");
+    let section = section.split("\n## ").next().unwrap_or_default();
+    section
+        .lines()
+        .filter(|line| line.starts_with("| `"))
+        .map(|line| {
+            let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
+            let key = cells[0].split('`').nth(1).expect("a key cell names its key").to_string();
+            (key, cells[1].to_string(), cells[2].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn the_model_table_of_cli_md_is_the_printed_model() {
+    let printed = printed_model();
+    let table = model_table();
+    assert!(printed.len() >= 30, "fencesim model prints every key: {} read", printed.len());
+    let printed_names: Vec<&str> = printed.iter().map(|k| k.name.as_str()).collect();
+    let table_names: Vec<&str> = table.iter().map(|(k, _, _)| k.as_str()).collect();
+    let missing: Vec<&&str> = printed_names.iter().filter(|k| !table_names.contains(k)).collect();
+    assert!(missing.is_empty(), "model keys missing from CLI.md's model table: {missing:?}");
+    let unknown: Vec<&&str> = table_names.iter().filter(|k| !printed_names.contains(k)).collect();
+    assert!(unknown.is_empty(), "CLI.md's model table names keys the model does not have: {unknown:?}");
+    assert_eq!(table_names, printed_names, "CLI.md's model table lists the keys in the order `fencesim model` prints");
+    let library: Vec<&str> = fencesim::model::KEYS.iter().map(|k| k.name).collect();
+    assert_eq!(printed_names, library, "`fencesim model` prints every row of model::KEYS");
+    for (key, (name, default, valid)) in printed.iter().zip(&table) {
+        match &key.default {
+            Some(value) => {
+                let cell = default.split('`').nth(1).unwrap_or_default();
+                assert_eq!(cell, value, "CLI.md: the default of `{name}` is `{value}`, as `fencesim model` prints");
+            }
+            None => assert!(default.starts_with("absent"), "CLI.md: `{name}` is absent by default, the table says {default}"),
+        }
+        let range = valid.replace('`', "");
+        assert!(
+            range.starts_with(&key.valid),
+            "CLI.md: `{name}` takes `{}` (fencesim model's `# valid:` line), the table says `{range}`",
+            key.valid
+        );
+    }
+}
+
+#[test]
+fn a_key_missing_from_the_model_table_is_noticed() {
+    let printed = printed_model();
+    let lease = printed.iter().find(|k| k.name == "lease_ms").expect("lease_ms is a model key");
+    assert_eq!(lease.default.as_deref(), Some("2000"));
+    assert_eq!(lease.valid, "100..=600000");
+    let jobs = printed.iter().find(|k| k.name == "jobs_max").expect("jobs_max is a model key");
+    assert_eq!(jobs.default, None, "jobs_max is absent by default");
+    let table = model_table();
+    assert!(table.iter().any(|(k, _, _)| k == "lease_ms"));
+    assert!(!table.iter().any(|(k, _, _)| k == "lease"), "the table is read key by key, not by prefix");
+}
