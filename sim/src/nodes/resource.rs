@@ -5,7 +5,7 @@
 //! Restored from a backup, it starts by reading its floors from the lock
 //! service (`FloorRead`, answered after a read-index round at the leader) and
 //! answers every write `Unavailable` meanwhile; once the floors are durable it
-//! serves writes again (docs/DESIGN.md, "The resource's atomic check").
+//! serves writes again (docs/SPEC.md, "The restore floor and why it is safe").
 
 use crate::history::{Actor, EventKind, WriteVerdict};
 use crate::machine::clock::now_us;

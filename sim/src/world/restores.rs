@@ -1,8 +1,9 @@
 //! The operator's backups and restores: one server from a stale backup of
 //! its own disk (amnesia), the whole cluster from one snapshot
 //! (ARCHITECTURE.md, "Restores"), and the protected resource from its last
-//! backup (docs/DESIGN.md, "The resource's atomic check"). What the disks become is decided here; the
-//! supervisor stops and starts the processes around it.
+//! backup (docs/SPEC.md, "The restore floor and why it is safe"). What the
+//! disks become is decided here; the supervisor stops and starts the
+//! processes around it.
 
 use crate::machine::disk::{NodeImage, ResourceImage, SharedDisk};
 use fencelock::raft::{HardState, Payload, Snapshot};
