@@ -3,3 +3,15 @@
 //! `fencelock` (the sans-IO core) runs unchanged here under a real driver:
 //! tokio for time and TCP, files with fsync for durable state, and the
 //! protected resource in SQLite or PostgreSQL.
+//!
+//! Layers, bottom-up (no file imports one above it):
+//! - `config` — the cluster file, validated once.
+//! - `clock` — CLOCK_MONOTONIC and the local clock an admin can skew.
+//! - `history` — JSON-lines histories in the simulator's vocabulary.
+//! - `net` — what a TCP connection carries (`NodeFrame`: core's `Envelope`
+//!   or an admin message) and the links between servers.
+//! - `server` — one server process: `LockServer` under a tokio event loop.
+//! - `client` — a tokio client over core's sans-IO `Client`.
+//! - `cli` — the `fencelock-node` command line (cluster up/down, lock, status, bench).
+
+pub mod config;
