@@ -15,3 +15,4 @@
 //! - `cli` — the `fencelock-node` command line (cluster up/down, lock, status, bench).
 
 pub mod config;
+pub mod storage;
