@@ -14,5 +14,9 @@
 //! - `client` — a tokio client over core's sans-IO `Client`.
 //! - `cli` — the `fencelock-node` command line (cluster up/down, lock, status, bench).
 
+pub mod clock;
 pub mod config;
+pub mod history;
+pub mod net;
+pub mod server;
 pub mod storage;
