@@ -14,6 +14,7 @@
 //! - `client` — a tokio client over core's sans-IO `Client`.
 //! - `cli` — the `fencelock-node` command line (cluster up/down, lock, status, bench).
 
+pub mod client;
 pub mod clock;
 pub mod config;
 pub mod history;
