@@ -14,8 +14,11 @@
 //! - `client` — a tokio client over core's sans-IO `Client`.
 //! - `cli` — the `fencelock-node` command line (cluster up/down, lock, status, bench).
 
+pub mod bench;
+pub mod cli;
 pub mod client;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod history;
 pub mod net;
