@@ -197,6 +197,13 @@ impl Failure {
     }
 }
 
+impl Cli {
+    /// Whether this runs a server (which logs its life at info level).
+    pub fn is_serve(&self) -> bool {
+        matches!(self.command, Command::Serve { .. })
+    }
+}
+
 pub async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Serve { config, id } => serve(&config, id).await,

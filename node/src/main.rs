@@ -3,6 +3,7 @@
 
 use clap::Parser;
 use fencelock_node::cli::{self, Cli};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 /// Worker threads: the event loop, connection tasks and the blocking fsync
@@ -25,11 +26,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // A server logs its life at info; a one-shot command keeps stderr for
+    // its one error line unless RUST_LOG asks for more.
+    let level = if cli.is_serve() { "info" } else { "warn" };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(WORKER_THREADS).enable_all().build()
