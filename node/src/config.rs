@@ -308,6 +308,9 @@ data_dir = "n2"
         assert!(!cluster.admin);
     }
 
+    /// A change to the good file.
+    type Edit = dyn Fn(&str) -> String;
+
     fn error_of(edit: impl Fn(&str) -> String) -> String {
         let error = parse(&edit(GOOD)).expect_err("invalid");
         assert!(!error.contains('\n'), "one line: {error}");
@@ -317,7 +320,7 @@ data_dir = "n2"
 
     #[test]
     fn every_bad_input_is_one_line_naming_the_key() {
-        let cases: [(&dyn Fn(&str) -> String, &str); 8] = [
+        let cases: [(&Edit, &str); 8] = [
             (&|t| t.replace("id = 1", "id = 0"), "duplicate id 0"),
             (&|t| t.replace("7101", "7100"), "duplicate port 7100"),
             (&|t| t.replace("127.0.0.1:7102", "10.0.0.5:7102"), "not a loopback address"),
