@@ -8,6 +8,7 @@ use crate::bench;
 use crate::client::{ClientOptions, LockClient, LockError};
 use crate::cluster::{self, CLUSTER_FILE};
 use crate::config::{Cluster, NODES_MAX};
+use crate::history::HistoryWriter;
 use crate::net::{AdminReply, AdminRequest, Status};
 use crate::server::{self, ServeError};
 use clap::{Args, Parser, Subcommand};
@@ -318,7 +319,16 @@ fn cli_client(cluster: &Cluster) -> LockClient {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2));
     let options = ClientOptions { first_request: RequestId(now_us), ..ClientOptions::standard(id) };
-    LockClient::new(cluster, &options)
+    let client = LockClient::new(cluster, &options);
+    let name = format!("client-{}", std::process::id());
+    match HistoryWriter::open(cluster.history.as_deref(), &name) {
+        Ok(history) => client.with_history(history),
+        Err(e) => {
+            // A history is a trace, not state: the command still runs.
+            tracing::warn!("no history: {e}");
+            client
+        }
+    }
 }
 
 fn lock_failure(error: LockError) -> Failure {

@@ -13,9 +13,13 @@
 //! - One TCP connection per server, dialled on first use and again after it
 //!   breaks; replies from every connection meet in one bounded channel.
 //! - The client's local clock is CLOCK_MONOTONIC (`crate::clock`).
+//! - With a history writer (`with_history`), the client records the
+//!   simulator's client events: `Requested`, `Answered`, `BeliefStart`,
+//!   `BeliefEnd`.
 
 use crate::clock::LocalClock;
 use crate::config::Cluster;
+use crate::history::{EventKind, HistoryWriter};
 use crate::net::{self, NodeFrame};
 use fencelock::client::{Client, ClientConfig, ClientEvent, Outgoing};
 use fencelock::service::ClientReply;
@@ -105,6 +109,7 @@ pub struct LockClient {
     replies: mpsc::Receiver<(NodeId, RequestId, ClientReply)>,
     clock: LocalClock,
     attempts_max: u32,
+    history: HistoryWriter,
 }
 
 impl LockClient {
@@ -126,7 +131,18 @@ impl LockClient {
             replies,
             clock: LocalClock::new(),
             attempts_max: options.attempts_max.max(1),
+            history: HistoryWriter::none(),
         }
+    }
+
+    /// Records this client's events with `history`.
+    pub fn with_history(mut self, history: HistoryWriter) -> LockClient {
+        self.history = history;
+        self
+    }
+
+    fn record(&mut self, kind: EventKind) {
+        self.history.record(self.clock.true_us(), self.clock.local_us(), kind);
     }
 
     pub fn id(&self) -> ClientId {
@@ -152,7 +168,10 @@ impl LockClient {
     pub async fn acquire(&mut self, key: &Key, lease_ms: u64, wait_ms: u64) -> Result<Grant, LockError> {
         let out = self.client.acquire(key.clone(), lease_ms, wait_ms, self.now_local_us());
         match self.exchange(out).await? {
-            ClientEvent::Granted { key, token, until_local_us } => Ok(Grant { key, token, until_local_us }),
+            ClientEvent::Granted { key, token, until_local_us } => {
+                self.record(EventKind::BeliefStart { client: self.id(), key: key.clone(), token, until_local_us });
+                Ok(Grant { key, token, until_local_us })
+            }
             other => Err(self.refusal(other)),
         }
     }
@@ -161,14 +180,21 @@ impl LockClient {
     pub async fn renew(&mut self, key: &Key) -> Result<Grant, LockError> {
         let out = self.client.renew(key, self.now_local_us()).ok_or(LockError::NotBelieved)?;
         match self.exchange(out).await? {
-            ClientEvent::Renewed { key, token, until_local_us } => Ok(Grant { key, token, until_local_us }),
+            ClientEvent::Renewed { key, token, until_local_us } => {
+                self.record(EventKind::BeliefStart { client: self.id(), key: key.clone(), token, until_local_us });
+                Ok(Grant { key, token, until_local_us })
+            }
             other => Err(self.refusal(other)),
         }
     }
 
     /// Releases `key`; the belief ends before the request leaves.
     pub async fn release(&mut self, key: &Key) -> Result<(), LockError> {
+        let token = self.client.token_of(key);
         let out = self.client.release(key, self.now_local_us()).ok_or(LockError::NotBelieved)?;
+        if let Some(token) = token {
+            self.record(EventKind::BeliefEnd { client: self.id(), key: key.clone(), token });
+        }
         match self.exchange(out).await? {
             ClientEvent::Released { .. } => Ok(()),
             other => Err(self.refusal(other)),
@@ -187,6 +213,12 @@ impl LockClient {
     /// Sends `out` and follows redirects and timeouts until the request's
     /// final answer, or gives up (and cancels) after `attempts_max`.
     async fn exchange(&mut self, out: Outgoing) -> Result<ClientEvent, LockError> {
+        let result = self.exchange_unflushed(out).await;
+        self.history.flush();
+        result
+    }
+
+    async fn exchange_unflushed(&mut self, out: Outgoing) -> Result<ClientEvent, LockError> {
         let request = out.request;
         self.send(&out).await;
         let mut attempts = 1;
@@ -199,6 +231,7 @@ impl LockClient {
                     if r != request {
                         continue;
                     }
+                    self.record(EventKind::Answered { client: self.id(), request, from: node, reply });
                     for event in self.client.on_reply(node, r, reply, self.now_local_us()) {
                         match event {
                             ClientEvent::Sent(out) => self.send(&out).await,
@@ -227,6 +260,8 @@ impl LockClient {
 
     /// Delivers `out`; a server that cannot be reached answers "not here".
     async fn send(&mut self, out: &Outgoing) {
+        let (client, request, to, body) = (self.id(), out.request, out.to, out.body.clone());
+        self.record(EventKind::Requested { client, request, to, body });
         let envelope = Envelope::Request { client: self.client.id(), request: out.request, body: out.body.clone() };
         let Some(bytes) = net::encode(&NodeFrame::Lock(envelope)) else { return };
         let index = usize::from(out.to.0);

@@ -54,6 +54,11 @@ pub struct HistoryWriter {
 }
 
 impl HistoryWriter {
+    /// A writer that writes nothing.
+    pub fn none() -> HistoryWriter {
+        HistoryWriter { out: None, seq: 0 }
+    }
+
     /// A writer appending to `dir/name.jsonl`, or one that writes nothing.
     pub fn open(dir: Option<&Path>, name: &str) -> Result<HistoryWriter, String> {
         let Some(dir) = dir else { return Ok(HistoryWriter { out: None, seq: 0 }) };
