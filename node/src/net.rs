@@ -42,7 +42,8 @@ pub enum NodeFrame {
     AdminReply(AdminReply),
 }
 
-/// An operator's request; refused unless the cluster file says `admin = true`.
+/// An operator's request. All but `Status` (read-only) are refused unless
+/// the cluster file says `admin = true`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AdminRequest {
     Status,

@@ -313,6 +313,8 @@ impl Node {
     }
 
     fn on_admin(&mut self, request: AdminRequest) -> AdminReply {
+        // Status only reads, and `cluster up` and `status` need it on any
+        // cluster; what changes a server's behaviour needs `admin = true`.
         if !self.admin && request != AdminRequest::Status {
             return AdminReply::Refused { reason: "admin requests are off (cluster file: admin = false)".to_string() };
         }

@@ -174,3 +174,57 @@ fn a_cluster_restarted_from_disk_keeps_its_token_floor() {
         assert!(next.token > highest, "token {} after {}", next.token, highest);
     });
 }
+
+#[test]
+fn an_isolated_leader_is_replaced_and_garbage_on_the_wire_closes_only_its_connection() {
+    use fencelock_node::client::admin;
+    use fencelock_node::net::{AdminReply, AdminRequest};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _serial = serial();
+    bounded(async {
+        let cluster = TestCluster::up(3);
+        let config = &cluster.cluster;
+        // A length far above FRAME_LEN_MAX, then a frame with a bad checksum: each connection is closed.
+        for garbage in [vec![0xff, 0xff, 0xff, 0x7f, 1, 2, 3], vec![8, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]] {
+            let mut stream = tokio::net::TcpStream::connect(config.nodes[0].addr).await.expect("connect");
+            stream.write_all(&garbage).await.expect("write");
+            let mut buffer = [0u8; 16];
+            let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer)).await;
+            assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "the server closes the connection: {read:?}");
+        }
+        let old = cluster::serving_leader(config).await.expect("a leader");
+        let others: Vec<NodeId> = config.nodes.iter().map(|n| n.id).filter(|id| *id != old.node).collect();
+        let timeout = Duration::from_secs(2);
+        let isolate = |id: NodeId, peers: Vec<NodeId>| {
+            admin(config.node(id).expect("node").addr, AdminRequest::Isolate { peers }, timeout)
+        };
+        assert_eq!(isolate(old.node, others.clone()).await, Ok(AdminReply::Done));
+        for other in &others {
+            assert_eq!(isolate(*other, vec![old.node]).await, Ok(AdminReply::Done));
+        }
+        let isolated_at = Instant::now();
+        let new = loop {
+            let statuses = cluster::statuses(config).await;
+            if let Some(s) =
+                statuses.iter().flatten().find(|s| s.serving && s.node != old.node && s.leader == Some(s.node))
+            {
+                break s.clone();
+            }
+            assert!(isolated_at.elapsed() < Duration::from_secs(10), "no new leader 10 s after the isolation");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        println!(
+            "isolated leader node {}: node {} leads term {} after {} ms",
+            old.node.0,
+            new.node.0,
+            new.term.0,
+            isolated_at.elapsed().as_millis()
+        );
+        // The client finds the new leader past the stale one.
+        let mut client = LockClient::new(config, &ClientOptions::standard(ClientId(9)));
+        client.acquire(&Key::new("after-isolation"), 2_000, 0).await.expect("a grant from the majority side");
+        for id in config.nodes.iter().map(|n| n.id) {
+            assert_eq!(isolate(id, Vec::new()).await, Ok(AdminReply::Done));
+        }
+    });
+}
