@@ -39,6 +39,7 @@ use fencelock::{ClientId, LockState, LogIndex, NodeId, Token, Variant};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::{mpsc, Semaphore};
 
 /// One Raft tick, the same for every server.
@@ -174,8 +175,11 @@ pub async fn run(prepared: Prepared) -> Result<(), ServeError> {
     };
     node.record(EventKind::Restarted { actor: format!("server {}", id.0) });
     node.record(EventKind::SnapshotInstalled { node: id, index: snapshot_index, token_last, locks });
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| ServeError::Fatal(format!("cannot watch SIGTERM: {e}")))?;
+    // Listeners made once, so a signal that lands between two turns of the loop is not missed.
+    let watch =
+        |kind: SignalKind, name: &str| signal(kind).map_err(|e| ServeError::Fatal(format!("cannot watch {name}: {e}")));
+    let mut terminate = watch(SignalKind::terminate(), "SIGTERM")?;
+    let mut interrupt = watch(SignalKind::interrupt(), "SIGINT")?;
     let tick_us = TICK_MS * 1_000;
     let mut next_tick_local_us = node.clock.local_us() + tick_us;
     let mut batch = Vec::with_capacity(INBOUND_BATCH_MAX);
@@ -186,7 +190,7 @@ pub async fn run(prepared: Prepared) -> Result<(), ServeError> {
         let wait = node.clock.true_wait(next_tick_local_us.saturating_sub(now_local_us));
         tokio::select! {
             _ = terminate.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
+            _ = interrupt.recv() => break,
             got = inbound.recv_many(&mut batch, INBOUND_BATCH_MAX) => {
                 if got == 0 {
                     return Err(ServeError::Fatal("the listener stopped".to_string()));
