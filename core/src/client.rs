@@ -199,6 +199,16 @@ impl Client {
         self.beliefs.get(key).map(|belief| belief.token)
     }
 
+    /// Takes over a lock granted to another life of this holder (a command-line
+    /// `renew` or `release` with a token printed by an earlier `acquire`): the
+    /// client knows the token but not when its lease began, so the belief
+    /// starts already run out. `renew` then works as for a lock of its own,
+    /// and only the renewal's answer lets the caller act on the lock again.
+    pub fn adopt(&mut self, key: Key, token: Token) {
+        self.beliefs.insert(key, Belief { token, until_local_us: 0 });
+        assert!(self.beliefs.len() <= BELIEFS_MAX, "more than {BELIEFS_MAX} locks believed at once");
+    }
+
     /// Drops the belief on `key` (the caller saw it run out); returns its token.
     pub fn forget(&mut self, key: &Key) -> Option<Token> {
         self.beliefs.remove(key).map(|belief| belief.token)
@@ -373,6 +383,18 @@ mod tests {
             [ClientEvent::Sent(outgoing)] => outgoing,
             other => panic!("expected one Sent, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_adopted_lock_is_not_believed_until_renewed() {
+        let mut client = client();
+        client.adopt(key(), Token(41));
+        assert_eq!(client.belief(&key(), 0), None, "adopted means run out");
+        let out = client.renew(&key(), 1_000).expect("an adopted lock can be renewed");
+        assert_eq!(out.body, ClientRequest::Renew { key: key(), token: Token(41) });
+        let events = client.on_reply(out.to, out.request, ClientReply::Renewed { lease_ms: LEASE_MS }, 5_000);
+        assert!(matches!(events[..], [ClientEvent::Renewed { token: Token(41), .. }]), "{events:?}");
+        assert_eq!(client.belief(&key(), 5_000), Some(Token(41)));
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod resource;
 pub mod service;
 pub mod types;
 pub mod variant;
+pub mod wire;
 
 pub use command::{ApplyResult, Command, Decline};
 pub use lock::{Lock, LockState};

@@ -10,13 +10,13 @@
 use crate::history::{Actor, EventKind, WriteVerdict};
 use crate::machine::clock::now_us;
 use crate::machine::disk::{fsync, ResourceOp};
-use crate::machine::envelope::Envelope;
 use crate::machine::net::{Addr, Delivery};
 use crate::machine::timer::{self, Deadline};
 use crate::machine::wire;
 use crate::nodes::context::Ctx;
 use fencelock::resource::{ResourceState, Write};
 use fencelock::service::FloorAnswer;
+use fencelock::wire::Envelope;
 use fencelock::{NodeId, Variant};
 use std::sync::Arc;
 

@@ -7,7 +7,6 @@ use crate::faults::Acked;
 use crate::history::{Actor, EventKind};
 use crate::machine::clock::{local_now, now_us, SharedClock};
 use crate::machine::disk::{fsync, NodeOp};
-use crate::machine::envelope::Envelope;
 use crate::machine::net::{Addr, Delivery};
 use crate::machine::timer;
 use crate::machine::wire;
@@ -15,6 +14,7 @@ use crate::nodes::context::{AckSent, Ctx, VoteSent};
 use crate::streams;
 use fencelock::raft::{Config, Message, MessageBody, RaftNode, Ready, SoftState};
 use fencelock::service::{LockServer, Output, ServiceConfig};
+use fencelock::wire::Envelope;
 use fencelock::{LockState, LogIndex, NodeId, Token};
 use std::sync::Arc;
 

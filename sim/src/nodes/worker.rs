@@ -10,7 +10,6 @@
 use crate::faults::{JobEnd, Overtake, StallPoint, UntilOvertaken};
 use crate::history::{Actor, EventKind, GiveUp, WritePath, WriteVerdict};
 use crate::machine::clock::{local_now, now_us, SharedClock};
-use crate::machine::envelope::Envelope;
 use crate::machine::net::{Addr, Delivery, Mailbox};
 use crate::machine::timer::{self, Deadline};
 use crate::machine::wire;
@@ -21,6 +20,7 @@ use crate::streams;
 use fencelock::client::{Client, ClientConfig, ClientEvent, Outgoing};
 use fencelock::resource::Write;
 use fencelock::service::ClientReply;
+use fencelock::wire::Envelope;
 use fencelock::{ApplyResult, ClientId, Holder, Key, RequestId, Token, Variant};
 use futures::StreamExt;
 use rand::Rng;

@@ -218,6 +218,7 @@ fn corrupted_packets_are_detected_never_decoded() {
                     refused += 1;
                 }
                 Err(WireError::Malformed) => panic!("a damaged frame passed the checksum"),
+                Err(WireError::Length { .. }) => panic!("a datagram has no length prefix to judge"),
             }
         }
         let stats = net.stats();

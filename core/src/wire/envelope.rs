@@ -1,13 +1,15 @@
-//! What crosses the simulated wire: one closed enum for every kind of message.
+//! What crosses the wire, simulated or real: one closed enum for every kind
+//! of message.
 //!
-//! Every envelope is encoded by `wire::encode` (postcard bytes under a CRC-32)
-//! and decoded at the receiver, so serialization and corruption detection are
-//! exercised on every message.
+//! Every envelope is encoded by [`super::encode`] (postcard bytes under a
+//! CRC-32) and decoded at the receiver, so serialization and corruption
+//! detection are exercised on every message in the simulator and on every
+//! TCP frame of a real node alike.
 
-use fencelock::raft::Message;
-use fencelock::resource::{Write, WriteVerdict};
-use fencelock::service::{ClientReply, ClientRequest, FloorAnswer};
-use fencelock::{ClientId, RequestId};
+use crate::raft::Message;
+use crate::resource::{Write, WriteVerdict};
+use crate::service::{ClientReply, ClientRequest, FloorAnswer};
+use crate::{ClientId, RequestId};
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

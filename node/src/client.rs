@@ -1,0 +1,320 @@
+//! A tokio client of the lock service, driving core's sans-IO
+//! `fencelock::client::Client` the way `sim/src/nodes/worker.rs` does: the
+//! core decides where a request goes, when it is retried (same request id,
+//! so the server's session deduplicates it), how `NotLeader` hints are
+//! followed and what the lease belief is ("I hold this lock until my local
+//! time T"); this file only moves bytes and reads the clock.
+//!
+//! Differences from the simulated worker, and why:
+//! - A server that refuses the connection answers for itself: the client
+//!   treats it as `NotLeader { leader: None }`, so a dead server costs a
+//!   redirect instead of a whole request timeout (the simulated network
+//!   silently drops such packets).
+//! - One TCP connection per server, dialled on first use and again after it
+//!   breaks; replies from every connection meet in one bounded channel.
+//! - The client's local clock is CLOCK_MONOTONIC (`crate::clock`).
+//! - With a history writer (`with_history`), the client records the
+//!   simulator's client events: `Requested`, `Answered`, `BeliefStart`,
+//!   `BeliefEnd`.
+
+use crate::clock::LocalClock;
+use crate::config::Cluster;
+use crate::history::{EventKind, HistoryWriter};
+use crate::net::{self, NodeFrame};
+use fencelock::client::{Client, ClientConfig, ClientEvent, Outgoing};
+use fencelock::service::ClientReply;
+use fencelock::wire::Envelope;
+use fencelock::{ClientId, Key, NodeId, RequestId, Token, Variant};
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::mpsc;
+
+/// How long a dial may take before the server counts as down.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// Replies waiting to be read; a reader task waits when it is full.
+const REPLIES_MAX: usize = 256;
+
+/// How a client behaves.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    pub id: ClientId,
+    /// Request ids start above this; see `ClientConfig::first_request`.
+    pub first_request: RequestId,
+    /// How long to wait for an answer before retrying at the next server.
+    pub request_timeout_ms: u64,
+    /// Attempts of one request (same id) before giving up.
+    pub attempts_max: u32,
+}
+
+impl ClientOptions {
+    /// Standard settings for client `id`: 300 ms per attempt, 40 attempts
+    /// (12 s, longer than any election the cluster file allows).
+    pub fn standard(id: ClientId) -> ClientOptions {
+        ClientOptions { id, first_request: RequestId(0), request_timeout_ms: 300, attempts_max: 40 }
+    }
+}
+
+/// Why a request did not get what it asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockError {
+    /// The key is held; its lease runs at most this much longer.
+    Busy { remaining_ms: u64 },
+    /// The wait for the key ran out before it was free.
+    WaitTimedOut,
+    /// The token is not the key's current holder.
+    NotHeld,
+    /// No server answered within the attempts.
+    GaveUp { attempts: u32 },
+    /// The client holds no belief on the key to renew or release.
+    NotBelieved,
+}
+
+impl fmt::Display for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::Busy { remaining_ms } => write!(f, "busy: held for at most {remaining_ms} ms more"),
+            LockError::WaitTimedOut => f.write_str("the wait for the lock ran out"),
+            LockError::NotHeld => f.write_str("not held: the token is not the lock's current holder"),
+            LockError::GaveUp { attempts } => write!(f, "no answer from the cluster after {attempts} attempts"),
+            LockError::NotBelieved => f.write_str("this client holds no such lock"),
+        }
+    }
+}
+
+impl std::error::Error for LockError {}
+
+/// A granted or renewed lock: act on it only while the local clock is before `until_local_us`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    pub key: Key,
+    pub token: Token,
+    pub until_local_us: u64,
+}
+
+struct Connection {
+    write: OwnedWriteHalf,
+    closed: Arc<AtomicBool>,
+}
+
+/// A client of one cluster.
+pub struct LockClient {
+    client: Client,
+    addrs: Vec<SocketAddr>,
+    connections: Vec<Option<Connection>>,
+    replies_tx: mpsc::Sender<(NodeId, RequestId, ClientReply)>,
+    replies: mpsc::Receiver<(NodeId, RequestId, ClientReply)>,
+    clock: LocalClock,
+    attempts_max: u32,
+    history: HistoryWriter,
+}
+
+impl LockClient {
+    pub fn new(cluster: &Cluster, options: &ClientOptions) -> LockClient {
+        let client = Client::new(ClientConfig {
+            id: options.id,
+            nodes: cluster.node_count(),
+            drift_ppm_max: cluster.drift_ppm_max,
+            request_timeout_us: options.request_timeout_ms.max(1) * 1_000,
+            first_request: options.first_request,
+            variant: Variant::Default,
+        });
+        let (replies_tx, replies) = mpsc::channel(REPLIES_MAX);
+        LockClient {
+            client,
+            addrs: cluster.nodes.iter().map(|n| n.addr).collect(),
+            connections: cluster.nodes.iter().map(|_| None).collect(),
+            replies_tx,
+            replies,
+            clock: LocalClock::new(),
+            attempts_max: options.attempts_max.max(1),
+            history: HistoryWriter::none(),
+        }
+    }
+
+    /// Records this client's events with `history`.
+    pub fn with_history(mut self, history: HistoryWriter) -> LockClient {
+        self.history = history;
+        self
+    }
+
+    fn record(&mut self, kind: EventKind) {
+        self.history.record(self.clock.true_us(), self.clock.local_us(), kind);
+    }
+
+    pub fn id(&self) -> ClientId {
+        self.client.id()
+    }
+
+    /// The client's local clock, µs (the clock beliefs are measured on).
+    pub fn now_local_us(&self) -> u64 {
+        self.clock.local_us()
+    }
+
+    /// The token this client may act on now, if any.
+    pub fn belief(&self, key: &Key) -> Option<Token> {
+        self.client.belief(key, self.now_local_us())
+    }
+
+    /// Takes over a token granted to another process (see `Client::adopt`).
+    pub fn adopt(&mut self, key: Key, token: Token) {
+        self.client.adopt(key, token);
+    }
+
+    /// Acquires `key` for `lease_ms`, waiting at most `wait_ms` in the key's queue.
+    pub async fn acquire(&mut self, key: &Key, lease_ms: u64, wait_ms: u64) -> Result<Grant, LockError> {
+        let out = self.client.acquire(key.clone(), lease_ms, wait_ms, self.now_local_us());
+        match self.exchange(out).await? {
+            ClientEvent::Granted { key, token, until_local_us } => {
+                self.record(EventKind::BeliefStart { client: self.id(), key: key.clone(), token, until_local_us });
+                Ok(Grant { key, token, until_local_us })
+            }
+            other => Err(self.refusal(other)),
+        }
+    }
+
+    /// Extends the lease on `key`.
+    pub async fn renew(&mut self, key: &Key) -> Result<Grant, LockError> {
+        let out = self.client.renew(key, self.now_local_us()).ok_or(LockError::NotBelieved)?;
+        match self.exchange(out).await? {
+            ClientEvent::Renewed { key, token, until_local_us } => {
+                self.record(EventKind::BeliefStart { client: self.id(), key: key.clone(), token, until_local_us });
+                Ok(Grant { key, token, until_local_us })
+            }
+            other => Err(self.refusal(other)),
+        }
+    }
+
+    /// Releases `key`; the belief ends before the request leaves.
+    pub async fn release(&mut self, key: &Key) -> Result<(), LockError> {
+        let token = self.client.token_of(key);
+        let out = self.client.release(key, self.now_local_us()).ok_or(LockError::NotBelieved)?;
+        if let Some(token) = token {
+            self.record(EventKind::BeliefEnd { client: self.id(), key: key.clone(), token });
+        }
+        match self.exchange(out).await? {
+            ClientEvent::Released { .. } => Ok(()),
+            other => Err(self.refusal(other)),
+        }
+    }
+
+    fn refusal(&self, event: ClientEvent) -> LockError {
+        match event {
+            ClientEvent::Busy { remaining_ms } => LockError::Busy { remaining_ms },
+            ClientEvent::TimedOut => LockError::WaitTimedOut,
+            // A renewal answered after the lock was replaced changes nothing: it is not ours.
+            _ => LockError::NotHeld,
+        }
+    }
+
+    /// Sends `out` and follows redirects and timeouts until the request's
+    /// final answer, or gives up (and cancels) after `attempts_max`.
+    async fn exchange(&mut self, out: Outgoing) -> Result<ClientEvent, LockError> {
+        let result = self.exchange_unflushed(out).await;
+        self.history.flush();
+        result
+    }
+
+    async fn exchange_unflushed(&mut self, out: Outgoing) -> Result<ClientEvent, LockError> {
+        let request = out.request;
+        self.send(&out).await;
+        let mut attempts = 1;
+        loop {
+            let now = self.now_local_us();
+            let deadline = self.client.pending_deadline_local_us().unwrap_or(now);
+            let wait = self.clock.true_wait(deadline.saturating_sub(now));
+            match tokio::time::timeout(wait, self.replies.recv()).await {
+                Ok(Some((node, r, reply))) => {
+                    if r != request {
+                        continue;
+                    }
+                    self.record(EventKind::Answered { client: self.id(), request, from: node, reply });
+                    for event in self.client.on_reply(node, r, reply, self.now_local_us()) {
+                        match event {
+                            ClientEvent::Sent(out) => self.send(&out).await,
+                            ClientEvent::Nothing => {}
+                            other => return Ok(other),
+                        }
+                    }
+                }
+                // The client holds a sender itself, so the channel never closes.
+                Ok(None) => {}
+                Err(_) => {
+                    attempts += 1;
+                    if attempts > self.attempts_max {
+                        if let Some(cancel) = self.client.cancel(self.now_local_us()) {
+                            self.send(&cancel).await;
+                        }
+                        return Err(LockError::GaveUp { attempts: self.attempts_max });
+                    }
+                    if let Some(out) = self.client.on_timeout(self.now_local_us()) {
+                        self.send(&out).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Delivers `out`; a server that cannot be reached answers "not here".
+    async fn send(&mut self, out: &Outgoing) {
+        let (client, request, to, body) = (self.id(), out.request, out.to, out.body.clone());
+        self.record(EventKind::Requested { client, request, to, body });
+        let envelope = Envelope::Request { client: self.client.id(), request: out.request, body: out.body.clone() };
+        let Some(bytes) = net::encode(&NodeFrame::Lock(envelope)) else { return };
+        let index = usize::from(out.to.0);
+        for _ in 0..2 {
+            let usable = matches!(&self.connections[index], Some(c) if !c.closed.load(Ordering::Relaxed));
+            if !usable {
+                self.connections[index] = self.connect(out.to).await;
+            }
+            let Some(connection) = self.connections[index].as_mut() else { break };
+            if net::write_bytes(&mut connection.write, &bytes).await.is_ok() {
+                return;
+            }
+            // A connection broken since its last use: dial once more.
+            self.connections[index] = None;
+        }
+        let unreachable = ClientReply::NotLeader { leader: None };
+        let _ = self.replies_tx.try_send((out.to, out.request, unreachable));
+    }
+
+    async fn connect(&self, node: NodeId) -> Option<Connection> {
+        let addr = self.addrs[usize::from(node.0)];
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr)).await.ok()?.ok()?;
+        let _ = stream.set_nodelay(true);
+        let (mut read, write) = stream.into_split();
+        let closed = Arc::new(AtomicBool::new(false));
+        let replies = self.replies_tx.clone();
+        let flag = closed.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(frame)) = net::read_frame(&mut read).await {
+                if let NodeFrame::Lock(Envelope::Reply { request, reply }) = frame {
+                    if replies.send((node, request, reply)).await.is_err() {
+                        break;
+                    }
+                }
+            }
+            flag.store(true, Ordering::Relaxed);
+        });
+        Some(Connection { write, closed })
+    }
+}
+
+/// Sends one admin request to `addr` and waits for its answer (bounded by `timeout`).
+pub async fn admin(addr: SocketAddr, request: net::AdminRequest, timeout: Duration) -> Result<net::AdminReply, String> {
+    let exchange = async {
+        let stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| format!("{addr}: {e}"))?;
+        let (mut read, mut write) = stream.into_split();
+        let bytes = net::encode(&NodeFrame::Admin(request)).ok_or("admin request too long")?;
+        net::write_bytes(&mut write, &bytes).await.map_err(|e| format!("{addr}: {e}"))?;
+        match net::read_frame(&mut read).await {
+            Ok(Some(NodeFrame::AdminReply(reply))) => Ok(reply),
+            Ok(_) => Err(format!("{addr}: no admin answer")),
+            Err(e) => Err(format!("{addr}: {e}")),
+        }
+    };
+    tokio::time::timeout(timeout, exchange).await.map_err(|_| format!("{addr}: no answer within {timeout:?}"))?
+}

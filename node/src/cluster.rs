@@ -1,0 +1,194 @@
+//! A local cluster as child processes: write its cluster file, start its
+//! servers detached, find its leader, stop it by PID.
+//!
+//! A cluster directory holds `cluster.toml`, `pids` (one `ID PID` line per
+//! server), `node-N.log` and each server's data directory `node-N/`.
+//! `cluster up` on a directory that already has a cluster file restarts that
+//! cluster from its disks (same ports, same data), which is how a whole
+//! cluster is brought back after a crash.
+//!
+//! Stopping trusts a recorded PID only while `/proc/PID/cmdline` still names
+//! `fencelock-node` and the process is not a zombie: a PID reused by another
+//! program is never signalled.
+
+use crate::client::admin;
+use crate::config::{Cluster, NODES_MAX};
+use crate::net::{AdminReply, AdminRequest, Status};
+use fencelock::NodeId;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The cluster file's name in a cluster directory.
+pub const CLUSTER_FILE: &str = "cluster.toml";
+/// The PID file's name in a cluster directory.
+pub const PIDS_FILE: &str = "pids";
+/// How long `status` and the leader wait give one server to answer.
+pub const STATUS_TIMEOUT: Duration = Duration::from_millis(500);
+/// Between two looks for a leader.
+const POLL_EVERY: Duration = Duration::from_millis(10);
+/// Between two looks for a stopped process.
+const STOP_POLL_EVERY: Duration = Duration::from_millis(20);
+
+/// A started server.
+pub struct Started {
+    pub id: NodeId,
+    pub pid: u32,
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+/// Writes a new cluster file for `nodes` servers on free loopback ports.
+pub fn write_cluster_file(dir: &Path, nodes: usize, admin: bool, history: bool) -> Result<PathBuf, String> {
+    if nodes == 0 || nodes > NODES_MAX {
+        return Err(format!("--nodes must be in 1..={NODES_MAX}, got {nodes}"));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+    let ports = free_ports(nodes)?;
+    let cluster_id = format!("c-{:012x}", crate::clock::true_us() ^ (u64::from(std::process::id()) << 20));
+    let mut text = format!("cluster_id = \"{cluster_id}\"\nadmin = {admin}\n");
+    if history {
+        text.push_str("history = \"history\"\n");
+    }
+    for (id, port) in ports.iter().enumerate() {
+        text.push_str(&format!("\n[[node]]\nid = {id}\naddr = \"127.0.0.1:{port}\"\ndata_dir = \"node-{id}\"\n"));
+    }
+    let path = dir.join(CLUSTER_FILE);
+    std::fs::write(&path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// Ports the kernel hands out now. Another program may take one before a
+/// server binds it; the server then fails to start and says so.
+fn free_ports(count: usize) -> Result<Vec<u16>, String> {
+    let listeners = (0..count)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("cannot find a free port: {e}"))?;
+    listeners.iter().map(|l| l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())).collect()
+}
+
+/// Starts server `id` of the cluster file `config` in its own process
+/// group (so a Ctrl-C at the terminal does not reach it), output in `log`.
+pub fn spawn_node(exe: &Path, config: &Path, id: NodeId, log: &Path) -> Result<Started, String> {
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("{}: cannot open: {e}", log.display()))?;
+    let err = out.try_clone().map_err(|e| format!("{}: {e}", log.display()))?;
+    let child = Command::new(exe)
+        .arg("serve")
+        .arg("--config")
+        .arg(config)
+        .arg("--id")
+        .arg(id.0.to_string())
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    Ok(Started { id, pid: child.id(), child, log: log.to_path_buf() })
+}
+
+/// Writes the PID file.
+pub fn write_pids(dir: &Path, started: &[Started]) -> Result<(), String> {
+    let text: String = started.iter().map(|s| format!("{} {}\n", s.id.0, s.pid)).collect();
+    let path = dir.join(PIDS_FILE);
+    std::fs::write(&path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))
+}
+
+/// Reads the PID file: `(node, pid)` pairs.
+pub fn read_pids(dir: &Path) -> Result<Vec<(NodeId, i32)>, String> {
+    let path = dir.join(PIDS_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .take(NODES_MAX)
+        .map(|line| {
+            let mut fields = line.split_whitespace();
+            let id = fields.next().and_then(|f| f.parse::<u8>().ok());
+            let pid = fields.next().and_then(|f| f.parse::<i32>().ok()).filter(|p| *p > 1);
+            match (id, pid) {
+                (Some(id), Some(pid)) => Ok((NodeId(id), pid)),
+                _ => Err(format!("{}: bad line {line:?} (expected `ID PID`)", path.display())),
+            }
+        })
+        .collect()
+}
+
+/// Whether `pid` is a live (not zombie) fencelock-node process.
+pub fn is_our_live_process(pid: i32) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+    if !String::from_utf8_lossy(&cmdline).contains("fencelock-node") {
+        return false;
+    }
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    // The state follows the parenthesised command name, which may hold spaces.
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+    state.is_some_and(|s| s != "Z" && s != "X")
+}
+
+/// SIGTERM to each live recorded process, then SIGKILL to those still alive
+/// after `grace`. Returns the PIDs that had to be killed.
+pub fn stop(pids: &[(NodeId, i32)], grace: Duration) -> Vec<i32> {
+    let live: Vec<i32> = pids.iter().map(|(_, pid)| *pid).filter(|pid| is_our_live_process(*pid)).collect();
+    for pid in &live {
+        let _ = kill(Pid::from_raw(*pid), Signal::SIGTERM);
+    }
+    let start = Instant::now();
+    while start.elapsed() < grace && live.iter().any(|pid| is_our_live_process(*pid)) {
+        std::thread::sleep(STOP_POLL_EVERY);
+    }
+    let stubborn: Vec<i32> = live.into_iter().filter(|pid| is_our_live_process(*pid)).collect();
+    for pid in &stubborn {
+        let _ = kill(Pid::from_raw(*pid), Signal::SIGKILL);
+    }
+    stubborn
+}
+
+/// Every server's status, or why it did not answer.
+pub async fn statuses(cluster: &Cluster) -> Vec<Result<Status, String>> {
+    let asks = cluster.nodes.iter().map(|node| async move {
+        match admin(node.addr, AdminRequest::Status, STATUS_TIMEOUT).await? {
+            AdminReply::Status(status) => Ok(status),
+            other => Err(format!("{}: unexpected answer {other:?}", node.addr)),
+        }
+    });
+    let mut out = Vec::with_capacity(cluster.nodes.len());
+    for ask in asks {
+        out.push(ask.await);
+    }
+    out
+}
+
+/// The serving leader, if one server says it is one.
+pub async fn serving_leader(cluster: &Cluster) -> Option<Status> {
+    statuses(cluster).await.into_iter().flatten().find(|s| s.serving && s.leader == Some(s.node))
+}
+
+/// Waits until a leader serves, at most `timeout`; fails early when a
+/// started server exits (with the last line of its log).
+pub async fn wait_for_leader(cluster: &Cluster, started: &mut [Started], timeout: Duration) -> Result<Status, String> {
+    let start = Instant::now();
+    loop {
+        if let Some(leader) = serving_leader(cluster).await {
+            return Ok(leader);
+        }
+        for s in started.iter_mut() {
+            if let Ok(Some(exit)) = s.child.try_wait() {
+                let last = std::fs::read_to_string(&s.log).unwrap_or_default();
+                let last = last.lines().last().unwrap_or("").trim().to_string();
+                return Err(format!("node {} exited ({exit}): {last}", s.id.0));
+            }
+        }
+        if start.elapsed() > timeout {
+            return Err(format!("no leader within {} ms", timeout.as_millis()));
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+}

@@ -1,0 +1,101 @@
+//! JSON-lines histories of real processes, in the simulator's vocabulary.
+//!
+//! The simulator's `history::EventKind` cannot be reused here: it lives in
+//! `fencesim`, which depends on madsim, and it refers to the simulator's
+//! fault types. So this is node's own serde enum with the same variant and
+//! field names, for the kinds a real process can observe (a server's role
+//! changes, replies and applied commands; a client's requests, answers and
+//! beliefs). A line is `{"seq":…,"at_us":…,"local_us":…,"kind":{…}}`:
+//! `at_us` is CLOCK_MONOTONIC (`std::time::Instant`, shared by every process
+//! on the machine, so lines of several processes merge into one true order)
+//! and `local_us` is the writer's own clock, which an admin request may skew.
+//!
+//! A history is bounded ([`EVENTS_MAX`]); past it the writer stops and says
+//! so once, rather than filling the disk.
+
+use fencelock::raft::Role;
+use fencelock::service::{ClientReply, ClientRequest};
+use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::Path;
+
+/// Lines one process writes at most (about a gigabyte).
+pub const EVENTS_MAX: u64 = 5_000_000;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum EventKind {
+    Restarted { actor: String },
+    Role { node: NodeId, role: Role, term: Term, leader: Option<NodeId> },
+    Applied { node: NodeId, index: LogIndex, term: Term, command: Command, result: ApplyResult },
+    AppliedNoop { node: NodeId, index: LogIndex, term: Term },
+    SnapshotInstalled { node: NodeId, index: LogIndex, token_last: Token, locks: Vec<(Key, Token)> },
+    Replied { node: NodeId, client: ClientId, request: RequestId, reply: ClientReply },
+    ExpireProposed { node: NodeId, key: Key, token: Token },
+    GhostReleaseProposed { node: NodeId, key: Key, token: Token, holder: Holder },
+    Requested { client: ClientId, request: RequestId, to: NodeId, body: ClientRequest },
+    Answered { client: ClientId, request: RequestId, from: NodeId, reply: ClientReply },
+    BeliefStart { client: ClientId, key: Key, token: Token, until_local_us: u64 },
+    BeliefEnd { client: ClientId, key: Key, token: Token },
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    seq: u64,
+    at_us: u64,
+    local_us: u64,
+    kind: &'a EventKind,
+}
+
+/// Appends events to one file; every failure is logged once and ends the history, never the process.
+pub struct HistoryWriter {
+    out: Option<std::io::BufWriter<std::fs::File>>,
+    seq: u64,
+}
+
+impl HistoryWriter {
+    /// A writer that writes nothing.
+    pub fn none() -> HistoryWriter {
+        HistoryWriter { out: None, seq: 0 }
+    }
+
+    /// A writer appending to `dir/name.jsonl`, or one that writes nothing.
+    pub fn open(dir: Option<&Path>, name: &str) -> Result<HistoryWriter, String> {
+        let Some(dir) = dir else { return Ok(HistoryWriter { out: None, seq: 0 }) };
+        std::fs::create_dir_all(dir).map_err(|e| format!("history directory {}: {e}", dir.display()))?;
+        let path = dir.join(format!("{name}.jsonl"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| format!("history file {}: {e}", path.display()))?;
+        Ok(HistoryWriter { out: Some(std::io::BufWriter::new(file)), seq: 0 })
+    }
+
+    pub fn record(&mut self, at_us: u64, local_us: u64, kind: EventKind) {
+        let Some(out) = self.out.as_mut() else { return };
+        if self.seq >= EVENTS_MAX {
+            tracing::warn!("history reached {EVENTS_MAX} events; no more are written");
+            self.out = None;
+            return;
+        }
+        let line = Line { seq: self.seq, at_us, local_us, kind: &kind };
+        self.seq += 1;
+        let written =
+            serde_json::to_writer(&mut *out, &line).map_err(std::io::Error::from).and_then(|()| out.write_all(b"\n"));
+        if let Err(e) = written {
+            tracing::warn!("history write failed ({e}); no more are written");
+            self.out = None;
+        }
+    }
+
+    /// Pushes buffered lines to the file (not fsync'd: a history is a trace, not state).
+    pub fn flush(&mut self) {
+        if let Some(out) = self.out.as_mut() {
+            if let Err(e) = out.flush() {
+                tracing::warn!("history flush failed ({e}); no more are written");
+                self.out = None;
+            }
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! Helpers for the real-process tests: a cluster started by the
+//! `fencelock-node` binary in a temporary directory, and a guard whose Drop
+//! kills every process the test started (by PID), even when the test fails.
+
+#![allow(dead_code)]
+
+use fencelock::NodeId;
+use fencelock_node::cluster;
+use fencelock_node::config::Cluster;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// The longest any test may run.
+pub const TEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Tests share two cores: one cluster at a time keeps election timing real.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub fn exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_fencelock-node"))
+}
+
+/// Runs the binary with `args`, bounded in time.
+pub fn run(args: &[&str]) -> Output {
+    let mut child = Command::new(exe())
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    let start = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.wait_with_output().expect("output")
+}
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A running cluster in a temporary directory; dropping it kills every
+/// process recorded in its PID file (and any PID added by the test).
+pub struct TestCluster {
+    pub dir: tempfile::TempDir,
+    pub cluster: Cluster,
+    /// Every PID this cluster has had, across restarts.
+    pub pids: Vec<(NodeId, i32)>,
+    /// The `cluster up` line "elected in N ms".
+    pub election_ms: u64,
+}
+
+impl TestCluster {
+    pub fn up(nodes: usize) -> TestCluster {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let mut cluster = TestCluster { cluster: placeholder(), dir, pids: Vec::new(), election_ms: 0 };
+        cluster.start(nodes);
+        cluster
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn dir_arg(&self) -> String {
+        self.path().display().to_string()
+    }
+
+    /// `cluster up` on this directory (first start or restart from disk).
+    pub fn start(&mut self, nodes: usize) {
+        let dir = self.dir_arg();
+        let output = run(&["cluster", "up", "--nodes", &nodes.to_string(), "--dir", &dir, "--admin"]);
+        // Record the PIDs before judging, so a failed start is still cleaned up.
+        if let Ok(pids) = cluster::read_pids(self.path()) {
+            self.pids.extend(pids);
+        }
+        assert!(output.status.success(), "cluster up failed: {}", stderr(&output));
+        let out = stdout(&output);
+        self.election_ms = out
+            .split("elected in ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|ms| ms.parse().ok())
+            .unwrap_or_else(|| panic!("no election time in {out:?}"));
+        self.cluster = Cluster::load(&self.path().join(cluster::CLUSTER_FILE)).expect("the cluster file loads");
+    }
+
+    /// The recorded PID of node `id` in its current life.
+    pub fn pid(&self, id: NodeId) -> i32 {
+        self.pids.iter().rev().find(|(n, _)| *n == id).map(|(_, p)| *p).expect("a recorded node")
+    }
+
+    pub fn kill9(&self, id: NodeId) {
+        let pid = self.pid(id);
+        assert!(cluster::is_our_live_process(pid), "node {} (pid {pid}) is running", id.0);
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).expect("kill -9");
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        cluster::stop(&self.pids, Duration::from_millis(500));
+    }
+}
+
+fn placeholder() -> Cluster {
+    Cluster {
+        file: PathBuf::new(),
+        cluster_id: String::new(),
+        lease_ms: 0,
+        heartbeat_ms: 0,
+        election_ms_min: 0,
+        election_ms_max: 0,
+        drift_ppm_max: 0,
+        admin: false,
+        history: None,
+        nodes: Vec::new(),
+    }
+}
