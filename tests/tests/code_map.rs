@@ -1,5 +1,5 @@
 //! ARCHITECTURE.md's code map is the way into the code: every path it names
-//! must exist, and every folder of `core/src` and `sim/src` must be in it.
+//! must exist, and every folder of `core/src`, `sim/src` and `node/src` must be in it.
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +13,7 @@ fn named_paths(text: &str) -> Vec<String> {
         .skip(1)
         .step_by(2)
         .filter(|span| {
-            let rooted = ["core/", "sim/", "tests/", "seeds/", "docs/"].iter().any(|p| span.starts_with(p));
+            let rooted = ["core/", "sim/", "node/", "tests/", "seeds/", "docs/"].iter().any(|p| span.starts_with(p));
             rooted && !span.contains(' ') && !span.contains('*')
         })
         .map(str::to_string)
@@ -37,7 +37,7 @@ fn every_path_the_code_map_names_exists() {
 fn every_folder_of_the_code_is_in_the_code_map() {
     let text = architecture();
     let mut unnamed = Vec::new();
-    for crate_src in ["core/src", "sim/src"] {
+    for crate_src in ["core/src", "sim/src", "node/src"] {
         let entries = std::fs::read_dir(root().join(crate_src)).expect("a source folder");
         for entry in entries {
             let entry = entry.expect("a folder entry");
@@ -191,7 +191,10 @@ fn the_model_table_of_cli_md_is_the_printed_model() {
                 let cell = default.split('`').nth(1).unwrap_or_default();
                 assert_eq!(cell, value, "CLI.md: the default of `{name}` is `{value}`, as `fencesim model` prints");
             }
-            None => assert!(default.starts_with("absent"), "CLI.md: `{name}` is absent by default, the table says {default}"),
+            None => assert!(
+                default.starts_with("absent"),
+                "CLI.md: `{name}` is absent by default, the table says {default}"
+            ),
         }
         let range = valid.replace('`', "");
         assert!(

@@ -32,9 +32,10 @@ use std::collections::BTreeMap;
 #[cfg(test)]
 mod tests;
 
-/// The most client sessions the state keeps. There is one per client, and a
-/// run has a handful of clients; the limit turns a bug that invents client ids
-/// into a loud failure instead of a state that grows without end.
+/// The most client sessions the state keeps: one per client. A simulated
+/// run has a handful of clients, but a real cluster meets new clients for as
+/// long as it runs, so past this many the session answered longest ago is
+/// forgotten (`forget_oldest_session`) and the state stays bounded.
 pub const SESSIONS_MAX: usize = 4_096;
 
 /// A held lock.
@@ -51,6 +52,10 @@ pub struct Lock {
 pub struct Session {
     pub request: RequestId,
     pub result: ApplyResult,
+    /// When it was last answered, as a count of answers (`LockState::answers_total`):
+    /// the order in which sessions are forgotten past `SESSIONS_MAX`.
+    #[serde(default)]
+    pub answered: u64,
 }
 
 /// The whole replicated state: serializable for snapshots, never reads a clock.
@@ -59,12 +64,16 @@ pub struct LockState {
     locks: BTreeMap<Key, Lock>,
     token_last: Token,
     sessions: BTreeMap<ClientId, Session>,
+    /// Acquires answered in sessions since the state began: a logical clock
+    /// that every replica advances alike, never a real one.
+    #[serde(default)]
+    answers_total: u64,
 }
 
 impl LockState {
     /// A fresh state whose first grant is `token_floor + 1`.
     pub fn new(token_floor: Token) -> LockState {
-        LockState { locks: BTreeMap::new(), token_last: token_floor, sessions: BTreeMap::new() }
+        LockState { locks: BTreeMap::new(), token_last: token_floor, sessions: BTreeMap::new(), answers_total: 0 }
     }
 
     /// Applies one committed command. `variant` selects the unsafe designs.
@@ -130,8 +139,35 @@ impl LockState {
     }
 
     fn remember(&mut self, holder: Holder, result: ApplyResult) {
-        self.sessions.insert(holder.client, Session { request: holder.request, result });
+        self.answers_total += 1;
+        let session = Session { request: holder.request, result, answered: self.answers_total };
+        self.sessions.insert(holder.client, session);
+        if self.sessions.len() > SESSIONS_MAX {
+            self.forget_oldest_session();
+        }
         assert!(self.sessions.len() <= SESSIONS_MAX, "more than {SESSIONS_MAX} client sessions");
+    }
+
+    /// Forgets the session answered longest ago, preferring a client that
+    /// holds no lock. What a forgotten session costs is bounded: a late copy
+    /// of that client's old acquire is no longer recognised as late and may
+    /// be granted, a ghost lock its lease (or the ghost cleanup) frees and
+    /// whose token the resource still orders; a retry by a client that holds
+    /// its lock is still answered with its token (`grant`'s holder guard).
+    /// Deterministic: every replica forgets the same session.
+    fn forget_oldest_session(&mut self) {
+        let holders: std::collections::BTreeSet<ClientId> =
+            self.locks.values().map(|lock| lock.holder.client).collect();
+        let oldest = |lockless: bool| {
+            self.sessions
+                .iter()
+                .filter(|(client, _)| !lockless || !holders.contains(client))
+                .min_by_key(|(_, session)| session.answered)
+                .map(|(client, _)| *client)
+        };
+        if let Some(client) = oldest(true).or_else(|| oldest(false)) {
+            self.sessions.remove(&client);
+        }
     }
 
     fn grant(&mut self, key: &Key, lease_ms: u64, holder: Holder) -> ApplyResult {

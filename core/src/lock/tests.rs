@@ -335,3 +335,27 @@ fn serde_round_trip_keeps_everything() {
     assert_eq!(grant(&mut back, &invoice(), holder(2, 1)), ApplyResult::Granted { token: Token(42) });
     assert_eq!(grant(&mut back, &Key::new("invoice/B-1044"), holder(4, 1)), ApplyResult::Granted { token: Token(44) });
 }
+
+#[test]
+fn past_the_session_limit_the_oldest_lockless_session_is_forgotten() {
+    let mut state = LockState::new(Token(0));
+    // Client 0 takes a lock first and keeps it; clients 1.. are answered and let go.
+    let held = Key::new("held");
+    assert_eq!(grant(&mut state, &held, holder(0, 1)), ApplyResult::Granted { token: Token(1) });
+    for client in 1..SESSIONS_MAX as u32 {
+        let key = Key::new(format!("k{client}"));
+        let ApplyResult::Granted { token } = grant(&mut state, &key, holder(client, 1)) else { panic!() };
+        assert_eq!(release(&mut state, &key, token.0, holder(client, 1), Variant::Default), ApplyResult::Released);
+    }
+    assert_eq!(state.sessions.len(), SESSIONS_MAX);
+    // One more client: the oldest session without a lock (client 1) goes, not
+    // client 0's, which is older but holds a lock.
+    let newcomer = holder(SESSIONS_MAX as u32, 1);
+    assert!(matches!(grant(&mut state, &Key::new("new"), newcomer), ApplyResult::Granted { .. }));
+    assert_eq!(state.sessions.len(), SESSIONS_MAX);
+    assert!(state.sessions.contains_key(&ClientId(0)), "the lock holder's session is kept");
+    assert!(!state.sessions.contains_key(&ClientId(1)), "the oldest lockless session is forgotten");
+    assert!(state.sessions.contains_key(&ClientId(2)));
+    // The holder's retry is still answered with its token.
+    assert_eq!(grant(&mut state, &held, holder(0, 1)), ApplyResult::Granted { token: Token(1) });
+}
