@@ -23,6 +23,10 @@
 #   --set K=V     a model key for the hunt, as `fencesim hunt --set` (repeatable)
 #   --no-check    skip the run of the unmutated tree
 #
+# A hunt still running after MUTANT_HUNT_TIMEOUT seconds (default 300) is
+# stopped and its mutant reported as `timeout`: a mutant that loops forever
+# must not stall the rest.
+#
 # Environment: MUTANT_HUNT_DIR (default target/mutant-hunt) holds the scratch
 # tree (`tree/`), its target directory (`target/`, reused across mutants so
 # only fencelock and fencesim rebuild) and each mutant's hunt JSON (`out/`).
@@ -97,7 +101,11 @@ build_and_hunt() {
         return
     fi
     local code=0
-    "$CARGO_TARGET_DIR/release/fencesim" hunt --seeds "$seeds" --json --jobs "$jobs" "${hunt_flags[@]}" > "$json" 2> "$json.err" || code=$?
+    timeout "${MUTANT_HUNT_TIMEOUT:-300}" "$CARGO_TARGET_DIR/release/fencesim" hunt --seeds "$seeds" --json --jobs "$jobs" "${hunt_flags[@]}" > "$json" 2> "$json.err" || code=$?
+    if [ "$code" -eq 124 ]; then
+        echo "timeout (the hunt ran past ${MUTANT_HUNT_TIMEOUT:-300} s)"
+        return
+    fi
     if [ "$code" -ne 0 ] && [ "$code" -ne 1 ]; then
         echo "error (hunt exit $code, see $json.err)"
         return
