@@ -6,14 +6,18 @@
 #
 #   --seeds N        seeds of the standard and swarm hunts (default 1000)
 #   --score-seeds N  seeds tried per variant by `variants --score` (default 1000)
+#   --real           also measure the real service beside etcd (scripts/lock-bench.sh;
+#                    installs etcd from Debian's packages if missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=1000
 score_seeds=1000
+real=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seeds) seeds="$2"; shift 2 ;;
     --score-seeds) score_seeds="$2"; shift 2 ;;
+    --real) real=1; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -66,4 +70,17 @@ print(open(f"{tmp}/score.txt").read().rstrip())
 print("```")
 print(f"\n`fencesim variants --score --seeds {score_seeds}`")
 PY
+if [[ "$real" == 1 ]]; then
+  {
+    echo
+    echo "## The real service beside etcd"
+    echo
+    echo "Three local servers of each, fsync on, on this machine. A command-line cycle includes"
+    echo "starting its processes: one for \`etcdctl lock\`, two for fencelock-node's acquire and release."
+    echo
+    scripts/lock-bench.sh --clients 4 --ops 200 --seconds 10
+    echo
+    echo "\`scripts/lock-bench.sh --clients 4 --ops 200 --seconds 10\`"
+  } >> "$out"
+fi
 echo "wrote $out"
