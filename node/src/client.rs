@@ -16,15 +16,21 @@
 //! - With a history writer (`with_history`), the client records the
 //!   simulator's client events: `Requested`, `Answered`, `BeliefStart`,
 //!   `BeliefEnd`.
+//!
+//! [`FloorReader`] is the other client of the cluster: what a restored
+//! resource's owner (or an operator tool) uses to read the lock service's
+//! floor, as the simulator's resource does by itself after a restore.
 
 use crate::clock::LocalClock;
 use crate::config::Cluster;
 use crate::history::{EventKind, HistoryWriter};
 use crate::net::{self, NodeFrame};
 use fencelock::client::{Client, ClientConfig, ClientEvent, Outgoing};
-use fencelock::service::ClientReply;
+use fencelock::resource::LockFloor;
+use fencelock::service::{ClientReply, FloorAnswer};
 use fencelock::wire::Envelope;
-use fencelock::{ClientId, Key, NodeId, RequestId, Token, Variant};
+use fencelock::{ClientId, Holder, Key, NodeId, RequestId, Token, Variant};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -92,6 +98,12 @@ impl std::error::Error for LockError {}
 pub struct Grant {
     pub key: Key,
     pub token: Token,
+    /// Whom the lock table names as the holder (this client and its acquire
+    /// request): a write under `token` carries it, because the resource lets
+    /// only the holder itself write again with an equal token. A renewal of
+    /// an adopted token does not know its acquire: request 0 then, which no
+    /// acquire uses, so such a write is refused rather than mistaken for the holder's.
+    pub holder: Holder,
     pub until_local_us: u64,
 }
 
@@ -110,6 +122,8 @@ pub struct LockClient {
     clock: LocalClock,
     attempts_max: u32,
     history: HistoryWriter,
+    /// The holder of each key this client was granted, for the renewals' `Grant`s.
+    holders: BTreeMap<Key, Holder>,
 }
 
 impl LockClient {
@@ -132,6 +146,7 @@ impl LockClient {
             clock: LocalClock::new(),
             attempts_max: options.attempts_max.max(1),
             history: HistoryWriter::none(),
+            holders: BTreeMap::new(),
         }
     }
 
@@ -161,16 +176,20 @@ impl LockClient {
 
     /// Takes over a token granted to another process (see `Client::adopt`).
     pub fn adopt(&mut self, key: Key, token: Token) {
+        self.holders.remove(&key);
         self.client.adopt(key, token);
     }
 
     /// Acquires `key` for `lease_ms`, waiting at most `wait_ms` in the key's queue.
     pub async fn acquire(&mut self, key: &Key, lease_ms: u64, wait_ms: u64) -> Result<Grant, LockError> {
         let out = self.client.acquire(key.clone(), lease_ms, wait_ms, self.now_local_us());
+        // Retries keep the request id, so the lock table's holder is this request.
+        let holder = Holder { client: self.id(), request: out.request };
         match self.exchange(out).await? {
             ClientEvent::Granted { key, token, until_local_us } => {
                 self.record(EventKind::BeliefStart { client: self.id(), key: key.clone(), token, until_local_us });
-                Ok(Grant { key, token, until_local_us })
+                self.holders.insert(key.clone(), holder);
+                Ok(Grant { key, token, holder, until_local_us })
             }
             other => Err(self.refusal(other)),
         }
@@ -182,7 +201,10 @@ impl LockClient {
         match self.exchange(out).await? {
             ClientEvent::Renewed { key, token, until_local_us } => {
                 self.record(EventKind::BeliefStart { client: self.id(), key: key.clone(), token, until_local_us });
-                Ok(Grant { key, token, until_local_us })
+                // A renewal keeps the lock's holder.
+                let holder =
+                    self.holders.get(&key).copied().unwrap_or(Holder { client: self.id(), request: RequestId(0) });
+                Ok(Grant { key, token, holder, until_local_us })
             }
             other => Err(self.refusal(other)),
         }
@@ -195,6 +217,7 @@ impl LockClient {
         if let Some(token) = token {
             self.record(EventKind::BeliefEnd { client: self.id(), key: key.clone(), token });
         }
+        self.holders.remove(key);
         match self.exchange(out).await? {
             ClientEvent::Released { .. } => Ok(()),
             other => Err(self.refusal(other)),
@@ -317,4 +340,204 @@ pub async fn admin(addr: SocketAddr, request: net::AdminRequest, timeout: Durati
         }
     };
     tokio::time::timeout(timeout, exchange).await.map_err(|_| format!("{addr}: no answer within {timeout:?}"))?
+}
+
+/// How a floor read behaves.
+#[derive(Clone, Debug)]
+pub struct FloorOptions {
+    /// Names this asker in its read ids (their high 32 bits), so that two
+    /// askers' reads at one server never share an id and an answer.
+    pub asker: u32,
+    /// The server asked first.
+    pub first: NodeId,
+    /// How long to wait for one server's answer before asking the next.
+    pub attempt_timeout_ms: u64,
+    /// The pause before the next attempt when a server refused the
+    /// connection, knew no leader, or leads but cannot serve the read yet.
+    pub retry_ms: u64,
+    /// How long the whole read may take before it gives up.
+    pub read_timeout_ms: u64,
+    /// Attempts of one read at most, whatever the time.
+    pub attempts_max: u32,
+}
+
+impl FloorOptions {
+    /// Standard settings for asker `asker`: 300 ms per attempt and 12 s in
+    /// all, as a lock request (longer than any election the cluster file
+    /// allows); 20 ms between attempts that got no floor, as the simulator's
+    /// resource. The attempt cap only stops two servers that name each other
+    /// from being asked without end.
+    pub fn standard(asker: u32) -> FloorOptions {
+        FloorOptions {
+            asker,
+            first: NodeId(0),
+            attempt_timeout_ms: 300,
+            retry_ms: 20,
+            read_timeout_ms: 12_000,
+            attempts_max: 10_000,
+        }
+    }
+}
+
+/// Why a floor read got no floor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FloorError {
+    /// No leader answered within the read's time or attempts.
+    GaveUp { attempts: u32 },
+    /// This reader has used every read id its asker has.
+    ReadsExhausted,
+}
+
+impl fmt::Display for FloorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FloorError::GaveUp { attempts } => write!(f, "no floor from the cluster after {attempts} attempts"),
+            FloorError::ReadsExhausted => f.write_str("this floor reader has used all its read ids"),
+        }
+    }
+}
+
+impl std::error::Error for FloorError {}
+
+/// What one attempt of a floor read got.
+enum Asked {
+    Floor(LockFloor),
+    NotLeader(Option<NodeId>),
+    /// The server leads but cannot serve the read now.
+    Unavailable,
+    /// The connection was refused or broke.
+    Refused,
+    /// No answer within the attempt timeout.
+    Silent,
+}
+
+/// Reads the lock service's floor (a linearizable read of its lock table and
+/// token counter) for a resource restored from a backup: the real twin of the
+/// floor read in `sim/src/nodes/resource.rs`, and as there: a server that
+/// names its leader is left for that leader at once; one that knows no leader,
+/// or does not answer in time, for the next server round the ring; a leader
+/// that cannot serve yet is asked again after `retry_ms`.
+///
+/// Each attempt has its own read id, and a floor answered to any attempt of
+/// the same call is taken: every one was sent after the call began, so each
+/// answer is a read taken after the restore that preceded the call.
+///
+/// A connection carries one attempt at a time. An attempt that times out
+/// closes its connection: its answer may be half read, and the stream would
+/// be out of step.
+pub struct FloorReader {
+    options: FloorOptions,
+    addrs: Vec<SocketAddr>,
+    connections: Vec<Option<tokio::net::TcpStream>>,
+    /// The low 32 bits of the last read id sent.
+    read_last: u32,
+}
+
+impl FloorReader {
+    pub fn new(cluster: &Cluster, options: FloorOptions) -> FloorReader {
+        assert!(usize::from(options.first.0) < cluster.nodes.len(), "the first server is one of the cluster's");
+        FloorReader {
+            options,
+            addrs: cluster.nodes.iter().map(|n| n.addr).collect(),
+            connections: cluster.nodes.iter().map(|_| None).collect(),
+            read_last: 0,
+        }
+    }
+
+    /// Asks the cluster for its floor until a leader answers one, or gives
+    /// up after `read_timeout_ms` or `attempts_max`.
+    pub async fn read_floor(&mut self) -> Result<LockFloor, FloorError> {
+        let first_of_call = self.read_last.checked_add(1).ok_or(FloorError::ReadsExhausted)?;
+        let nodes = self.addrs.len();
+        let next = |node: NodeId| NodeId(u8::try_from((usize::from(node.0) + 1) % nodes).expect("NODES_MAX fits a u8"));
+        let retry = Duration::from_millis(self.options.retry_ms);
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(self.options.read_timeout_ms);
+        let mut to = self.options.first;
+        let mut attempts = 0;
+        while attempts < self.options.attempts_max.max(1) && tokio::time::Instant::now() < deadline {
+            attempts += 1;
+            self.read_last = self.read_last.checked_add(1).ok_or(FloorError::ReadsExhausted)?;
+            match self.ask(to, first_of_call).await {
+                Asked::Floor(floor) => return Ok(floor),
+                // A named leader is asked at once, as in the simulator.
+                Asked::NotLeader(Some(leader)) if usize::from(leader.0) < nodes => to = leader,
+                // Refused at once (a dead server) or no leader known: the next
+                // server, a little later, so that a follower still naming a
+                // dead leader is not asked in a tight loop until the election.
+                Asked::NotLeader(_) | Asked::Refused => {
+                    to = next(to);
+                    tokio::time::sleep(retry).await;
+                }
+                // A leader that cannot serve yet: the same server, a little later.
+                Asked::Unavailable => tokio::time::sleep(retry).await,
+                // It had its whole attempt timeout already.
+                Asked::Silent => to = next(to),
+            }
+        }
+        Err(FloorError::GaveUp { attempts })
+    }
+
+    fn read_id(&self, low: u32) -> u64 {
+        (u64::from(self.options.asker) << 32) | u64::from(low)
+    }
+
+    /// One attempt at server `to` with read id `read_last`; a floor answered
+    /// to an earlier attempt of this call (from `first_of_call`) is taken too.
+    async fn ask(&mut self, to: NodeId, first_of_call: u32) -> Asked {
+        let read = self.read_id(self.read_last);
+        let bytes = net::encode(&NodeFrame::Lock(Envelope::FloorRead { read })).expect("a floor read fits a frame");
+        let index = usize::from(to.0);
+        let timeout = Duration::from_millis(self.options.attempt_timeout_ms.max(1));
+        let asker = u64::from(self.options.asker);
+        let asked = tokio::time::timeout(timeout, async {
+            let stream = self.send(index, &bytes).await?;
+            loop {
+                match net::read_frame(stream).await {
+                    Ok(Some(NodeFrame::Lock(Envelope::FloorReply { read: r, answer }))) => {
+                        let ours = r >> 32 == asker && r as u32 >= first_of_call;
+                        match answer {
+                            FloorAnswer::Floor(floor) if ours => return Some(Asked::Floor(floor)),
+                            // Only the answer to the attempt in flight moves the read on.
+                            _ if r != read => {}
+                            FloorAnswer::Floor(_) => unreachable!("the attempt in flight is of this call"),
+                            FloorAnswer::NotLeader { leader } => return Some(Asked::NotLeader(leader)),
+                            FloorAnswer::Unavailable => return Some(Asked::Unavailable),
+                        }
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) | Err(_) => return None,
+                }
+            }
+        })
+        .await;
+        match asked {
+            Ok(Some(asked)) => asked,
+            Ok(None) => {
+                self.connections[index] = None;
+                Asked::Refused
+            }
+            Err(_) => {
+                self.connections[index] = None;
+                Asked::Silent
+            }
+        }
+    }
+
+    /// Writes `bytes` to server `index`, dialling it if needed (and once more
+    /// if a kept connection turns out broken); the connection, if it took them.
+    async fn send(&mut self, index: usize, bytes: &[u8]) -> Option<&mut tokio::net::TcpStream> {
+        for _ in 0..2 {
+            if self.connections[index].is_none() {
+                let stream = tokio::net::TcpStream::connect(self.addrs[index]).await.ok()?;
+                let _ = stream.set_nodelay(true);
+                self.connections[index] = Some(stream);
+            }
+            let stream = self.connections[index].as_mut().expect("dialled above");
+            if net::write_bytes(stream, bytes).await.is_ok() {
+                return self.connections[index].as_mut();
+            }
+            self.connections[index] = None;
+        }
+        None
+    }
 }

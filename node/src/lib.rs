@@ -11,7 +11,8 @@
 //! - `net` — what a TCP connection carries (`NodeFrame`: core's `Envelope`
 //!   or an admin message) and the links between servers.
 //! - `server` — one server process: `LockServer` under a tokio event loop.
-//! - `client` — a tokio client over core's sans-IO `Client`.
+//! - `client` — a tokio client over core's sans-IO `Client`, and the floor
+//!   read a restored resource needs (`FloorReader`).
 //! - `resource` — the protected resource in SQLite or PostgreSQL, one transaction per write.
 //! - `storage` — a server's durable Raft state in checksummed, fsync'd files.
 //! - `cli` — the `fencelock-node` command line (cluster up/down, lock, status, bench).

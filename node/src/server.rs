@@ -25,7 +25,11 @@
 //!   simulator's network bounces a reply to a crashed client.
 //! - Admin requests (cluster file `admin = true`) stand in for the
 //!   simulator's faults: isolate peers, skew the local clock, read status.
-//! - There is no protected resource here, so floor answers are dropped.
+//! - Floor reads (`Envelope::FloorRead`, from a restored resource's owner or
+//!   an operator tool, see `crate::client::FloorReader`) are answered on the
+//!   connection they came in on, like replies. When that connection is gone
+//!   the answer is dropped: it carries no decision the server must see
+//!   through, and the asker times out and asks again.
 
 use crate::clock::LocalClock;
 use crate::config::Cluster;
@@ -56,6 +60,10 @@ pub const CONNECTIONS_MAX: usize = 256;
 const CONNECTION_QUEUE_MAX: usize = 1_024;
 /// Clients whose connection the server remembers for replies.
 const ROUTES_MAX: usize = 4_096;
+/// Floor reads whose answer is awaited, remembered with their connection.
+/// A read whose round never settles (a deposed leader's) stays until its
+/// connection closes or newer reads push it out; its asker has moved on.
+const FLOOR_ROUTES_MAX: usize = 1_024;
 /// Rounds of outputs handled in a row (a bounce may produce more outputs).
 const OUTPUT_ROUNDS_MAX: usize = 16;
 
@@ -147,6 +155,8 @@ struct Node {
     peers: BTreeMap<NodeId, PeerLink>,
     conns: BTreeMap<ConnId, mpsc::Sender<Vec<u8>>>,
     routes: BTreeMap<ClientId, ConnId>,
+    /// Where each awaited floor answer goes, by read id (askers put their own id in it).
+    floor_routes: BTreeMap<u64, ConnId>,
     isolated: BTreeSet<NodeId>,
     history: HistoryWriter,
     soft: SoftState,
@@ -169,6 +179,7 @@ pub async fn run(prepared: Prepared) -> Result<(), ServeError> {
         peers,
         conns: BTreeMap::new(),
         routes: BTreeMap::new(),
+        floor_routes: BTreeMap::new(),
         isolated: BTreeSet::new(),
         history,
         soft,
@@ -282,6 +293,7 @@ impl Node {
             Inbound::Closed { conn } => {
                 self.conns.remove(&conn);
                 self.routes.retain(|_, c| *c != conn);
+                self.floor_routes.retain(|_, c| *c != conn);
             }
             Inbound::Frame { conn, frame } => self.on_frame(conn, frame),
         }
@@ -298,6 +310,14 @@ impl Node {
             NodeFrame::Lock(Envelope::Request { client, request, body }) => {
                 self.route(client, conn);
                 self.server.on_client(client, request, body, now_local_ms);
+            }
+            NodeFrame::Lock(Envelope::FloorRead { read }) => {
+                if !self.floor_routes.contains_key(&read) && self.floor_routes.len() >= FLOOR_ROUTES_MAX {
+                    // The lowest id goes: its asker's next attempt brings a new route.
+                    self.floor_routes.pop_first();
+                }
+                self.floor_routes.insert(read, conn);
+                self.server.on_floor_read(read);
             }
             NodeFrame::Lock(_) | NodeFrame::AdminReply(_) => {}
             NodeFrame::Admin(request) => {
@@ -485,8 +505,12 @@ impl Node {
             Output::GhostReleaseProposed { key, token, holder } => {
                 self.record(EventKind::GhostReleaseProposed { node: id, key, token, holder });
             }
-            // No protected resource runs beside a node yet: nobody asked.
-            Output::FloorAnswer { .. } => {}
+            Output::FloorAnswer { read, answer } => {
+                // Each read is answered once; a lost answer is asked again under a new id.
+                if let Some(conn) = self.floor_routes.remove(&read) {
+                    self.send_conn(conn, &NodeFrame::Lock(Envelope::FloorReply { read, answer }));
+                }
+            }
         }
     }
 }

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{serial, TestCluster, TEST_TIMEOUT};
+use common::{bounded, serial, TestCluster};
 use fencelock::{ClientId, Key, NodeId, Token};
 use fencelock_node::client::{ClientOptions, LockClient, LockError};
 use fencelock_node::cluster;
@@ -21,13 +21,6 @@ use std::time::{Duration, Instant};
 const CYCLES_DEFAULT: usize = 1_000;
 const CLIENTS: usize = 4;
 const KEYS: usize = 3;
-
-fn bounded<F: std::future::Future<Output = ()>>(test: F) {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    runtime.block_on(async {
-        tokio::time::timeout(TEST_TIMEOUT, test).await.expect("the test ends within TEST_TIMEOUT");
-    });
-}
 
 #[test]
 fn three_nodes_elect_a_leader() {

@@ -41,6 +41,7 @@
 mod postgres;
 mod sqlite;
 
+use crate::client::{FloorError, FloorReader};
 use fencelock::resource::WRITES_REMEMBERED_PER_CLIENT;
 use fencelock::resource::{check_token, Fence, LockFloor, ResourceState, Write, WritePath, WriteVerdict};
 use fencelock::{ClientId, Holder, Key, RequestId, Token, Variant};
@@ -91,6 +92,12 @@ pub enum ResourceError {
     Task(String),
     /// A backup label other than 1 to 64 of `[A-Za-z0-9_-]`.
     Label(String),
+    /// The floor could not be read from the lock service.
+    FloorRead(FloorError),
+    /// Restores kept overtaking the floor reads meant for them.
+    FloorOvertaken {
+        rounds: usize,
+    },
 }
 
 impl fmt::Display for ResourceError {
@@ -110,6 +117,10 @@ impl fmt::Display for ResourceError {
             ResourceError::Floor(what) => write!(f, "invalid floor: {what}"),
             ResourceError::Task(what) => write!(f, "sqlite task: {what}"),
             ResourceError::Label(label) => write!(f, "backup label {label:?} is not 1 to 64 of [A-Za-z0-9_-]"),
+            ResourceError::FloorRead(error) => write!(f, "floor read: {error}"),
+            ResourceError::FloorOvertaken { rounds } => {
+                write!(f, "a newer restore overtook each of {rounds} floor reads")
+            }
         }
     }
 }
@@ -125,6 +136,12 @@ impl From<rusqlite::Error> for ResourceError {
 impl From<tokio_postgres::Error> for ResourceError {
     fn from(error: tokio_postgres::Error) -> ResourceError {
         ResourceError::Postgres(error)
+    }
+}
+
+impl From<FloorError> for ResourceError {
+    fn from(error: FloorError) -> ResourceError {
+        ResourceError::FloorRead(error)
     }
 }
 
@@ -211,6 +228,28 @@ impl SqlResource {
         }
     }
 
+    /// The operator's step after [`SqlResource::restore`]: reads the floor
+    /// from the lock service with `reader` and raises it, when the image
+    /// awaits one; the real counterpart of the simulator's restored resource
+    /// (`sim/src/nodes/resource.rs`). Returns the restore whose floor was
+    /// raised and the floor, or `None` when no restore awaited a floor.
+    ///
+    /// The floor is read after the restore mark was seen, so the read is
+    /// taken after the restore, as the rule needs. If another restore lands
+    /// between the read and the raise, that floor is not taken (it may
+    /// predate the newer restore) and the newer restore's floor is read in
+    /// turn, at most [`FLOOR_ROUNDS_MAX`] times.
+    pub async fn raise_floor_from(&mut self, reader: &mut FloorReader) -> Result<Option<RaisedFloor>, ResourceError> {
+        for _ in 0..FLOOR_ROUNDS_MAX {
+            let Some(restore) = self.awaiting_floor().await? else { return Ok(None) };
+            let floor = reader.read_floor().await?;
+            if self.raise_floor(restore, &floor).await? {
+                return Ok(Some(RaisedFloor { restore, floor }));
+            }
+        }
+        Err(ResourceError::FloorOvertaken { rounds: FLOOR_ROUNDS_MAX })
+    }
+
     /// The whole stored state as core's [`ResourceState`], comparable with
     /// `==` to the model's (see [`Image::into_state`]).
     pub async fn state(&mut self) -> Result<ResourceState, ResourceError> {
@@ -220,6 +259,18 @@ impl SqlResource {
         };
         image.into_state()
     }
+}
+
+/// Floor reads [`SqlResource::raise_floor_from`] makes while newer restores
+/// keep overtaking them; an operator restoring in a loop is told, not waited for.
+pub const FLOOR_ROUNDS_MAX: usize = 4;
+
+/// A floor [`SqlResource::raise_floor_from`] read and raised.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RaisedFloor {
+    /// The restore it was read for.
+    pub restore: u64,
+    pub floor: LockFloor,
 }
 
 /// What a write found in its transaction before it was judged.

@@ -22,6 +22,16 @@ pub fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Runs `test` on a two-thread runtime (the machine has two cores), bounded
+/// by [`TEST_TIMEOUT`]: on a timeout the test's future is dropped, and with it
+/// its `TestCluster`, whose Drop kills the processes.
+pub fn bounded<F: std::future::Future<Output = ()>>(test: F) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        tokio::time::timeout(TEST_TIMEOUT, test).await.expect("the test ends within TEST_TIMEOUT");
+    });
+}
+
 pub fn exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_fencelock-node"))
 }
