@@ -5,7 +5,7 @@ use crate::model::Model;
 use clap::{Args, Parser, Subcommand};
 use fencelock::Variant;
 use std::ops::Range;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -300,7 +300,7 @@ pub fn parse_seeds(text: &str) -> Result<Range<u64>, InputError> {
 pub fn replay_line(seed: u64, model_args: &ModelArgs) -> String {
     let mut line = format!("{} replay --seed {seed} --variant {}", invocation(), model_args.variant);
     if let Some(path) = &model_args.model {
-        line.push_str(&format!(" --model {}", path.display()));
+        line.push_str(&format!(" --model {}", shell_path(path)));
     }
     if model_args.swarm {
         line.push_str(" --swarm");
@@ -310,6 +310,27 @@ pub fn replay_line(seed: u64, model_args: &ModelArgs) -> String {
         line.push_str(&format!(" --set {}={}", name.trim(), value.trim()));
     }
     line
+}
+
+/// A file a printed line names, as it works pasted from any directory: its
+/// absolute path (relative to where this command ran), quoted for a POSIX
+/// shell when it holds anything but plain path characters.
+pub fn shell_path(path: &Path) -> String {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let text = absolute.display().to_string();
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:=@%".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// `wrote FILE — replay: <invocation> run FILE --trace`: the line that
+/// tells where a scenario file went and how to run it.
+pub fn wrote_scenario_line(path: &Path) -> String {
+    let file = shell_path(path);
+    format!("wrote {file} — replay: {} run {file} --trace", invocation())
 }
 
 /// How a line to paste runs this program: `fencesim` when that name on the

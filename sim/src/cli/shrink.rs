@@ -2,7 +2,7 @@
 //! to the smallest run that still violates the same property, written as a
 //! scenario file that carries its own fault plan and workload.
 
-use crate::cli::args::{load_model, InputError, ShrinkArgs};
+use crate::cli::args::{load_model, wrote_scenario_line, InputError, ShrinkArgs};
 use crate::faults::{self, FaultEvent};
 use crate::model::Model;
 use crate::run::scenario::{exhibited, Scenario};
@@ -175,7 +175,7 @@ pub fn print_report(report: &Report, out: Option<&Path>) {
     }
     crate::outln!("VIOLATION {}", report.violation);
     if let Some(path) = out {
-        crate::outln!("wrote {} — replay: fencesim run {} --trace", path.display(), path.display());
+        crate::outln!("{}", wrote_scenario_line(path));
     }
 }
 
