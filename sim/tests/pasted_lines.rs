@@ -131,3 +131,48 @@ fn lines_from_a_hunt_and_a_shrink_elsewhere_run_from_the_root_and_anywhere() {
         }
     }
 }
+
+/// `hunt --save DIR` says where each scenario went and how to run it; the
+/// line runs as printed from the clone's root and from elsewhere.
+#[test]
+fn hunt_save_says_what_it_wrote() {
+    let dir = scratch("save");
+    let bin = path_with_fencesim(&dir);
+    let hunt = ["hunt", "--variant", "sink-unfenced", "--seeds", "7..8", "--set", "keys=1", "--save", "saved"];
+    let text = stdout(&fencesim_in(&dir, &bin, &hunt));
+    let saved = dir.join("saved").join("0007-fenced-write.toml");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[1].starts_with("  replay: "), "{text}");
+    assert_eq!(lines[2], format!("  wrote {0} — replay: fencesim run {0} --trace", saved.display()), "{text}");
+    let run = lines[2].split_once(" — replay: ").unwrap().1;
+    for cwd in [root(), dir.join("bin")] {
+        let ran = stdout(&run_pasted(run, &cwd, &bin));
+        assert!(ran.contains("scenario fenced-write-seed-7: expect fenced-write — matched"), "{ran}");
+    }
+}
+
+/// `--timeline FILE` says `wrote FILE` (absolute) as the last line of
+/// `replay` and `run`.
+#[test]
+fn a_timeline_says_where_it_went() {
+    let dir = scratch("timeline");
+    let bin = path_with_fencesim(&dir);
+    let short = ["--set", "safety_ms=3000", "--set", "liveness_ms=0"];
+    let replay = [&["replay", "--seed", "3", "--timeline", "r.svg"][..], &short].concat();
+    let text = stdout(&fencesim_in(&dir, &bin, &replay));
+    assert_eq!(text.lines().last(), Some(format!("wrote {}", dir.join("r.svg").display()).as_str()), "{text}");
+    assert!(dir.join("r.svg").is_file());
+    let scenario = dir.join("s.toml");
+    std::fs::write(
+        &scenario,
+        "name = \"s\"\nseed = 3\nexpect = \"pass\"\n[model]\nsafety_ms = 3000\nliveness_ms = 0\n",
+    )
+    .unwrap();
+    let text = stdout(&fencesim_in(&dir, &bin, &["run", "s.toml", "--timeline", "s.html"]));
+    assert_eq!(text.lines().last(), Some(format!("wrote {}", dir.join("s.html").display()).as_str()), "{text}");
+    assert!(dir.join("s.html").is_file());
+    // JSON output stays one value: the file is named by the flag alone.
+    let json = [&replay[..], &["--json"]].concat();
+    let text = stdout(&fencesim_in(&dir, &bin, &json));
+    assert!(serde_json::from_str::<serde_json::Value>(&text).is_ok(), "{text}");
+}

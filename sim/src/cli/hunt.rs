@@ -9,11 +9,11 @@
 //! `--records` split a campaign across machines and resume a killed shard.
 
 use crate::checker::Exposure;
-use crate::cli::args::{exit_for, load_model, parse_seeds, replay_line, HuntArgs, InputError};
+use crate::cli::args::{exit_for, load_model, parse_seeds, replay_line, wrote_scenario_line, HuntArgs, InputError};
 use crate::cli::output::try_write_line;
 use crate::cli::records::{Origin, Place, Record, RecordFile};
 use crate::cli::shard::{parse_shard, Shard};
-use crate::cli::shrink::{catch_ctrl_c, shrink_failures};
+use crate::cli::shrink::{catch_ctrl_c, saved_path, shrink_failures};
 use crate::cli::summary::{SeedFacts, Summary};
 use crate::plural;
 use crate::run::sweep::{default_jobs, quiet_panics, sweep_each, Flow, SeedResult, Sweep};
@@ -239,8 +239,7 @@ impl Hunt<'_> {
     /// With --save: the seed's scenario file (the shrunk one once shrunk).
     fn save(&self, failure: &SeedResult, shrunk: Option<&str>) -> Result<(), String> {
         let Some(dir) = &self.args.save else { return Ok(()) };
-        let property = failure.violations[0].property;
-        let path = dir.join(format!("{:04}-{property}.toml", failure.seed));
+        let path = saved_path(dir, failure.seed, failure.violations[0].property.id());
         let recorded = failure.scenario.as_deref().expect("a failure has a scenario");
         std::fs::write(&path, shrunk.unwrap_or(recorded)).map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
@@ -252,6 +251,10 @@ impl Hunt<'_> {
         self.say(format_args!("  replay: {}", replay_line(failure.seed, &self.args.model)));
         if let Some(line) = shrunk_line {
             self.say(format_args!("  shrunk: {line}"));
+        }
+        if let Some(dir) = &self.args.save {
+            let path = saved_path(dir, failure.seed, failure.violations[0].property.id());
+            self.say(format_args!("  {}", wrote_scenario_line(&path)));
         }
     }
 }
