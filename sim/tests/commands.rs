@@ -197,3 +197,16 @@ fn counts_of_one_are_singular() {
     assert!(last.contains(" 1 election,"), "{last}");
     assert!(!last.contains(" 1 elections") && !last.contains(" 1 grants"), "{last}");
 }
+
+#[test]
+fn a_hunt_tells_a_linearizable_failure_in_one_line_and_replay_shows_its_table() {
+    let text = ok(&["hunt", "--variant", "released-before-commit", "--seeds", "0..1"]);
+    let fails: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL seed 0: linearizable")).collect();
+    assert!(!fails.is_empty(), "{text}");
+    for line in &fails {
+        assert!(line.ends_with("; replay shows them"), "{line}");
+    }
+    assert!(!text.contains("client  request"), "no table in a hunt:\n{text}");
+    let replayed = ok(&["replay", "--seed", "0", "--variant", "released-before-commit"]);
+    assert!(replayed.contains("VIOLATION linearizable") && replayed.contains("client  request"), "{replayed}");
+}

@@ -245,8 +245,10 @@ impl Hunt<'_> {
     }
 
     fn tell(&mut self, failure: &SeedResult, shrunk_line: Option<&str>) {
+        // One line per violation: a detail over many lines (the linearizable
+        // window's table) would flood a hunt; `replay` prints it whole.
         for violation in &failure.violations {
-            self.say(format_args!("FAIL seed {}: {violation}", failure.seed));
+            self.say(format_args!("FAIL seed {}: {}", failure.seed, violation.one_line()));
         }
         self.say(format_args!("  replay: {}", replay_line(failure.seed, &self.args.model)));
         if let Some(line) = shrunk_line {
