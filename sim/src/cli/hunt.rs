@@ -364,10 +364,8 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
             hunt.say(format_args!("{line}"));
         }
         if let Some(seed) = hunt.exposure_seed {
-            let replay = replay_line(seed, &args.model);
-            hunt.say(format_args!(
-                "  the first is seed {seed}, explained in its trace (EXPOSURE lines): {replay} --trace"
-            ));
+            let line = Summary::exposure_line(seed, &replay_line(seed, &args.model));
+            hunt.say(format_args!("{line}"));
         }
         if let Some(text) = &shard_text {
             hunt.say(format_args!(
