@@ -410,6 +410,21 @@ pub fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) ->
         .map(|(_, candidate)| candidate)
 }
 
+/// A variant by name; an unknown name gets the closest variant as a "did
+/// you mean", and the known names with the closest first.
+pub fn parse_variant(name: &str) -> Result<Variant, String> {
+    name.parse().map_err(|_: String| {
+        let mut known: Vec<&str> = fencelock::VARIANTS.iter().map(|info| info.name).collect();
+        let close = did_you_mean(name, known.iter().copied());
+        if let Some(close) = close {
+            known.retain(|k| *k != close);
+            known.insert(0, close);
+        }
+        let hint = close.map(|c| format!("; did you mean `{c}`?")).unwrap_or_default();
+        format!("unknown variant `{name}`{hint} (known: {})", known.join(", "))
+    })
+}
+
 impl Model {
     /// The model a variant runs on when no `--model` is given: the standard
     /// model with the keys the variant declares (`VariantInfo::model`).
@@ -712,5 +727,17 @@ mod tests {
         assert_eq!(did_you_mean("node", names()), Some("nodes"));
         assert_eq!(did_you_mean("leese_ms", names()), Some("lease_ms"));
         assert_eq!(did_you_mean("flux_capacitor", names()), None);
+    }
+
+    #[test]
+    fn a_variant_typo_gets_the_closest_variant_first() {
+        for typo in ["sink-unfence", "sink-unfencd", "sinkunfenced"] {
+            let message = super::parse_variant(typo).unwrap_err();
+            let expected =
+                format!("unknown variant `{typo}`; did you mean `sink-unfenced`? (known: sink-unfenced, default,");
+            assert!(message.starts_with(&expected), "{message}");
+        }
+        let far = super::parse_variant("flux").unwrap_err();
+        assert!(far.starts_with("unknown variant `flux` (known: default, "), "{far}");
     }
 }

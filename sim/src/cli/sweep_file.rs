@@ -8,7 +8,7 @@
 //! can, with the same checks.
 
 use crate::cli::args::{parse_seeds, InputError};
-use crate::model::{one_line, Model};
+use crate::model::{one_line, parse_variant, Model};
 use fencelock::Variant;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -252,7 +252,7 @@ fn cell_model(
             let Value::String(name) = value else {
                 return Err(format!("{}: a variant is a name (see `fencesim variants`)", named(key, value)));
             };
-            variant = name.parse().map_err(|e: String| format!("{}: {e}", named(key, value)))?;
+            variant = parse_variant(name).map_err(|e| format!("{}: {e}", named(key, value)))?;
         }
     }
     let base = match base_file {
