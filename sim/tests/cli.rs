@@ -297,3 +297,16 @@ fn replay_and_shrink_help_describe_seed_and_json() {
         }
     }
 }
+
+#[test]
+fn a_sweep_file_is_checked_like_a_model_file() {
+    let typo = scratch("sweep-typo.toml", "[sweep]\nseeds = 2\nseed_count = 3\n[axes]\nlease_ms = [500]\n");
+    let path = typo.to_str().unwrap();
+    let first = format!("{path}:3:1: unknown key `seed_count`; did you mean `seeds`?");
+    assert_toml_error(&["explore", path], &first, "| ^^^^^^^^^^");
+    let model = scratch("sweep-model-typo.toml", "[sweep]\nseeds = 2\n[model]\nnodez = 3\n[axes]\nlease_ms = [500]\n");
+    assert_input_error(
+        &["explore", model.to_str().unwrap()],
+        "[model] key `nodez` is not a model key; did you mean `nodes`?",
+    );
+}

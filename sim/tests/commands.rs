@@ -38,10 +38,16 @@ const SHORT: [&str; 4] = ["--set", "safety_ms=3000", "--set", "liveness_ms=0"];
 #[test]
 fn the_printed_model_is_the_standard_model_and_documents_every_key() {
     let text = ok(&["model"]);
-    for key in ["nodes", "pause_ms_max", "fault_rate", "election_ms_max", "# jobs_max = 1"] {
+    for key in ["nodes", "pause_ms_max", "fault_rate", "election_ms_max", "# jobs_max = 20"] {
         assert!(text.contains(key), "`fencesim model` names {key}");
     }
     assert!(text.contains("# valid: 1..=9, odd\nnodes = 5"), "a key's range stands above it:\n{text}");
+    // A key absent by default shows a value worth writing, not its minimum.
+    for example in
+        ["# drift_ppm_real_max = 500", "# stall_ms_max = 5999", "# snapshot_entries = 256", "# ack_crashes = true"]
+    {
+        assert!(text.contains(&format!("# absent by default\n{example}\n")), "{example}:\n{text}");
+    }
     let path = scratch("standard.toml");
     std::fs::write(&path, &text).expect("write the model");
     let with_file =
