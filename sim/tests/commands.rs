@@ -112,10 +112,15 @@ fn a_seed_count_is_the_range_from_zero() {
 fn the_replay_line_runs_as_printed_from_a_clone() {
     let text = ok(&["hunt", "--variant", "sink-unfenced", "--seeds", "7..8", "--set", "keys=1"]);
     let line = text.lines().find_map(|l| l.strip_prefix("  replay: ")).expect("a replay line");
-    // A build under target/ without `fencesim` on the PATH: the line names its profile.
-    let release =
-        std::path::Path::new(env!("CARGO_BIN_EXE_fencesim")).parent().is_some_and(|dir| dir.ends_with("release"));
-    let cargo_run = if release { "cargo run --release -p fencesim --" } else { "cargo run -p fencesim --" };
+    // A build under target/ without `fencesim` on the PATH: the line names its profile
+    // (a target directory of another name, CARGO_TARGET_DIR: the binary's path).
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_fencesim"));
+    let profile = bin.parent().unwrap();
+    let cargo_run = match (profile.parent().is_some_and(|dir| dir.ends_with("target")), profile.ends_with("release")) {
+        (true, true) => "cargo run --release -p fencesim --".to_string(),
+        (true, false) => "cargo run -p fencesim --".to_string(),
+        (false, _) => bin.display().to_string(),
+    };
     assert_eq!(line, format!("{cargo_run} replay --seed 7 --variant sink-unfenced --set keys=1"));
     assert!(text.contains("1 seed of variant sink-unfenced, 1 failing"), "{text}");
     // With the binary on the PATH, the line is its name.
