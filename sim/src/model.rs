@@ -376,6 +376,25 @@ impl KeyInfo {
         }
     }
 
+    /// A value worth writing for a key absent from the standard model, as
+    /// `fencesim model` shows it commented out: what absence means where it
+    /// means a number (so uncommenting it changes nothing until edited), a
+    /// flag turned on, a job cap a run reaches.
+    pub fn example(&self) -> String {
+        let standard = Model::default();
+        match self.name {
+            "drift_ppm_real_max" => standard.drift_ppm_real().to_string(),
+            "stall_ms_max" => standard.stall_ms_longest().to_string(),
+            "snapshot_entries" => fencelock::raft::SNAPSHOT_THRESHOLD_ENTRIES_STANDARD.to_string(),
+            "jobs_max" => "20".to_string(),
+            _ => match self.valid {
+                Valid::Bool => "true".to_string(),
+                Valid::Int { min, .. } => min.to_string(),
+                Valid::Float { min, .. } => format!("{min:?}"),
+            },
+        }
+    }
+
     /// Checks a value (as the model serializes to JSON) against the range.
     fn check(&self, value: &serde_json::Value) -> Result<(), String> {
         let name = self.name;
@@ -408,6 +427,21 @@ pub fn did_you_mean<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) ->
         .filter(|(score, _)| *score > 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, candidate)| candidate)
+}
+
+/// A variant by name; an unknown name gets the closest variant as a "did
+/// you mean", and the known names with the closest first.
+pub fn parse_variant(name: &str) -> Result<Variant, String> {
+    name.parse().map_err(|_: String| {
+        let mut known: Vec<&str> = fencelock::VARIANTS.iter().map(|info| info.name).collect();
+        let close = did_you_mean(name, known.iter().copied());
+        if let Some(close) = close {
+            known.retain(|k| *k != close);
+            known.insert(0, close);
+        }
+        let hint = close.map(|c| format!("; did you mean `{c}`?")).unwrap_or_default();
+        format!("unknown variant `{name}`{hint} (known: {})", known.join(", "))
+    })
 }
 
 impl Model {
@@ -520,7 +554,7 @@ impl Model {
         if settings.is_empty() {
             return Ok(self.clone());
         }
-        let mut table = toml::Table::try_from(self).map_err(|e| format!("the model does not serialize: {e}"))?;
+        let mut keys = Vec::new();
         for setting in settings {
             let (name, value) =
                 setting.split_once('=').ok_or_else(|| format!("--set wants key=value, got `{setting}`"))?;
@@ -530,12 +564,33 @@ impl Model {
             }
             let value: toml::Table = toml::from_str(&format!("value = {}", value.trim()))
                 .map_err(|_| format!("--set {setting}: the value is not a number or true/false"))?;
-            table.insert(name.to_string(), value["value"].clone());
-            // A value of the wrong type is named with its setting.
-            Model::deserialize(table.clone()).map_err(|e| format!("--set {setting}: {}", e.message()))?;
+            keys.push((name.to_string(), value["value"].clone(), setting));
         }
-        let model = Model::deserialize(table).map_err(|e| format!("--set: {}", e.message()))?;
+        let model = self
+            .with_keys(keys.iter().map(|(name, value, setting)| (name.as_str(), value, format!("--set {setting}"))))?;
         model.validate().map_err(|e| format!("--set: {e}"))?;
+        Ok(model)
+    }
+
+    /// This model with model keys set over it in order, each checked as a
+    /// model file's key (an unknown name gets a "did you mean", a value of
+    /// the wrong type is named), not yet validated as a whole: the one
+    /// parser of keys given outside a model file (`--set`, a sweep's
+    /// `[model]` and axes). Each key comes with how errors name it.
+    pub fn with_keys<'a>(
+        &self,
+        keys: impl IntoIterator<Item = (&'a str, &'a toml::Value, String)>,
+    ) -> Result<Model, String> {
+        let mut table = toml::Table::try_from(self).map_err(|e| format!("the model does not serialize: {e}"))?;
+        for (name, value, what) in keys {
+            if KeyInfo::named(name).is_none() {
+                return Err(format!("{what}: {}", unknown_key(name, KEYS.iter().map(|k| k.name))));
+            }
+            table.insert(name.to_string(), value.clone());
+            // A value of the wrong type is named with its key.
+            Model::deserialize(table.clone()).map_err(|e| format!("{what}: {}", one_line(e.message())))?;
+        }
+        let model = Model::deserialize(table).map_err(|e| one_line(e.message()))?;
         Ok(Model { variant: self.variant, ..model })
     }
 
@@ -554,12 +609,7 @@ impl Model {
             match defaults.get(key.name) {
                 Some(value) => out.push_str(&format!("{} = {value}\n", key.name)),
                 None => {
-                    let example = match key.valid {
-                        Valid::Int { min, .. } => min.to_string(),
-                        Valid::Float { min, .. } => format!("{min:?}"),
-                        Valid::Bool => "false".to_string(),
-                    };
-                    out.push_str(&format!("# absent by default\n# {} = {example}\n", key.name));
+                    out.push_str(&format!("# absent by default\n# {} = {}\n", key.name, key.example()));
                 }
             }
         }
@@ -712,5 +762,17 @@ mod tests {
         assert_eq!(did_you_mean("node", names()), Some("nodes"));
         assert_eq!(did_you_mean("leese_ms", names()), Some("lease_ms"));
         assert_eq!(did_you_mean("flux_capacitor", names()), None);
+    }
+
+    #[test]
+    fn a_variant_typo_gets_the_closest_variant_first() {
+        for typo in ["sink-unfence", "sink-unfencd", "sinkunfenced"] {
+            let message = super::parse_variant(typo).unwrap_err();
+            let expected =
+                format!("unknown variant `{typo}`; did you mean `sink-unfenced`? (known: sink-unfenced, default,");
+            assert!(message.starts_with(&expected), "{message}");
+        }
+        let far = super::parse_variant("flux").unwrap_err();
+        assert!(far.starts_with("unknown variant `flux` (known: default, "), "{far}");
     }
 }

@@ -268,3 +268,45 @@ fn timeline_svg_is_the_same_for_the_same_run() {
     assert!(svg.starts_with(b"<svg "), "an SVG document");
     assert_eq!(svg, std::fs::read(&second).expect("written twice"), "byte for byte the same");
 }
+
+#[test]
+fn a_slip_gets_a_suggestion() {
+    assert_input_error(&["hunt", "--seed", "5"], "unexpected argument '--seed' found; did you mean `--seeds`?");
+    assert_input_error(
+        &["hunt", "--seeds", "1", "--variant", "sink-unfence"],
+        "did you mean `sink-unfenced`? (known: sink-unfenced, default,",
+    );
+    let seeds = concat!(env!("CARGO_MANIFEST_DIR"), "/../seeds/0000-sink-unfenced.toml");
+    assert_input_error(&["replay", "--seed", "0", "--model", seeds], "this looks like a scenario file");
+    assert_input_error(&["replay", "--seed", "0", "--model", seeds], " run /");
+}
+
+#[test]
+fn replay_and_shrink_help_describe_seed_and_json() {
+    for command in ["replay", "shrink"] {
+        let output = fencesim(&[command, "--help"]);
+        assert_eq!(output.status.code(), Some(0));
+        let help = String::from_utf8_lossy(&output.stdout);
+        let lines: Vec<&str> = help.lines().map(str::trim).collect();
+        for flag in ["--seed <SEED>", "--json"] {
+            let at = lines.iter().position(|l| l.starts_with(flag)).expect("the flag is listed");
+            // clap puts a long description on the next line.
+            let same_line = lines[at][flag.len()..].trim();
+            let described = if same_line.is_empty() { lines[at + 1] } else { same_line };
+            assert!(described.len() > 10 && !described.starts_with('-'), "{command} --help describes {flag}:\n{help}");
+        }
+    }
+}
+
+#[test]
+fn a_sweep_file_is_checked_like_a_model_file() {
+    let typo = scratch("sweep-typo.toml", "[sweep]\nseeds = 2\nseed_count = 3\n[axes]\nlease_ms = [500]\n");
+    let path = typo.to_str().unwrap();
+    let first = format!("{path}:3:1: unknown key `seed_count`; did you mean `seeds`?");
+    assert_toml_error(&["explore", path], &first, "| ^^^^^^^^^^");
+    let model = scratch("sweep-model-typo.toml", "[sweep]\nseeds = 2\n[model]\nnodez = 3\n[axes]\nlease_ms = [500]\n");
+    assert_input_error(
+        &["explore", model.to_str().unwrap()],
+        "[model] key `nodez` is not a model key; did you mean `nodes`?",
+    );
+}

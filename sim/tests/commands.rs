@@ -38,10 +38,16 @@ const SHORT: [&str; 4] = ["--set", "safety_ms=3000", "--set", "liveness_ms=0"];
 #[test]
 fn the_printed_model_is_the_standard_model_and_documents_every_key() {
     let text = ok(&["model"]);
-    for key in ["nodes", "pause_ms_max", "fault_rate", "election_ms_max", "# jobs_max = 1"] {
+    for key in ["nodes", "pause_ms_max", "fault_rate", "election_ms_max", "# jobs_max = 20"] {
         assert!(text.contains(key), "`fencesim model` names {key}");
     }
     assert!(text.contains("# valid: 1..=9, odd\nnodes = 5"), "a key's range stands above it:\n{text}");
+    // A key absent by default shows a value worth writing, not its minimum.
+    for example in
+        ["# drift_ppm_real_max = 500", "# stall_ms_max = 5999", "# snapshot_entries = 256", "# ack_crashes = true"]
+    {
+        assert!(text.contains(&format!("# absent by default\n{example}\n")), "{example}:\n{text}");
+    }
     let path = scratch("standard.toml");
     std::fs::write(&path, &text).expect("write the model");
     let with_file =
@@ -106,10 +112,15 @@ fn a_seed_count_is_the_range_from_zero() {
 fn the_replay_line_runs_as_printed_from_a_clone() {
     let text = ok(&["hunt", "--variant", "sink-unfenced", "--seeds", "7..8", "--set", "keys=1"]);
     let line = text.lines().find_map(|l| l.strip_prefix("  replay: ")).expect("a replay line");
-    // A build under target/ without `fencesim` on the PATH: the line names its profile.
-    let release =
-        std::path::Path::new(env!("CARGO_BIN_EXE_fencesim")).parent().is_some_and(|dir| dir.ends_with("release"));
-    let cargo_run = if release { "cargo run --release -p fencesim --" } else { "cargo run -p fencesim --" };
+    // A build under target/ without `fencesim` on the PATH: the line names its profile
+    // (a target directory of another name, CARGO_TARGET_DIR: the binary's path).
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_fencesim"));
+    let profile = bin.parent().unwrap();
+    let cargo_run = match (profile.parent().is_some_and(|dir| dir.ends_with("target")), profile.ends_with("release")) {
+        (true, true) => "cargo run --release -p fencesim --".to_string(),
+        (true, false) => "cargo run -p fencesim --".to_string(),
+        (false, _) => bin.display().to_string(),
+    };
     assert_eq!(line, format!("{cargo_run} replay --seed 7 --variant sink-unfenced --set keys=1"));
     assert!(text.contains("1 seed of variant sink-unfenced, 1 failing"), "{text}");
     // With the binary on the PATH, the line is its name.
@@ -196,4 +207,17 @@ fn counts_of_one_are_singular() {
     let last = text.lines().rev().nth(1).unwrap();
     assert!(last.contains(" 1 election,"), "{last}");
     assert!(!last.contains(" 1 elections") && !last.contains(" 1 grants"), "{last}");
+}
+
+#[test]
+fn a_hunt_tells_a_linearizable_failure_in_one_line_and_replay_shows_its_table() {
+    let text = ok(&["hunt", "--variant", "released-before-commit", "--seeds", "0..1"]);
+    let fails: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL seed 0: linearizable")).collect();
+    assert!(!fails.is_empty(), "{text}");
+    for line in &fails {
+        assert!(line.ends_with("; replay shows them"), "{line}");
+    }
+    assert!(!text.contains("client  request"), "no table in a hunt:\n{text}");
+    let replayed = ok(&["replay", "--seed", "0", "--variant", "released-before-commit"]);
+    assert!(replayed.contains("VIOLATION linearizable") && replayed.contains("client  request"), "{replayed}");
 }

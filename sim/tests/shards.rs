@@ -178,3 +178,35 @@ fn a_shard_index_missing_or_out_of_range_is_an_input_error() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+fn text(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// The last line up to its timing (`…, N failing;`): the rest is wall time.
+fn without_timing(line: &str) -> &str {
+    line.split_once(';').map_or(line, |(counts, _)| counts)
+}
+
+#[test]
+fn merged_text_reads_like_the_unsharded_hunt() {
+    let dir = scratch("text");
+    // Linearizable failures (details over one line each) and lease exposures.
+    let hunt = ["hunt", "--seeds", "0..3", "--variant", "released-before-commit", "--jobs", "1"];
+    for index in 0..2 {
+        let records = dir.join(format!("shard-{index}.jsonl"));
+        let shard = format!("{index}/2");
+        let output = run(&[&hunt[..], &["--shard", &shard, "--records", records.to_str().unwrap()]].concat());
+        assert!(matches!(output.status.code(), Some(0 | 1)), "{output:?}");
+    }
+    let whole = text(&run(&hunt));
+    let merged = text(&run(&["merge", dir.to_str().unwrap()]));
+    assert!(whole.contains("FAIL seed 0: linearizable at "), "{whole}");
+    assert!(whole.contains("  the first is seed "), "an exposure line: {whole}");
+    // The merge's own line comes before the last; the rest is the hunt's, line for line.
+    let mut merged: Vec<&str> = merged.lines().filter(|l| !l.starts_with("merge: ")).collect();
+    let mut whole: Vec<&str> = whole.lines().collect();
+    let (merged_last, whole_last) = (merged.pop().unwrap(), whole.pop().unwrap());
+    assert_eq!(merged, whole);
+    assert_eq!(without_timing(merged_last), without_timing(whole_last));
+}

@@ -65,6 +65,19 @@ impl Violation {
         Violation { property, at_us, nodes: Vec::new(), clients: Vec::new(), tokens: Vec::new(), detail }
     }
 
+    /// The violation on one line, as a hunt prints it among many: a detail
+    /// that goes on over more lines (the `linearizable` window's table) ends
+    /// at its first line, saying that `replay` shows the rest.
+    pub fn one_line(&self) -> String {
+        let text = self.to_string();
+        match text.split_once('\n') {
+            None => text,
+            Some((first, _)) => {
+                format!("{}; replay shows them", first.trim_end().trim_end_matches(':'))
+            }
+        }
+    }
+
     pub(crate) fn nodes(mut self, nodes: &[NodeId]) -> Violation {
         self.nodes = sorted_unique(nodes);
         self
@@ -410,6 +423,18 @@ mod tests {
         let times: Vec<u64> = verdict.violations.iter().map(|v| v.at_us).collect();
         assert_eq!(times, vec![4_000_000, 4_500_000]);
         assert!(verdict.violations[1].to_string().starts_with("election-safety at 4500ms: n0 and n2"));
+    }
+
+    #[test]
+    fn a_violation_told_over_many_lines_has_a_one_line_form() {
+        let table = "no linearization: these 2 operations cannot (…):\n  #  client\n  0  c1\n  1  c2";
+        let long = Violation::new(Property::Linearizable, 7_000, table.to_string());
+        assert_eq!(
+            long.one_line(),
+            "linearizable at 7ms: no linearization: these 2 operations cannot (…); replay shows them"
+        );
+        let short = Violation::new(Property::FencedWrite, 7_000, "a stale write".to_string());
+        assert_eq!(short.one_line(), short.to_string());
     }
 
     #[test]

@@ -1,11 +1,11 @@
 //! The command line's arguments (CLI.md) and its input errors: what every
 //! command below reads, and the one-line errors it answers bad input with.
 
-use crate::model::Model;
+use crate::model::{parse_variant, Model};
 use clap::{Args, Parser, Subcommand};
 use fencelock::Variant;
 use std::ops::Range;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -117,12 +117,15 @@ pub struct MergeArgs {
     /// Merge records of different models, versions or formats.
     #[arg(long)]
     pub allow_mixed: bool,
+    /// Print one JSON object on stdout instead of the text.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
+    /// The seed to run (as a hunt's replay line gives it); it draws the
+    /// fault schedule, the workload and the timing.
     #[arg(long)]
     pub seed: u64,
     #[command(flatten)]
@@ -144,6 +147,8 @@ pub struct ReplayArgs {
     /// Write a picture of the run: `FILE.html` (zoomable page) or `FILE.svg`.
     #[arg(long, value_name = "FILE")]
     pub timeline: Option<PathBuf>,
+    /// Print one JSON object on stdout: the outcome, with the trace (--trace)
+    /// and the fault schedule (--faults) when asked for.
     #[arg(long)]
     pub json: bool,
 }
@@ -179,6 +184,8 @@ pub struct ShrinkArgs {
     /// Scenario file to shrink (instead of --seed).
     #[arg(conflicts_with_all = ["seed", "fault_file"])]
     pub file: Option<PathBuf>,
+    /// The failing seed to shrink, with --variant, --model and --set as the
+    /// hunt that found it (instead of FILE).
     #[arg(long)]
     pub seed: Option<u64>,
     #[command(flatten)]
@@ -205,6 +212,8 @@ pub struct ShrinkArgs {
     /// back time and workload until it does, within 400 trace lines (0: never).
     #[arg(long, default_value_t = 8)]
     pub probes: u64,
+    /// Print one JSON object on stdout instead of the report: before and
+    /// after, the faults still needed, robustness.
     #[arg(long)]
     pub json: bool,
 }
@@ -225,6 +234,7 @@ pub struct RunArgs {
     /// Write a picture of the run: `FILE.html` (zoomable page) or `FILE.svg` (one scenario only).
     #[arg(long, value_name = "FILE")]
     pub timeline: Option<PathBuf>,
+    /// Print one JSON object per scenario on stdout, one per line.
     #[arg(long)]
     pub json: bool,
 }
@@ -240,6 +250,7 @@ pub struct VariantsArgs {
     /// With --score: swarm testing on the standard model instead of each variant's declared model.
     #[arg(long)]
     pub swarm: bool,
+    /// Print JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
 }
@@ -249,6 +260,7 @@ pub struct BenchArgs {
     /// Seeds of the default hunt to time: `N` (0..N) or `A..B`.
     #[arg(long, default_value = "20")]
     pub seeds: String,
+    /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
 }
@@ -265,12 +277,19 @@ impl From<String> for InputError {
 
 /// Builds the model from `--model` and `--variant`.
 pub fn load_model(args: &ModelArgs) -> Result<Model, InputError> {
-    let variant: Variant = args.variant.parse()?;
+    let variant: Variant = parse_variant(&args.variant)?;
     let mut model = match &args.model {
         Some(path) => {
             let origin = path.display().to_string();
             let text = std::fs::read_to_string(path)
                 .map_err(|e| InputError(format!("cannot read model file {origin}: {e}")))?;
+            if looks_like_a_scenario(&text) {
+                return Err(InputError(format!(
+                    "{origin}: this looks like a scenario file (it has `seed` and `expect`), not a model: `{} run {}`",
+                    invocation(),
+                    shell_path(path)
+                )));
+            }
             Model::from_toml(&text, &origin)?
         }
         // Swarm draws the cluster size and batching a variant would declare.
@@ -280,6 +299,12 @@ pub fn load_model(args: &ModelArgs) -> Result<Model, InputError> {
     model.variant = variant;
     model.swarm |= args.swarm;
     Ok(model.with_settings(&args.settings)?)
+}
+
+/// A scenario file (`run FILE`) given as a model: it sets `seed` and
+/// `expect`, which no model has.
+fn looks_like_a_scenario(text: &str) -> bool {
+    text.parse::<toml::Table>().is_ok_and(|table| table.contains_key("seed") && table.contains_key("expect"))
 }
 
 /// Parses `--seeds`: `N` is `0..N`, `A..B` the half-open range; never empty.
@@ -300,7 +325,7 @@ pub fn parse_seeds(text: &str) -> Result<Range<u64>, InputError> {
 pub fn replay_line(seed: u64, model_args: &ModelArgs) -> String {
     let mut line = format!("{} replay --seed {seed} --variant {}", invocation(), model_args.variant);
     if let Some(path) = &model_args.model {
-        line.push_str(&format!(" --model {}", path.display()));
+        line.push_str(&format!(" --model {}", shell_path(path)));
     }
     if model_args.swarm {
         line.push_str(" --swarm");
@@ -310,6 +335,27 @@ pub fn replay_line(seed: u64, model_args: &ModelArgs) -> String {
         line.push_str(&format!(" --set {}={}", name.trim(), value.trim()));
     }
     line
+}
+
+/// A file a printed line names, as it works pasted from any directory: its
+/// absolute path (relative to where this command ran), quoted for a POSIX
+/// shell when it holds anything but plain path characters.
+pub fn shell_path(path: &Path) -> String {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let text = absolute.display().to_string();
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+,:=@%".contains(c);
+    if !text.is_empty() && text.chars().all(plain) {
+        text
+    } else {
+        format!("'{}'", text.replace('\'', "'\\''"))
+    }
+}
+
+/// `wrote FILE — replay: <invocation> run FILE --trace`: the line that
+/// tells where a scenario file went and how to run it.
+pub fn wrote_scenario_line(path: &Path) -> String {
+    let file = shell_path(path);
+    format!("wrote {file} — replay: {} run {file} --trace", invocation())
 }
 
 /// How a line to paste runs this program: `fencesim` when that name on the

@@ -9,11 +9,11 @@
 //! `--records` split a campaign across machines and resume a killed shard.
 
 use crate::checker::Exposure;
-use crate::cli::args::{exit_for, load_model, parse_seeds, replay_line, HuntArgs, InputError};
+use crate::cli::args::{exit_for, load_model, parse_seeds, replay_line, wrote_scenario_line, HuntArgs, InputError};
 use crate::cli::output::try_write_line;
 use crate::cli::records::{Origin, Place, Record, RecordFile};
 use crate::cli::shard::{parse_shard, Shard};
-use crate::cli::shrink::{catch_ctrl_c, shrink_failures};
+use crate::cli::shrink::{catch_ctrl_c, saved_path, shrink_failures};
 use crate::cli::summary::{SeedFacts, Summary};
 use crate::plural;
 use crate::run::sweep::{default_jobs, quiet_panics, sweep_each, Flow, SeedResult, Sweep};
@@ -239,19 +239,24 @@ impl Hunt<'_> {
     /// With --save: the seed's scenario file (the shrunk one once shrunk).
     fn save(&self, failure: &SeedResult, shrunk: Option<&str>) -> Result<(), String> {
         let Some(dir) = &self.args.save else { return Ok(()) };
-        let property = failure.violations[0].property;
-        let path = dir.join(format!("{:04}-{property}.toml", failure.seed));
+        let path = saved_path(dir, failure.seed, failure.violations[0].property.id());
         let recorded = failure.scenario.as_deref().expect("a failure has a scenario");
         std::fs::write(&path, shrunk.unwrap_or(recorded)).map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
 
     fn tell(&mut self, failure: &SeedResult, shrunk_line: Option<&str>) {
+        // One line per violation: a detail over many lines (the linearizable
+        // window's table) would flood a hunt; `replay` prints it whole.
         for violation in &failure.violations {
-            self.say(format_args!("FAIL seed {}: {violation}", failure.seed));
+            self.say(format_args!("FAIL seed {}: {}", failure.seed, violation.one_line()));
         }
         self.say(format_args!("  replay: {}", replay_line(failure.seed, &self.args.model)));
         if let Some(line) = shrunk_line {
             self.say(format_args!("  shrunk: {line}"));
+        }
+        if let Some(dir) = &self.args.save {
+            let path = saved_path(dir, failure.seed, failure.violations[0].property.id());
+            self.say(format_args!("  {}", wrote_scenario_line(&path)));
         }
     }
 }
@@ -359,10 +364,8 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
             hunt.say(format_args!("{line}"));
         }
         if let Some(seed) = hunt.exposure_seed {
-            let replay = replay_line(seed, &args.model);
-            hunt.say(format_args!(
-                "  the first is seed {seed}, explained in its trace (EXPOSURE lines): {replay} --trace"
-            ));
+            let line = Summary::exposure_line(seed, &replay_line(seed, &args.model));
+            hunt.say(format_args!("{line}"));
         }
         if let Some(text) = &shard_text {
             hunt.say(format_args!(

@@ -69,6 +69,9 @@ struct Merge {
     duplicates: u64,
     failures: Vec<Record>,
     conflicts: Vec<Conflict>,
+    /// The lowest seed with a lease exposure, and its replay line when the
+    /// record keeps one (records of older versions keep it only on failures).
+    first_exposure: Option<(u64, Option<String>)>,
 }
 
 impl Merge {
@@ -112,6 +115,9 @@ impl Merge {
         }
         self.summary.add(record.facts());
         self.wall_ms += record.wall_ms;
+        if record.lease_exposures > 0 && self.first_exposure.as_ref().is_none_or(|(seed, _)| record.seed < *seed) {
+            self.first_exposure = Some((record.seed, record.replay.clone()));
+        }
         let failed = !record.properties.is_empty();
         self.seen.insert(key, Seen { trace_hash: record.trace_hash.clone(), failed, place });
         if failed {
@@ -204,9 +210,16 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
         return Ok(found);
     }
     let mut lines = Vec::new();
+    // A failure reads as the hunt printed it: one line per violation with
+    // its detail (records of older versions keep only the ids), then the replay line.
     for record in &merge.failures {
-        let properties: Vec<&str> = record.properties.iter().map(|p| p.id()).collect();
-        lines.push(format!("FAIL seed {}: {}", record.seed, properties.join(", ")));
+        if record.violations.is_empty() {
+            let properties: Vec<&str> = record.properties.iter().map(|p| p.id()).collect();
+            lines.push(format!("FAIL seed {}: {}", record.seed, properties.join(", ")));
+        }
+        for violation in &record.violations {
+            lines.push(format!("FAIL seed {}: {violation}", record.seed));
+        }
         if let Some(replay) = &record.replay {
             lines.push(format!("  replay: {replay}"));
         }
@@ -221,6 +234,9 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
         lines.push(format!("  {}: {}", conflict.second_place, conflict.second));
     }
     lines.extend(merge.summary.detail_lines());
+    if let Some((seed, Some(replay))) = &merge.first_exposure {
+        lines.push(Summary::exposure_line(*seed, replay));
+    }
     lines.push(format!(
         "merge: {} from {}, {}, in {} ms; the wall time below is the seeds' own, summed",
         plural(merge.records, "record"),

@@ -56,7 +56,9 @@ fn clap_error(error: clap::Error) -> ExitCode {
     }
 }
 
-/// The first paragraph of clap's rendered error, joined onto one line.
+/// The first paragraph of clap's rendered error, joined onto one line,
+/// with clap's tip of a similar name as "did you mean" (`hunt --seed 5`:
+/// did you mean `--seeds`?).
 fn error_line(rendered: &str) -> String {
     let paragraph: Vec<&str> = rendered
         .lines()
@@ -66,10 +68,24 @@ fn error_line(rendered: &str) -> String {
         .collect();
     let line = paragraph.join(" ");
     if line.is_empty() {
-        "error: invalid arguments".to_string()
-    } else {
-        line
+        return "error: invalid arguments".to_string();
     }
+    match similar_names(rendered) {
+        Some(names) => format!("{line}; did you mean {names}?"),
+        None => line,
+    }
+}
+
+/// The names of clap's tip `a similar argument exists: '--seeds'` (or
+/// `some similar subcommands exist: 'a', 'b'`), as `` `--seeds` `` or `` `a` or `b` ``.
+fn similar_names(rendered: &str) -> Option<String> {
+    let tip = rendered.lines().map(str::trim).find_map(|line| line.strip_prefix("tip: "))?;
+    let (what, names) = tip.split_once(": ")?;
+    if !what.contains("similar") {
+        return None;
+    }
+    let names: Vec<String> = names.split('\'').skip(1).step_by(2).map(|name| format!("`{name}`")).collect();
+    (!names.is_empty()).then(|| names.join(" or "))
 }
 
 fn execute(cli: Cli) -> Result<ExitCode, InputError> {
@@ -86,5 +102,21 @@ fn execute(cli: Cli) -> Result<ExitCode, InputError> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Explore(args) => explore::explore(&args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_line;
+
+    #[test]
+    fn a_similar_name_becomes_a_did_you_mean() {
+        let rendered = "error: unexpected argument '--seed' found\n\n  tip: a similar argument exists: '--seeds'\n\n\
+                        Usage: fencesim hunt --seeds <SEEDS>\n\nFor more information, try '--help'.\n";
+        assert_eq!(error_line(rendered), "error: unexpected argument '--seed' found; did you mean `--seeds`?");
+        let two = "error: unrecognized subcommand 'rn'\n\n  tip: some similar subcommands exist: 'run', 'bench'\n";
+        assert_eq!(error_line(two), "error: unrecognized subcommand 'rn'; did you mean `run` or `bench`?");
+        let other = "error: unexpected argument 'x' found\n\n  tip: to pass 'x' as a value, use '-- x'\n";
+        assert_eq!(error_line(other), "error: unexpected argument 'x' found");
     }
 }

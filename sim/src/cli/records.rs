@@ -49,7 +49,11 @@ pub struct Record {
     pub wall_ms: u64,
     pub messages: u64,
     pub lease_exposures: u64,
-    /// The line that replays a failing seed.
+    /// The violations as a hunt prints them after `FAIL seed S: `, one
+    /// line each (absent in records of older versions).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<String>,
+    /// The line that replays a failing seed, or a seed with lease exposures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<String>,
     /// `explore --out` records only: the seed's availability figures.
@@ -95,12 +99,13 @@ impl Record {
             seed: result.seed,
             verdict: if failed { Verdict::Fail } else { Verdict::Pass },
             properties: result.violations.iter().map(|v| v.property).collect(),
+            violations: result.violations.iter().map(|v| v.one_line()).collect(),
             trace_hash: result.trace_hash.clone(),
             sim_ms: result.sim_ms,
             wall_ms: result.wall_ms,
             messages: result.messages,
             lease_exposures: result.lease_exposures,
-            replay: failed.then_some(replay),
+            replay: (failed || result.lease_exposures > 0).then_some(replay),
             figures: None,
             availability: Some(result.figures.phases),
         }
@@ -253,6 +258,7 @@ mod tests {
             seed,
             verdict: Verdict::Fail,
             properties: vec![Property::FencedWrite],
+            violations: vec!["fenced-write at 6491ms: a stale holder's write got through".into()],
             trace_hash: "0123456789abcdef".into(),
             sim_ms: 40_000,
             wall_ms: 12,

@@ -1,7 +1,7 @@
 //! `replay` (one seed, or an edited fault schedule) and `run FILE|DIR…`
 //! (scenario files whose `expect` decides the exit code).
 
-use crate::cli::args::{exit_for, load_model, InputError, ReplayArgs, RunArgs};
+use crate::cli::args::{exit_for, load_model, shell_path, InputError, ReplayArgs, RunArgs};
 use crate::cli::view::TraceView;
 use crate::faults;
 use crate::plural;
@@ -57,6 +57,9 @@ pub fn replay(args: &ReplayArgs) -> Result<ExitCode, InputError> {
             crate::outln!("{}", explain::fault_lines(&outcome).trim_end());
         }
         print_outcome(&outcome, view.as_ref().map(|view| (view, told)));
+        if let Some(path) = &args.timeline {
+            crate::outln!("wrote {}", shell_path(path));
+        }
     }
     Ok(exit_for(outcome.ok))
 }
@@ -164,6 +167,9 @@ fn run_one(scenario: &Scenario, view: Option<&TraceView>, args: &RunArgs, alone:
             }
             None => crate::outln!("  (no postmortem)"),
         }
+    }
+    if let Some(path) = &args.timeline {
+        crate::outln!("wrote {}", shell_path(path));
     }
     Ok(matched)
 }

@@ -2,7 +2,7 @@
 //! to the smallest run that still violates the same property, written as a
 //! scenario file that carries its own fault plan and workload.
 
-use crate::cli::args::{load_model, InputError, ShrinkArgs};
+use crate::cli::args::{load_model, shell_path, wrote_scenario_line, InputError, ShrinkArgs};
 use crate::faults::{self, FaultEvent};
 use crate::model::Model;
 use crate::run::scenario::{exhibited, Scenario};
@@ -57,6 +57,9 @@ pub fn shrink(args: &ShrinkArgs) -> Result<ExitCode, InputError> {
         crate::outln!("{}", report_json(&report, args.out.as_deref()));
     } else {
         print_report(&report, args.out.as_deref());
+        if let Some(path) = &args.timeline {
+            crate::outln!("wrote {}", shell_path(path));
+        }
         if args.out.is_none() {
             crate::outln!("{}", scenario.trim_end());
         }
@@ -175,7 +178,7 @@ pub fn print_report(report: &Report, out: Option<&Path>) {
     }
     crate::outln!("VIOLATION {}", report.violation);
     if let Some(path) = out {
-        crate::outln!("wrote {} — replay: fencesim run {} --trace", path.display(), path.display());
+        crate::outln!("{}", wrote_scenario_line(path));
     }
 }
 

@@ -170,6 +170,12 @@ impl Summary {
         lines
     }
 
+    /// The line after the summary's that points at the first seed with a
+    /// lease exposure (`replay` is that seed's replay line).
+    pub fn exposure_line(seed: u64, replay: &str) -> String {
+        format!("  the first is seed {seed}, explained in its trace (EXPOSURE lines): {replay} --trace")
+    }
+
     /// The last line, as `hunt` has always printed it.
     pub fn last_line(&self, variant: &str, wall_ms: u64) -> String {
         let wall_s = (wall_ms as f64 / 1_000.0).max(0.001);

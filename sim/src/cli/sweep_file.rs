@@ -8,7 +8,7 @@
 //! can, with the same checks.
 
 use crate::cli::args::{parse_seeds, InputError};
-use crate::model::{one_line, Model};
+use crate::model::{did_you_mean, parse_variant, toml_error, Model, KEYS};
 use fencelock::Variant;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -102,7 +102,8 @@ pub fn parse(
     read_model: impl Fn(&str) -> Result<(String, String), String>,
 ) -> Result<SweepPlan, InputError> {
     let fail = |message: String| InputError(format!("{origin}: {message}"));
-    let raw: RawFile = toml::from_str(text).map_err(|e| fail(one_line(&e.to_string())))?;
+    // A TOML error points at its place as a model file's does.
+    let raw: RawFile = toml::from_str(text).map_err(|e| InputError(toml_error(origin, text, &e)))?;
     let seeds = seeds_of(&raw.sweep.seeds).map_err(fail)?;
     let base_file = raw.sweep.model.as_deref().map(&read_model).transpose().map_err(fail)?;
     let mut spanned: Vec<(String, Spanned<Value>)> = raw.axes.into_iter().collect();
@@ -112,17 +113,24 @@ pub fn parse(
         return Err(fail(format!("[axes] must name 1 to {AXES_MAX} model keys, got {}", spanned.len())));
     }
     let known = model_keys();
+    let not_a_key = |what: String, key: &str| {
+        let hint = match did_you_mean(key, known.iter().map(String::as_str)) {
+            Some(close) => format!("did you mean `{close}`?"),
+            None => "`fencesim model` lists every key".to_string(),
+        };
+        fail(format!("{what} is not a model key; {hint}"))
+    };
     let mut axes = Vec::new();
     for (key, value) in spanned {
         if !known.contains(&key) {
-            return Err(fail(format!("axis `{key}` is not a model key (known: {})", known.join(", "))));
+            return Err(not_a_key(format!("axis `{key}`"), &key));
         }
         let values = axis_values(&key, value.get_ref()).map_err(fail)?;
         axes.push(Axis { key, values });
     }
     for key in raw.model.keys() {
         if !known.contains(key) {
-            return Err(fail(format!("[model] key `{key}` is not a model key (known: {})", known.join(", "))));
+            return Err(not_a_key(format!("[model] key `{key}`"), key));
         }
         if axes.iter().any(|axis| &axis.key == key) {
             return Err(fail(format!("key `{key}` is both in [model] and an axis")));
@@ -155,11 +163,10 @@ fn seeds_of(value: &Value) -> Result<Range<u64>, String> {
     }
 }
 
-/// Every key a model file may set, and `variant`, sorted.
+/// Every key a model file may set (the keys `fencesim model` lists and
+/// `--set` takes), and `variant`, sorted.
 pub fn model_keys() -> Vec<String> {
-    let full = Model { jobs_max: Some(1), ..Model::default() };
-    let Ok(Value::Table(table)) = Value::try_from(&full) else { unreachable!("a model serializes to a table") };
-    let mut keys: Vec<String> = table.keys().cloned().collect();
+    let mut keys: Vec<String> = KEYS.iter().map(|key| key.name.to_string()).collect();
     keys.push("variant".to_string());
     keys.sort_unstable();
     keys
@@ -252,27 +259,17 @@ fn cell_model(
             let Value::String(name) = value else {
                 return Err(format!("{}: a variant is a name (see `fencesim variants`)", named(key, value)));
             };
-            variant = name.parse().map_err(|e: String| format!("{}: {e}", named(key, value)))?;
+            variant = parse_variant(name).map_err(|e| format!("{}: {e}", named(key, value)))?;
         }
     }
     let base = match base_file {
         Some((name, text)) => Model::from_toml(text, name)?,
         None => Model::declared(variant),
     };
-    let Ok(Value::Table(mut table)) = Value::try_from(&base) else { unreachable!("a model serializes to a table") };
-    for (key, value) in &overlay {
-        if *key == "variant" {
-            continue;
-        }
-        table.insert((*key).to_string(), (*value).clone());
-        // Type errors are told per key, before the whole model is checked.
-        let mut alone = Table::new();
-        alone.insert((*key).to_string(), (*value).clone());
-        if let Err(e) = Model::deserialize(Value::Table(alone)) {
-            return Err(format!("{}: {}", named(key, value), one_line(&e.to_string())));
-        }
-    }
-    let mut model = Model::deserialize(Value::Table(table)).map_err(|e| one_line(&e.to_string()))?;
+    // The keys go through the parser `--set` uses: one vocabulary, one set of checks.
+    let keys =
+        overlay.iter().filter(|(key, _)| *key != "variant").map(|(key, value)| (*key, *value, named(key, value)));
+    let mut model = base.with_keys(keys)?;
     model.variant = variant;
     model.validate().map_err(|e| {
         let cell: Vec<String> = axes.iter().zip(values).map(|(a, v)| format!("{}={}", a.key, show(v))).collect();
@@ -338,7 +335,10 @@ mod tests {
     #[test]
     fn bad_files_are_one_line_naming_the_key() {
         let cases = [
-            ("[sweep]\nseeds = 5\n[axes]\nlease = [1]\n", "s.toml: axis `lease` is not a model key"),
+            (
+                "[sweep]\nseeds = 5\n[axes]\nleese_ms = [1]\n",
+                "s.toml: axis `leese_ms` is not a model key; did you mean `lease_ms`?",
+            ),
             (
                 "[sweep]\nseeds = 5\n[axes]\nlease_ms = [50, 500]\n",
                 "s.toml: cell lease_ms=50: model key `lease_ms` must be in 100..=600000, got 50",
@@ -362,7 +362,7 @@ mod tests {
             ),
             (
                 "[sweep]\nseeds = 5\n[model]\nnodez = 3\n[axes]\nlease_ms = [500]\n",
-                "s.toml: [model] key `nodez` is not a model key",
+                "s.toml: [model] key `nodez` is not a model key; did you mean `nodes`?",
             ),
             ("[sweep]\nseeds = 0\n[axes]\nlease_ms = [500]\n", "s.toml: [sweep] seeds must be a count (at least 1)"),
             (
@@ -382,12 +382,36 @@ mod tests {
                 "[sweep]\nseeds = 5\n[axes]\nheartbeat_ms = [20, 80]\n",
                 "s.toml: cell heartbeat_ms=80: model key `election_ms_min` must be at least twice `heartbeat_ms`",
             ),
-            ("[sweep]\nseeds = 5\nextra = 1\n[axes]\nlease_ms = [500]\n", "s.toml: TOML parse error at line 3"),
         ];
         for (text, start) in cases {
             let message = error(text);
             assert!(message.starts_with(start), "{message:?} should start with {start:?}");
             assert!(!message.contains('\n'), "one line: {message:?}");
         }
+    }
+
+    #[test]
+    fn every_key_of_the_model_is_a_sweep_key() {
+        // The keys absent from the standard model too: one vocabulary with `--set` and `fencesim model`.
+        let standard = toml::Table::try_from(crate::model::Model::default()).unwrap();
+        for key in crate::model::KEYS {
+            let value = standard.get(key.name).map_or_else(|| key.example(), |v| v.to_string());
+            let text =
+                format!("[sweep]\nseeds = 1\n[model]\n{} = {value}\n[axes]\nvariant = [\"default\"]\n", key.name);
+            assert!(sweep(&text).is_ok(), "[model] {}: {:?}", key.name, sweep(&text).err());
+        }
+        let plan =
+            sweep("[sweep]\nseeds = 1\n[model]\nsnapshot_entries = 64\n[axes]\nstall_ms_max = [100, 200]\n").unwrap();
+        assert_eq!(plan.cells[1].model.stall_ms_max, Some(200));
+        assert_eq!(plan.cells[1].model.snapshot_entries, Some(64));
+    }
+
+    #[test]
+    fn a_toml_error_points_at_its_place() {
+        let message = error("[sweep]\nseeds = 5\nextra = 1\n[axes]\nlease_ms = [500]\n");
+        let lines: Vec<&str> = message.lines().collect();
+        assert_eq!(lines[0], "s.toml:3:1: unknown key `extra`; expected one of `seeds`, `model`", "{message}");
+        assert_eq!(lines[2], "3 | extra = 1");
+        assert_eq!(lines[3], "  | ^^^^^");
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::faults::{self, FaultEvent};
 use crate::history::EventKind;
-use crate::model::{toml_error, Model};
+use crate::model::{parse_variant, toml_error, Model};
 use crate::run::log::{LogSettings, Record};
 use crate::run::seed::{run_plan, run_plan_told, run_seed, run_seed_told, Outcome};
 use fencelock::{ApplyResult, Command};
@@ -91,7 +91,7 @@ impl Scenario {
     /// Parses a scenario file's text; `origin` (the path) names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Scenario, String> {
         let file: ScenarioFile = toml::from_str(text).map_err(|e| toml_error(origin, text, &e))?;
-        let variant: Variant = file.variant.parse().map_err(|e| format!("{origin}: {e}"))?;
+        let variant: Variant = parse_variant(&file.variant).map_err(|e| format!("{origin}: {e}"))?;
         if file.expect != "pass" {
             file.expect
                 .parse::<Property>()
