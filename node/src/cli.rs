@@ -5,6 +5,7 @@
 //! cluster did not do what was asked (no leader, busy, no answer).
 
 use crate::bench;
+use crate::clock::ClockMap;
 use crate::client::{ClientOptions, LockClient, LockError};
 use crate::cluster::{self, CLUSTER_FILE};
 use crate::config::{Cluster, NODES_MAX};
@@ -45,6 +46,10 @@ enum Command {
         config: PathBuf,
         #[arg(long)]
         id: u8,
+        /// Start on this local clock mapping, TRUE_US,LOCAL_US,RATE_PPM (a
+        /// restart keeps its machine's clock).
+        #[arg(long)]
+        clock: Option<ClockMap>,
     },
     /// Start or stop a local cluster.
     #[command(subcommand)]
@@ -62,6 +67,8 @@ enum Command {
     /// Fault injection on one server (cluster file `admin = true`).
     #[command(subcommand)]
     Admin(AdminCommand),
+    /// Run one workload worker (what `fencesim real` starts per client).
+    Worker(WorkerArgs),
     /// Start 3 local nodes and measure acquire→release round trips.
     Bench {
         #[arg(long, default_value_t = 4)]
@@ -73,6 +80,40 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Args, Debug)]
+struct WorkerArgs {
+    #[command(flatten)]
+    target: Target,
+    /// This worker's client id.
+    #[arg(long)]
+    client: u32,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// This client's life, from 0: request ids of a new life never collide with an earlier one's.
+    #[arg(long, default_value_t = 0)]
+    incarnation: u64,
+    /// A key to work on (repeat; the first is taken half the time).
+    #[arg(long = "key", required = true)]
+    keys: Vec<String>,
+    #[arg(long)]
+    lease_ms: Option<u64>,
+    /// Stall between the lease check and the write now and then, at most this long.
+    #[arg(long)]
+    stall_ms_max: Option<u64>,
+    /// The protected resource: `sqlite:PATH`, a path, or `postgres://…`.
+    #[arg(long)]
+    resource: String,
+    /// A directory of control files (clock, armed stall); see `worker.rs`.
+    #[arg(long)]
+    control: Option<PathBuf>,
+    /// Start on this local clock mapping, TRUE_US,LOCAL_US,RATE_PPM.
+    #[arg(long)]
+    clock: Option<ClockMap>,
+    /// Jobs before the worker idles.
+    #[arg(long)]
+    jobs: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -207,19 +248,42 @@ impl Cli {
 
 pub async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
-        Command::Serve { config, id } => serve(&config, id).await,
+        Command::Serve { config, id, clock } => serve(&config, id, clock).await,
         Command::Cluster(ClusterCommand::Up { nodes, dir, admin, history }) => up(nodes, &dir, admin, history).await,
         Command::Cluster(ClusterCommand::Down { dir }) => down(&dir),
         Command::Lock(command) => lock(command).await,
         Command::Status { target, json } => status(&target.load()?, json).await,
         Command::Admin(command) => admin_command(command).await,
         Command::Bench { clients, seconds, nodes, json } => bench_command(nodes, clients, seconds, json).await,
+        Command::Worker(args) => worker_command(args).await,
     }
 }
 
-async fn serve(config: &Path, id: u8) -> Result<(), Failure> {
+async fn worker_command(args: WorkerArgs) -> Result<(), Failure> {
+    let cluster = args.target.load()?;
+    let keys = args.keys.iter().map(|k| check_key(k)).collect::<Result<Vec<Key>, Failure>>()?;
+    let lease_ms = args.lease_ms.unwrap_or(cluster.lease_ms);
+    if !(100..=600_000).contains(&lease_ms) {
+        return Err(Failure::Input(format!("--lease-ms must be in 100..=600000, got {lease_ms}")));
+    }
+    let options = crate::worker::WorkerOptions {
+        client: ClientId(args.client),
+        seed: args.seed,
+        incarnation: args.incarnation,
+        keys,
+        lease_ms,
+        stall_ms_max: args.stall_ms_max,
+        resource: args.resource,
+        control: args.control,
+        clock: args.clock,
+        jobs_max: args.jobs,
+    };
+    crate::worker::run(&cluster, options).await.map_err(Failure::Input)
+}
+
+async fn serve(config: &Path, id: u8, clock: Option<ClockMap>) -> Result<(), Failure> {
     let cluster = Cluster::load(config).map_err(Failure::Input)?;
-    let prepared = server::prepare(cluster, NodeId(id)).await.map_err(serve_failure)?;
+    let prepared = server::prepare(cluster, NodeId(id), clock).await.map_err(serve_failure)?;
     tracing::info!("node {id} serving");
     server::run(prepared).await.map_err(serve_failure)
 }

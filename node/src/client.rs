@@ -21,15 +21,15 @@
 //! resource's owner (or an operator tool) uses to read the lock service's
 //! floor, as the simulator's resource does by itself after a restore.
 
-use crate::clock::LocalClock;
+use crate::clock::{ClockMap, LocalClock};
 use crate::config::Cluster;
-use crate::history::{EventKind, HistoryWriter};
+use crate::history::{EventKind, GiveUp, HistoryWriter};
 use crate::net::{self, NodeFrame};
 use fencelock::client::{Client, ClientConfig, ClientEvent, Outgoing};
 use fencelock::resource::LockFloor;
 use fencelock::service::{ClientReply, FloorAnswer};
 use fencelock::wire::Envelope;
-use fencelock::{ClientId, Holder, Key, NodeId, RequestId, Token, Variant};
+use fencelock::{ClientId, Holder, Key, NodeId, RequestId, Token};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
@@ -134,7 +134,7 @@ impl LockClient {
             drift_ppm_max: cluster.drift_ppm_max,
             request_timeout_us: options.request_timeout_ms.max(1) * 1_000,
             first_request: options.first_request,
-            variant: Variant::Default,
+            variant: cluster.variant,
         });
         let (replies_tx, replies) = mpsc::channel(REPLIES_MAX);
         LockClient {
@@ -162,6 +162,21 @@ impl LockClient {
 
     pub fn id(&self) -> ClientId {
         self.client.id()
+    }
+
+    /// Takes `map` as this client's local clock (its machine's clock, as
+    /// whoever plays the faults sets it) and tells the history.
+    pub fn set_clock(&mut self, map: ClockMap) -> Result<(), String> {
+        self.clock.set_map(map)?;
+        let (local_us, rate_ppm) = (self.clock.local_us(), self.clock.rate_ppm());
+        self.record(EventKind::Clock { local_us, rate_ppm });
+        Ok(())
+    }
+
+    /// Records an event of this client's (a worker's writes and stalls) in its history.
+    pub fn record_event(&mut self, kind: EventKind) {
+        self.record(kind);
+        self.history.flush();
     }
 
     /// The client's local clock, µs (the clock beliefs are measured on).
@@ -271,6 +286,7 @@ impl LockClient {
                         if let Some(cancel) = self.client.cancel(self.now_local_us()) {
                             self.send(&cancel).await;
                         }
+                        self.record(EventKind::GaveUp { client: self.id(), request, why: GiveUp::Retries });
                         return Err(LockError::GaveUp { attempts: self.attempts_max });
                     }
                     if let Some(out) = self.client.on_timeout(self.now_local_us()) {

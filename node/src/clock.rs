@@ -65,11 +65,67 @@ impl LocalClock {
         Ok(())
     }
 
+    /// Takes `map` as the whole mapping: a machine's clock handed to a
+    /// restarted process, or set by whoever plays a fault schedule.
+    pub fn set_map(&mut self, map: ClockMap) -> Result<(), String> {
+        if map.rate_ppm.abs() > RATE_PPM_MAX {
+            return Err(format!("clock rate_ppm must be within ±{RATE_PPM_MAX}, got {}", map.rate_ppm));
+        }
+        self.anchor_true_us = map.true_us;
+        self.anchor_local_us = map.local_us;
+        self.rate_ppm = map.rate_ppm;
+        Ok(())
+    }
+
+    /// The mapping now.
+    pub fn map(&self) -> ClockMap {
+        ClockMap { true_us: self.anchor_true_us, local_us: self.anchor_local_us, rate_ppm: self.rate_ppm }
+    }
+
+    pub fn rate_ppm(&self) -> i64 {
+        self.rate_ppm
+    }
+
     /// How long, in true time, until the local clock has advanced `local_us`.
     pub fn true_wait(&self, local_us: u64) -> Duration {
         let factor = 1_000_000 + i128::from(self.rate_ppm);
         let true_us = i128::from(local_us) * 1_000_000 / factor.max(1);
         Duration::from_micros(u64::try_from(true_us).unwrap_or(u64::MAX))
+    }
+}
+
+/// A local clock's mapping: at true `true_us` (CLOCK_MONOTONIC) it reads
+/// `local_us`, and runs at `1 + rate_ppm / 1e6` from there. Written
+/// `TRUE,LOCAL,RATE` on a command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClockMap {
+    pub true_us: u64,
+    pub local_us: u64,
+    pub rate_ppm: i64,
+}
+
+impl std::str::FromStr for ClockMap {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ClockMap, String> {
+        let bad = || format!("a clock is TRUE_US,LOCAL_US,RATE_PPM (three integers), got {text:?}");
+        let fields: Vec<&str> = text.split(',').map(str::trim).collect();
+        let [t, l, r] = fields.as_slice() else { return Err(bad()) };
+        let map = ClockMap {
+            true_us: t.parse().map_err(|_| bad())?,
+            local_us: l.parse().map_err(|_| bad())?,
+            rate_ppm: r.parse().map_err(|_| bad())?,
+        };
+        if map.rate_ppm.abs() > RATE_PPM_MAX {
+            return Err(format!("clock rate_ppm must be within ±{RATE_PPM_MAX}, got {}", map.rate_ppm));
+        }
+        Ok(map)
+    }
+}
+
+impl std::fmt::Display for ClockMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{},{},{}", self.true_us, self.local_us, self.rate_ppm)
     }
 }
 
@@ -105,5 +161,18 @@ mod tests {
         assert_eq!(clock.true_wait(1_100_000), Duration::from_micros(1_000_000));
         assert!(clock.set(0, 600_000).is_err());
         assert!(clock.set(-OFFSET_MS_MAX - 1, 0).is_err());
+    }
+
+    #[test]
+    fn a_clock_map_reads_back_and_is_taken_whole() {
+        let map: ClockMap = "1000,5000,-200".parse().expect("three integers");
+        assert_eq!(map, ClockMap { true_us: 1_000, local_us: 5_000, rate_ppm: -200 });
+        assert_eq!(map.to_string().parse::<ClockMap>(), Ok(map));
+        assert!("1,2".parse::<ClockMap>().is_err());
+        assert!("1,2,900000".parse::<ClockMap>().is_err());
+        let mut clock = LocalClock::new();
+        clock.set_map(map).expect("in bounds");
+        assert_eq!(clock.local_us_at(1_000 + 1_000_000), 5_000 + 1_000_000 - 200);
+        assert_eq!(clock.map(), map);
     }
 }

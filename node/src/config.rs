@@ -8,6 +8,7 @@
 //! election_ms_max = 200
 //! admin = false            # accept admin requests (fault injection, clock)
 //! history = "history"      # optional: a directory for JSON-lines histories
+//! variant = "default"      # optional: a protocol variant (`fencesim variants`)
 //!
 //! [[node]]
 //! id = 0
@@ -27,7 +28,7 @@
 //! key: a process started with a bad file exits 2 before it binds a port.
 
 use fencelock::raft::TICK_MS_STANDARD;
-use fencelock::NodeId;
+use fencelock::{NodeId, Variant};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -60,6 +61,10 @@ pub struct ClusterFile {
     pub admin: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<PathBuf>,
+    /// The protocol variant every process of the cluster runs (`default`
+    /// unless told): servers, clients and the resource read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<String>,
     pub node: Vec<NodeEntry>,
 }
 
@@ -101,6 +106,7 @@ pub struct Cluster {
     pub drift_ppm_max: u64,
     pub admin: bool,
     pub history: Option<PathBuf>,
+    pub variant: Variant,
     pub nodes: Vec<Node>,
 }
 
@@ -143,6 +149,7 @@ impl Cluster {
             })
             .collect();
         nodes.sort_by_key(|n| n.id);
+        let variant = file.variant();
         Ok(Cluster {
             file: PathBuf::from(origin),
             cluster_id: file.cluster_id,
@@ -153,6 +160,7 @@ impl Cluster {
             drift_ppm_max: file.drift_ppm_max,
             admin: file.admin,
             history: file.history.as_deref().map(absolute),
+            variant,
             nodes,
         })
     }
@@ -187,7 +195,15 @@ impl ClusterFile {
             }
         }
         self.validate_raft_timing()?;
+        if let Some(name) = &self.variant {
+            let variant = name.parse::<Variant>().map_err(|e| format!("config key `variant`: {e}"))?;
+            buildable(variant).map_err(|e| format!("config key `variant`: {e}"))?;
+        }
         self.validate_nodes()
+    }
+
+    fn variant(&self) -> Variant {
+        self.variant.as_deref().map_or(Variant::Default, |name| name.parse().expect("validated"))
     }
 
     /// The model's `validate_raft_timing`, word for word but for "config key".
@@ -263,6 +279,24 @@ impl ClusterFile {
     }
 }
 
+/// Whether real processes can run `variant`. A variant is a switch in
+/// `core` that servers, clients and the resource read, except these four:
+/// two fake the resource's durability (the SQL resource keeps its fence in
+/// a synced transaction and does not pretend otherwise), one is the
+/// simulator's whole-cluster restore, and one is the simulator worker's
+/// own token.
+pub fn buildable(variant: Variant) -> Result<(), String> {
+    let why = match variant {
+        Variant::SinkMaxInMemory | Variant::ResourceSyncLazy => {
+            "it fakes the resource's durability, which the SQL resource does not"
+        }
+        Variant::RestoreNaive => "it is about a whole-cluster restore, which real runs do not perform",
+        Variant::ClientClockToken => "the simulator's workers make its tokens; real workers write with the cluster's",
+        _ => return Ok(()),
+    };
+    Err(format!("variant `{}` cannot run as real processes: {why}", variant.name()))
+}
+
 /// A TOML error as one line: `FILE:LINE:COL: message`.
 fn toml_error(origin: &str, text: &str, error: &toml::de::Error) -> String {
     let message = error.message().lines().next().unwrap_or("invalid TOML").trim();
@@ -306,6 +340,9 @@ data_dir = "n2"
         assert_eq!(cluster.nodes[0].data_dir, PathBuf::from("/base/n0"));
         assert_eq!(cluster.nodes[1].data_dir, PathBuf::from("/abs/n1"));
         assert!(!cluster.admin);
+        assert_eq!(cluster.variant, Variant::Default);
+        let unfenced = parse(&format!("variant = \"sink-unfenced\"\n{GOOD}")).expect("valid");
+        assert_eq!(unfenced.variant, Variant::SinkUnfenced);
     }
 
     /// A change to the good file.
@@ -320,7 +357,9 @@ data_dir = "n2"
 
     #[test]
     fn every_bad_input_is_one_line_naming_the_key() {
-        let cases: [(&Edit, &str); 8] = [
+        let cases: [(&Edit, &str); 10] = [
+            (&|t| format!("variant = \"sink-unfence\"\n{t}"), "config key `variant`: unknown variant `sink-unfence`"),
+            (&|t| format!("variant = \"sink-max-in-memory\"\n{t}"), "cannot run as real processes"),
             (&|t| t.replace("id = 1", "id = 0"), "duplicate id 0"),
             (&|t| t.replace("7101", "7100"), "duplicate port 7100"),
             (&|t| t.replace("127.0.0.1:7102", "10.0.0.5:7102"), "not a loopback address"),

@@ -14,6 +14,7 @@
 //! so once, rather than filling the disk.
 
 use fencelock::raft::Role;
+use fencelock::resource::{WritePath, WriteVerdict};
 use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};
 use serde::{Deserialize, Serialize};
@@ -37,6 +38,27 @@ pub enum EventKind {
     Answered { client: ClientId, request: RequestId, from: NodeId, reply: ClientReply },
     BeliefStart { client: ClientId, key: Key, token: Token, until_local_us: u64 },
     BeliefEnd { client: ClientId, key: Key, token: Token },
+    /// The client gave up on a request without a final answer.
+    GaveUp { client: ClientId, request: RequestId, why: GiveUp },
+    /// A worker sent a write under `token` to the protected resource …
+    WriteSent { client: ClientId, request: RequestId, key: Key, token: Token, path: WritePath },
+    /// … and the resource judged it.
+    WriteDone { client: ClientId, request: RequestId, key: Key, token: Token, path: WritePath, verdict: WriteVerdict },
+    /// A worker stops itself (SIGSTOP) between its lease check and its
+    /// write for `ms`; whoever started it sends SIGCONT.
+    Stalled { client: ClientId, ms: u64 },
+    /// The writer's local clock took a new mapping: from this line's
+    /// `at_us` it reads `local_us`, running at `1 + rate_ppm / 1e6`.
+    Clock { local_us: u64, rate_ppm: i64 },
+}
+
+/// Why a client gave up on a request (the simulator's `GiveUp`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GiveUp {
+    /// Its attempts ran out without a final answer.
+    Retries,
+    /// It walked away by choice before the answer.
+    WalkedAway,
 }
 
 #[derive(Serialize)]
@@ -51,17 +73,20 @@ struct Line<'a> {
 pub struct HistoryWriter {
     out: Option<std::io::BufWriter<std::fs::File>>,
     seq: u64,
+    /// Push every line to the file as it is recorded (a worker that may be
+    /// killed at any instant loses none of what it did).
+    each: bool,
 }
 
 impl HistoryWriter {
     /// A writer that writes nothing.
     pub fn none() -> HistoryWriter {
-        HistoryWriter { out: None, seq: 0 }
+        HistoryWriter { out: None, seq: 0, each: false }
     }
 
     /// A writer appending to `dir/name.jsonl`, or one that writes nothing.
     pub fn open(dir: Option<&Path>, name: &str) -> Result<HistoryWriter, String> {
-        let Some(dir) = dir else { return Ok(HistoryWriter { out: None, seq: 0 }) };
+        let Some(dir) = dir else { return Ok(HistoryWriter { out: None, seq: 0, each: false }) };
         std::fs::create_dir_all(dir).map_err(|e| format!("history directory {}: {e}", dir.display()))?;
         let path = dir.join(format!("{name}.jsonl"));
         let file = std::fs::OpenOptions::new()
@@ -69,7 +94,13 @@ impl HistoryWriter {
             .append(true)
             .open(&path)
             .map_err(|e| format!("history file {}: {e}", path.display()))?;
-        Ok(HistoryWriter { out: Some(std::io::BufWriter::new(file)), seq: 0 })
+        Ok(HistoryWriter { out: Some(std::io::BufWriter::new(file)), seq: 0, each: false })
+    }
+
+    /// This writer, pushing each line to the file as it is recorded.
+    pub fn flushing_each_line(mut self) -> HistoryWriter {
+        self.each = true;
+        self
     }
 
     pub fn record(&mut self, at_us: u64, local_us: u64, kind: EventKind) {
@@ -86,6 +117,8 @@ impl HistoryWriter {
         if let Err(e) = written {
             tracing::warn!("history write failed ({e}); no more are written");
             self.out = None;
+        } else if self.each {
+            self.flush();
         }
     }
 

@@ -15,6 +15,7 @@
 //!   read a restored resource needs (`FloorReader`).
 //! - `resource` — the protected resource in SQLite or PostgreSQL, one transaction per write.
 //! - `storage` — a server's durable Raft state in checksummed, fsync'd files.
+//! - `worker` — a workload worker as its own process, for `fencesim real`.
 //! - `cli` — the `fencelock-node` command line (cluster up/down, lock, status, bench).
 
 pub mod bench;
@@ -28,3 +29,4 @@ pub mod net;
 pub mod resource;
 pub mod server;
 pub mod storage;
+pub mod worker;

@@ -56,6 +56,12 @@ pub enum AdminRequest {
         offset_ms: i64,
         rate_ppm: i64,
     },
+    /// Take this whole clock mapping (what `fencesim real` sends: the
+    /// machine clock it keeps for the server, so a step or a new rate lands
+    /// on the reading the checker was told).
+    ClockMap {
+        map: crate::clock::ClockMap,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -31,7 +31,7 @@
 //!   the answer is dropped: it carries no decision the server must see
 //!   through, and the asker times out and asks again.
 
-use crate::clock::LocalClock;
+use crate::clock::{ClockMap, LocalClock};
 use crate::config::Cluster;
 use crate::history::{EventKind, HistoryWriter};
 use crate::net::{self, AdminReply, AdminRequest, LockRow, NodeFrame, PeerLink, Status};
@@ -39,7 +39,7 @@ use crate::storage::Storage;
 use fencelock::raft::{Config, HardState, Message, RaftNode, Ready, SoftState, TICK_MS_STANDARD};
 use fencelock::service::{LockServer, Output, ServiceConfig};
 use fencelock::wire::Envelope;
-use fencelock::{ClientId, LockState, LogIndex, NodeId, Token, Variant};
+use fencelock::{ClientId, LockState, LogIndex, NodeId, Token};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -97,10 +97,17 @@ pub struct Prepared {
     snapshot_index: LogIndex,
     token_last: Token,
     locks: Vec<(fencelock::Key, Token)>,
+    clock: LocalClock,
 }
 
-/// Opens node `id`'s storage and binds its address.
-pub async fn prepare(cluster: Cluster, id: NodeId) -> Result<Prepared, ServeError> {
+/// Opens node `id`'s storage and binds its address. With `clock`, the
+/// server's local clock takes that mapping (a machine clock that outlives
+/// the process: `fencesim real` restarts a server on the clock it had).
+pub async fn prepare(cluster: Cluster, id: NodeId, clock: Option<ClockMap>) -> Result<Prepared, ServeError> {
+    let mut local = LocalClock::new();
+    if let Some(map) = clock {
+        local.set_map(map).map_err(|e| ServeError::Input(format!("--clock: {e}")))?;
+    }
     let node = cluster.node(id).ok_or_else(|| {
         ServeError::Input(format!(
             "{}: no node with id {} (nodes are 0..{})",
@@ -123,15 +130,16 @@ pub async fn prepare(cluster: Cluster, id: NodeId) -> Result<Prepared, ServeErro
     config.heartbeat_ticks = ticks(cluster.heartbeat_ms);
     config.election_ticks_min = ticks(cluster.election_ms_min);
     config.election_ticks_max = ticks(cluster.election_ms_max);
+    config.variant = cluster.variant;
     let raft =
         RaftNode::new(config, durable, rng_seed(id)).map_err(|e| ServeError::Input(format!("raft config: {e}")))?;
-    let server = LockServer::new(ServiceConfig::standard(Variant::Default), raft, state);
+    let server = LockServer::new(ServiceConfig::standard(cluster.variant), raft, state);
     let listener = TcpListener::bind(node.addr)
         .await
         .map_err(|e| ServeError::Input(format!("node {}: cannot listen on {}: {e}", id.0, node.addr)))?;
     let history =
         HistoryWriter::open(cluster.history.as_deref(), &format!("node-{}", id.0)).map_err(ServeError::Input)?;
-    Ok(Prepared { cluster, id, storage, server, listener, history, snapshot_index, token_last, locks })
+    Ok(Prepared { cluster, id, storage, server, listener, history, snapshot_index, token_last, locks, clock: local })
 }
 
 /// The node id and the start time mixed (splitmix64), so lives and nodes differ.
@@ -164,7 +172,7 @@ struct Node {
 
 /// Runs the server until SIGTERM or SIGINT (then `Ok`) or a disk failure.
 pub async fn run(prepared: Prepared) -> Result<(), ServeError> {
-    let Prepared { cluster, id, storage, server, listener, history, snapshot_index, token_last, locks } = prepared;
+    let Prepared { cluster, id, storage, server, listener, history, snapshot_index, token_last, locks, clock } = prepared;
     let peers = cluster.nodes.iter().filter(|n| n.id != id).map(|n| (n.id, PeerLink::start(n.id, n.addr))).collect();
     let (inbound_tx, mut inbound) = mpsc::channel(INBOUND_QUEUE_MAX);
     tokio::spawn(accept_loop(listener, inbound_tx));
@@ -175,7 +183,7 @@ pub async fn run(prepared: Prepared) -> Result<(), ServeError> {
         hard_state_written: server.raft().hard_state(),
         server,
         storage,
-        clock: LocalClock::new(),
+        clock,
         peers,
         conns: BTreeMap::new(),
         routes: BTreeMap::new(),
@@ -186,6 +194,9 @@ pub async fn run(prepared: Prepared) -> Result<(), ServeError> {
     };
     node.record(EventKind::Restarted { actor: format!("server {}", id.0) });
     node.record(EventKind::SnapshotInstalled { node: id, index: snapshot_index, token_last, locks });
+    if node.clock.map() != LocalClock::new().map() {
+        node.record_clock();
+    }
     // Listeners made once, so a signal that lands between two turns of the loop is not missed.
     let watch =
         |kind: SignalKind, name: &str| signal(kind).map_err(|e| ServeError::Fatal(format!("cannot watch {name}: {e}")));
@@ -279,6 +290,12 @@ impl Node {
         self.clock.local_us() / 1_000
     }
 
+    /// Tells the history the clock's new mapping.
+    fn record_clock(&mut self) {
+        let (local_us, rate_ppm) = (self.clock.local_us(), self.clock.rate_ppm());
+        self.record(EventKind::Clock { local_us, rate_ppm });
+    }
+
     fn record(&mut self, kind: EventKind) {
         let at_us = self.clock.true_us();
         let local_us = self.clock.local_us();
@@ -349,7 +366,17 @@ impl Node {
                 AdminReply::Done
             }
             AdminRequest::Clock { offset_ms, rate_ppm } => match self.clock.set(offset_ms, rate_ppm) {
-                Ok(()) => AdminReply::Done,
+                Ok(()) => {
+                    self.record_clock();
+                    AdminReply::Done
+                }
+                Err(reason) => AdminReply::Refused { reason },
+            },
+            AdminRequest::ClockMap { map } => match self.clock.set_map(map) {
+                Ok(()) => {
+                    self.record_clock();
+                    AdminReply::Done
+                }
                 Err(reason) => AdminReply::Refused { reason },
             },
         }

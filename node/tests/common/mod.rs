@@ -138,6 +138,7 @@ fn placeholder() -> Cluster {
         drift_ppm_max: 0,
         admin: false,
         history: None,
+        variant: fencelock::Variant::Default,
         nodes: Vec::new(),
     }
 }

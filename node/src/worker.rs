@@ -1,0 +1,239 @@
+//! A workload worker as its own process: the simulator's worker
+//! (`sim/src/nodes/worker.rs`) over real TCP and a real database, so that
+//! `fencesim real` can pause it the way the simulator pauses worker A — by
+//! SIGSTOP, past its lease, then SIGCONT.
+//!
+//! Each job: think, acquire a key (half the time the story's key), work on
+//! it (a long job renews its lease), check the lease belief, maybe stall,
+//! write under the token on one of the two write paths, release. Every step
+//! goes into the worker's history (`client-N.jsonl`, one line pushed to the
+//! file as it happens, so a worker killed at any instant loses nothing it did).
+//!
+//! Whoever runs the worker steers it through files in its control
+//! directory (`--control DIR`), read between steps:
+//! - `clock-N` (`TRUE_US,LOCAL_US,RATE_PPM`): this worker's machine clock;
+//!   a new mapping is taken as it is seen and recorded as a `Clock` line.
+//! - `stall-armed` (milliseconds): the next worker of the run to pass its
+//!   lease check with a lock in hand takes it (an atomic rename to
+//!   `stall-taken-N`, so exactly one does) and stalls that long: the
+//!   simulator's `StallHolder`.
+//!
+//! A stall is a real stop: the worker writes the length to `stopped-N`,
+//! records `Stalled`, and sends itself SIGSTOP; the runner sees it stopped,
+//! and sends SIGCONT when the length has passed. Without a control
+//! directory a stall is a sleep.
+
+use crate::client::{ClientOptions, LockClient};
+use crate::clock::ClockMap;
+use crate::config::Cluster;
+use crate::history::{EventKind, HistoryWriter};
+use crate::resource::SqlResource;
+use fencelock::resource::{Write, WritePath, WriteVerdict};
+use fencelock::{ClientId, Holder, Key, RequestId, Token};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// A long job renews after each this many thousandths of its lease (the simulator's).
+const RENEW_EVERY_PERMILLE: u64 = 400;
+/// `Unavailable` answers one write takes before the worker gives up on it (3 s).
+const WRITE_UNAVAILABLE_MAX: u32 = 60;
+const WRITE_UNAVAILABLE_RETRY: Duration = Duration::from_millis(50);
+/// How long one attempt of a lock request waits (the simulator's `REQUEST_TIMEOUT_US`).
+const REQUEST_TIMEOUT_MS: u64 = 250;
+/// Attempts of one lock request (the simulator's `ATTEMPTS_MAX`).
+const ATTEMPTS_MAX: u32 = 12;
+
+/// What one worker process does.
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    pub client: ClientId,
+    /// Seeds the worker's draws (with its client id and incarnation).
+    pub seed: u64,
+    /// Counts this client's lives: request ids of a new life never collide with an earlier one's.
+    pub incarnation: u64,
+    /// The keys it works on; the first is the story's key, taken half the time.
+    pub keys: Vec<Key>,
+    pub lease_ms: u64,
+    /// Stall between the lease check and the write now and then (model key `stalls`), at most this long.
+    pub stall_ms_max: Option<u64>,
+    /// The protected resource: `sqlite:PATH`, a path, or `postgres://…`.
+    pub resource: String,
+    pub control: Option<PathBuf>,
+    pub clock: Option<ClockMap>,
+    /// Jobs before the worker idles (none: until stopped).
+    pub jobs_max: Option<u64>,
+}
+
+/// Runs jobs until `jobs_max` (then idles until stopped) or a failure of the resource.
+pub async fn run(cluster: &Cluster, options: WorkerOptions) -> Result<(), String> {
+    let history = HistoryWriter::open(cluster.history.as_deref(), &format!("client-{}", options.client.0))?
+        .flushing_each_line();
+    let client_options = ClientOptions {
+        id: options.client,
+        first_request: RequestId(options.incarnation << 32),
+        request_timeout_ms: REQUEST_TIMEOUT_MS,
+        attempts_max: ATTEMPTS_MAX,
+    };
+    let mut lock = LockClient::new(cluster, &client_options).with_history(history);
+    if let Some(map) = options.clock {
+        lock.set_clock(map)?;
+    }
+    let resource = SqlResource::open_variant(&options.resource, cluster.variant)
+        .await
+        .map_err(|e| format!("resource {}: {e}", options.resource))?;
+    let rng = ChaCha8Rng::seed_from_u64(
+        options.seed ^ (u64::from(options.client.0) << 40) ^ options.incarnation.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+    );
+    let mut worker = Worker { lock, resource, rng, clock_seen: options.clock, writes: 0, options };
+    let jobs_max = worker.options.jobs_max.unwrap_or(u64::MAX);
+    for _ in 0..jobs_max {
+        worker.job().await?;
+    }
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+struct Worker {
+    lock: LockClient,
+    resource: SqlResource,
+    rng: ChaCha8Rng,
+    options: WorkerOptions,
+    clock_seen: Option<ClockMap>,
+    writes: u64,
+}
+
+impl Worker {
+    async fn job(&mut self) -> Result<(), String> {
+        self.follow_control()?;
+        tokio::time::sleep(Duration::from_millis(self.rng.gen_range(20..300))).await;
+        self.follow_control()?;
+        let keys = &self.options.keys;
+        let key = if self.rng.gen_bool(0.5) { keys[0].clone() } else { keys[self.rng.gen_range(0..keys.len())].clone() };
+        let lease_ms = self.options.lease_ms;
+        let wait_ms = if self.rng.gen_bool(0.5) { 0 } else { self.rng.gen_range(200..3_000) };
+        let Ok(grant) = self.lock.acquire(&key, lease_ms, wait_ms).await else { return Ok(()) };
+        let holder = grant.holder;
+        if !self.work(&key, lease_ms).await? {
+            return Ok(());
+        }
+        // The worker-side check: a careful worker does not write once it knows
+        // its lease is gone. It cannot stop a stall between this check and the
+        // write; only the resource's token check can.
+        let Some(token) = self.lock.belief(&key) else {
+            self.lock.record_event(EventKind::BeliefEnd { client: self.options.client, key: key.clone(), token: grant.token });
+            return Ok(());
+        };
+        self.stall_maybe(lease_ms).await?;
+        let path = if self.rng.gen_bool(0.5) { WritePath::Status } else { WritePath::Ledger };
+        self.write(&key, token, holder, path).await?;
+        // Release (the belief ends before the request leaves); a refusal or no answer changes nothing here.
+        let _ = self.lock.release(&key).await;
+        Ok(())
+    }
+
+    /// Works on the job; a long one renews its lease as it goes. Returns
+    /// false when a renewal said the lock is gone.
+    async fn work(&mut self, key: &Key, lease_ms: u64) -> Result<bool, String> {
+        let long = self.rng.gen_bool(0.25);
+        let work_ms = if long {
+            self.rng.gen_range(lease_ms * 8 / 10..lease_ms * 3)
+        } else {
+            self.rng.gen_range(lease_ms / 10..lease_ms * 6 / 10)
+        };
+        let renews = long && self.rng.gen_bool(0.8);
+        let chunk_ms = if renews { (lease_ms * RENEW_EVERY_PERMILLE / 1_000).max(1) } else { work_ms.max(1) };
+        let mut left_ms = work_ms;
+        for _ in 0..=work_ms / chunk_ms {
+            let slice_ms = left_ms.min(chunk_ms);
+            tokio::time::sleep(Duration::from_millis(slice_ms)).await;
+            self.follow_control()?;
+            left_ms -= slice_ms;
+            if left_ms == 0 {
+                break;
+            }
+            if renews {
+                match self.lock.renew(key).await {
+                    Ok(_) => {}
+                    Err(crate::client::LockError::NotHeld) => return Ok(false),
+                    Err(_) => {}
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// A stall between the lease check and the write: the run's armed one,
+    /// if this worker takes it, or one the workload draws.
+    async fn stall_maybe(&mut self, lease_ms: u64) -> Result<(), String> {
+        let armed = self.take_armed_stall();
+        let drawn = self.options.stall_ms_max.and_then(|longest| {
+            self.rng.gen_bool(0.25).then(|| self.rng.gen_range(lease_ms.min(longest) / 2..=longest.max(1)))
+        });
+        let Some(ms) = armed.or(drawn) else { return Ok(()) };
+        let client = self.options.client;
+        match &self.options.control {
+            Some(dir) => {
+                let note = dir.join(format!("stopped-{}", client.0));
+                std::fs::write(&note, ms.to_string()).map_err(|e| format!("{}: {e}", note.display()))?;
+                self.lock.record_event(EventKind::Stalled { client, ms });
+                // Stopped here until the runner's SIGCONT.
+                nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP)
+                    .map_err(|e| format!("cannot stop myself: {e}"))?;
+            }
+            None => {
+                self.lock.record_event(EventKind::Stalled { client, ms });
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+        }
+        self.follow_control()
+    }
+
+    /// Claims the run's armed stall, if there is one and no other worker took it first.
+    fn take_armed_stall(&self) -> Option<u64> {
+        let dir = self.options.control.as_ref()?;
+        let taken = dir.join(format!("stall-taken-{}", self.options.client.0));
+        std::fs::rename(dir.join("stall-armed"), &taken).ok()?;
+        let text = std::fs::read_to_string(&taken).ok()?;
+        let _ = std::fs::remove_file(&taken);
+        text.trim().parse().ok()
+    }
+
+    /// One write under `token`, retried with the same request id while the
+    /// resource is restored and reads its floor.
+    async fn write(&mut self, key: &Key, token: Token, holder: Holder, path: WritePath) -> Result<(), String> {
+        self.writes += 1;
+        let client = self.options.client;
+        let request = RequestId((self.options.incarnation << 32) | (1 << 31) | self.writes);
+        let value = format!("checked by {client} with {token}");
+        let write = Write { key: key.clone(), token, holder, request, path, value };
+        self.lock.record_event(EventKind::WriteSent { client, request, key: key.clone(), token, path });
+        let mut verdict = WriteVerdict::Unavailable;
+        for _ in 0..=WRITE_UNAVAILABLE_MAX {
+            verdict = self.resource.write(&write).await.map_err(|e| format!("resource {}: {e}", self.options.resource))?;
+            if verdict != WriteVerdict::Unavailable {
+                break;
+            }
+            tokio::time::sleep(WRITE_UNAVAILABLE_RETRY).await;
+        }
+        self.lock.record_event(EventKind::WriteDone { client, request, key: key.clone(), token, path, verdict });
+        Ok(())
+    }
+
+    /// Takes a new clock mapping from the control directory, if one was written.
+    fn follow_control(&mut self) -> Result<(), String> {
+        let Some(dir) = &self.options.control else { return Ok(()) };
+        let Some(map) = read_clock(dir, self.options.client) else { return Ok(()) };
+        if Some(map) != self.clock_seen {
+            self.clock_seen = Some(map);
+            self.lock.set_clock(map)?;
+        }
+        Ok(())
+    }
+}
+
+/// The clock file of `client` in `dir`, if it holds a mapping.
+fn read_clock(dir: &Path, client: ClientId) -> Option<ClockMap> {
+    std::fs::read_to_string(dir.join(format!("clock-{}", client.0))).ok()?.trim().parse().ok()
+}
