@@ -5,8 +5,8 @@
 //! cluster did not do what was asked (no leader, busy, no answer).
 
 use crate::bench;
-use crate::clock::ClockMap;
 use crate::client::{ClientOptions, LockClient, LockError};
+use crate::clock::ClockMap;
 use crate::cluster::{self, CLUSTER_FILE};
 use crate::config::{Cluster, NODES_MAX};
 use crate::history::HistoryWriter;
@@ -194,6 +194,16 @@ enum AdminCommand {
         offset_ms: i64,
         #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
         rate_ppm: i64,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Give server ID's local clock this whole mapping, TRUE_US,LOCAL_US,RATE_PPM
+    /// (what `fencesim real` sends for a clock fault).
+    ClockMap {
+        #[arg(long)]
+        id: u8,
+        #[arg(long, allow_hyphen_values = true)]
+        map: ClockMap,
         #[command(flatten)]
         target: Target,
     },
@@ -518,6 +528,7 @@ async fn admin_command(command: AdminCommand) -> Result<(), Failure> {
         AdminCommand::Clock { id, offset_ms, rate_ppm, target } => {
             (id, AdminRequest::Clock { offset_ms, rate_ppm }, target)
         }
+        AdminCommand::ClockMap { id, map, target } => (id, AdminRequest::ClockMap { map }, target),
     };
     let cluster = target.load()?;
     let node = cluster.node(NodeId(id)).ok_or_else(|| Failure::Input(format!("no node {id} in the cluster")))?;

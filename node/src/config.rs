@@ -279,22 +279,9 @@ impl ClusterFile {
     }
 }
 
-/// Whether real processes can run `variant`. A variant is a switch in
-/// `core` that servers, clients and the resource read, except these four:
-/// two fake the resource's durability (the SQL resource keeps its fence in
-/// a synced transaction and does not pretend otherwise), one is the
-/// simulator's whole-cluster restore, and one is the simulator worker's
-/// own token.
+/// Whether real processes can run `variant` (`Variant::runs_real`), as an error line.
 pub fn buildable(variant: Variant) -> Result<(), String> {
-    let why = match variant {
-        Variant::SinkMaxInMemory | Variant::ResourceSyncLazy => {
-            "it fakes the resource's durability, which the SQL resource does not"
-        }
-        Variant::RestoreNaive => "it is about a whole-cluster restore, which real runs do not perform",
-        Variant::ClientClockToken => "the simulator's workers make its tokens; real workers write with the cluster's",
-        _ => return Ok(()),
-    };
-    Err(format!("variant `{}` cannot run as real processes: {why}", variant.name()))
+    variant.runs_real().map_err(|why| format!("variant `{}` cannot run as real processes: {why}", variant.name()))
 }
 
 /// A TOML error as one line: `FILE:LINE:COL: message`.

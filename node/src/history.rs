@@ -26,30 +26,108 @@ pub const EVENTS_MAX: u64 = 5_000_000;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum EventKind {
-    Restarted { actor: String },
-    Role { node: NodeId, role: Role, term: Term, leader: Option<NodeId> },
-    Applied { node: NodeId, index: LogIndex, term: Term, command: Command, result: ApplyResult },
-    AppliedNoop { node: NodeId, index: LogIndex, term: Term },
-    SnapshotInstalled { node: NodeId, index: LogIndex, token_last: Token, locks: Vec<(Key, Token)> },
-    Replied { node: NodeId, client: ClientId, request: RequestId, reply: ClientReply },
-    ExpireProposed { node: NodeId, key: Key, token: Token },
-    GhostReleaseProposed { node: NodeId, key: Key, token: Token, holder: Holder },
-    Requested { client: ClientId, request: RequestId, to: NodeId, body: ClientRequest },
-    Answered { client: ClientId, request: RequestId, from: NodeId, reply: ClientReply },
-    BeliefStart { client: ClientId, key: Key, token: Token, until_local_us: u64 },
-    BeliefEnd { client: ClientId, key: Key, token: Token },
+    Restarted {
+        actor: String,
+    },
+    Role {
+        node: NodeId,
+        role: Role,
+        term: Term,
+        leader: Option<NodeId>,
+    },
+    Applied {
+        node: NodeId,
+        index: LogIndex,
+        term: Term,
+        command: Command,
+        result: ApplyResult,
+    },
+    AppliedNoop {
+        node: NodeId,
+        index: LogIndex,
+        term: Term,
+    },
+    SnapshotInstalled {
+        node: NodeId,
+        index: LogIndex,
+        token_last: Token,
+        locks: Vec<(Key, Token)>,
+    },
+    Replied {
+        node: NodeId,
+        client: ClientId,
+        request: RequestId,
+        reply: ClientReply,
+    },
+    ExpireProposed {
+        node: NodeId,
+        key: Key,
+        token: Token,
+    },
+    GhostReleaseProposed {
+        node: NodeId,
+        key: Key,
+        token: Token,
+        holder: Holder,
+    },
+    Requested {
+        client: ClientId,
+        request: RequestId,
+        to: NodeId,
+        body: ClientRequest,
+    },
+    Answered {
+        client: ClientId,
+        request: RequestId,
+        from: NodeId,
+        reply: ClientReply,
+    },
+    BeliefStart {
+        client: ClientId,
+        key: Key,
+        token: Token,
+        until_local_us: u64,
+    },
+    BeliefEnd {
+        client: ClientId,
+        key: Key,
+        token: Token,
+    },
     /// The client gave up on a request without a final answer.
-    GaveUp { client: ClientId, request: RequestId, why: GiveUp },
+    GaveUp {
+        client: ClientId,
+        request: RequestId,
+        why: GiveUp,
+    },
     /// A worker sent a write under `token` to the protected resource …
-    WriteSent { client: ClientId, request: RequestId, key: Key, token: Token, path: WritePath },
+    WriteSent {
+        client: ClientId,
+        request: RequestId,
+        key: Key,
+        token: Token,
+        path: WritePath,
+    },
     /// … and the resource judged it.
-    WriteDone { client: ClientId, request: RequestId, key: Key, token: Token, path: WritePath, verdict: WriteVerdict },
+    WriteDone {
+        client: ClientId,
+        request: RequestId,
+        key: Key,
+        token: Token,
+        path: WritePath,
+        verdict: WriteVerdict,
+    },
     /// A worker stops itself (SIGSTOP) between its lease check and its
     /// write for `ms`; whoever started it sends SIGCONT.
-    Stalled { client: ClientId, ms: u64 },
+    Stalled {
+        client: ClientId,
+        ms: u64,
+    },
     /// The writer's local clock took a new mapping: from this line's
     /// `at_us` it reads `local_us`, running at `1 + rate_ppm / 1e6`.
-    Clock { local_us: u64, rate_ppm: i64 },
+    Clock {
+        local_us: u64,
+        rate_ppm: i64,
+    },
 }
 
 /// Why a client gave up on a request (the simulator's `GiveUp`).

@@ -172,7 +172,8 @@ struct Node {
 
 /// Runs the server until SIGTERM or SIGINT (then `Ok`) or a disk failure.
 pub async fn run(prepared: Prepared) -> Result<(), ServeError> {
-    let Prepared { cluster, id, storage, server, listener, history, snapshot_index, token_last, locks, clock } = prepared;
+    let Prepared { cluster, id, storage, server, listener, history, snapshot_index, token_last, locks, clock } =
+        prepared;
     let peers = cluster.nodes.iter().filter(|n| n.id != id).map(|n| (n.id, PeerLink::start(n.id, n.addr))).collect();
     let (inbound_tx, mut inbound) = mpsc::channel(INBOUND_QUEUE_MAX);
     tokio::spawn(accept_loop(listener, inbound_tx));

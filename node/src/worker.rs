@@ -68,8 +68,8 @@ pub struct WorkerOptions {
 
 /// Runs jobs until `jobs_max` (then idles until stopped) or a failure of the resource.
 pub async fn run(cluster: &Cluster, options: WorkerOptions) -> Result<(), String> {
-    let history = HistoryWriter::open(cluster.history.as_deref(), &format!("client-{}", options.client.0))?
-        .flushing_each_line();
+    let history =
+        HistoryWriter::open(cluster.history.as_deref(), &format!("client-{}", options.client.0))?.flushing_each_line();
     let client_options = ClientOptions {
         id: options.client,
         first_request: RequestId(options.incarnation << 32),
@@ -110,7 +110,8 @@ impl Worker {
         tokio::time::sleep(Duration::from_millis(self.rng.gen_range(20..300))).await;
         self.follow_control()?;
         let keys = &self.options.keys;
-        let key = if self.rng.gen_bool(0.5) { keys[0].clone() } else { keys[self.rng.gen_range(0..keys.len())].clone() };
+        let key =
+            if self.rng.gen_bool(0.5) { keys[0].clone() } else { keys[self.rng.gen_range(0..keys.len())].clone() };
         let lease_ms = self.options.lease_ms;
         let wait_ms = if self.rng.gen_bool(0.5) { 0 } else { self.rng.gen_range(200..3_000) };
         let Ok(grant) = self.lock.acquire(&key, lease_ms, wait_ms).await else { return Ok(()) };
@@ -122,7 +123,11 @@ impl Worker {
         // its lease is gone. It cannot stop a stall between this check and the
         // write; only the resource's token check can.
         let Some(token) = self.lock.belief(&key) else {
-            self.lock.record_event(EventKind::BeliefEnd { client: self.options.client, key: key.clone(), token: grant.token });
+            self.lock.record_event(EventKind::BeliefEnd {
+                client: self.options.client,
+                key: key.clone(),
+                token: grant.token,
+            });
             return Ok(());
         };
         self.stall_maybe(lease_ms).await?;
@@ -211,7 +216,8 @@ impl Worker {
         self.lock.record_event(EventKind::WriteSent { client, request, key: key.clone(), token, path });
         let mut verdict = WriteVerdict::Unavailable;
         for _ in 0..=WRITE_UNAVAILABLE_MAX {
-            verdict = self.resource.write(&write).await.map_err(|e| format!("resource {}: {e}", self.options.resource))?;
+            verdict =
+                self.resource.write(&write).await.map_err(|e| format!("resource {}: {e}", self.options.resource))?;
             if verdict != WriteVerdict::Unavailable {
                 break;
             }

@@ -31,6 +31,8 @@ pub mod run;
 pub mod script;
 pub mod shrink;
 
+pub mod real;
+
 pub mod cli;
 
 /// `1 seed`, `2 seeds`: a count and its noun, for every line people read.

@@ -35,6 +35,52 @@ pub enum Command {
     Model,
     /// Sweep model keys over a grid of cells: rates, exposures and availability per cell.
     Explore(ExploreArgs),
+    /// Run the lock service as real processes under the seed's fault schedule, judged by the same checker.
+    Real(RealArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RealArgs {
+    /// The seed that draws the fault schedule and the workers' draws (not the OS's scheduling).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Length of the safety phase (faults on), real seconds (default 30, or
+    /// the scenario's); the liveness phase (model key `liveness_ms`) follows, healed.
+    #[arg(long)]
+    pub seconds: Option<u64>,
+    /// Take the seed, variant, model and fault schedule from this scenario
+    /// file (as `run` does; `seeds/` holds them).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["seed", "variant", "model", "settings"])]
+    pub scenario: Option<PathBuf>,
+    /// Servers (default: the model's `nodes`).
+    #[arg(long)]
+    pub nodes: Option<u8>,
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The protected resource: `postgres://…`, or `sqlite:PATH` (default: SQLite in the run's directory).
+    #[arg(long, value_name = "URL")]
+    pub resource: Option<String>,
+    /// The run's directory: cluster file, data, histories and logs (default: a new one under the temp directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// The `fencelock-node` executable (default: the one next to this program, built by
+    /// `cargo build --release -p fencelock-node`).
+    #[arg(long, value_name = "PATH")]
+    pub node_bin: Option<PathBuf>,
+    /// Print the event trace, one event per line.
+    #[arg(long)]
+    pub trace: bool,
+    #[command(flatten)]
+    pub view: TraceArgs,
+    /// Write a picture of the run: `FILE.html` (zoomable page) or `FILE.svg`.
+    #[arg(long, value_name = "FILE")]
+    pub timeline: Option<PathBuf>,
+    /// Append the run's record (one JSON line, as `hunt --records` writes) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub records: Option<PathBuf>,
+    /// Print one JSON object on stdout: the outcome, the faults played and skipped.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug, Clone)]

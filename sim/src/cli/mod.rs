@@ -12,6 +12,7 @@ pub mod hunt;
 pub mod merge;
 pub mod output;
 pub mod plot;
+pub mod real;
 pub mod records;
 pub mod replay;
 pub mod shard;
@@ -92,6 +93,7 @@ fn execute(cli: Cli) -> Result<ExitCode, InputError> {
     match cli.command {
         Command::Hunt(args) => hunt::hunt(&args),
         Command::Replay(args) => replay::replay(&args),
+        Command::Real(args) => real::real(&args),
         Command::Run(args) => replay::run_files(&args),
         Command::Variants(args) => variants::variants(&args),
         Command::Bench(args) => bench::bench(&args),

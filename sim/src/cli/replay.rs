@@ -193,7 +193,11 @@ fn found(outcome: &Outcome) -> String {
 /// `replay --json`'s object; with a trace, the kept events as `"trace"`
 /// (records: time, actor, message, fields), with `faults`, the fault
 /// schedule as `"faults"` (the fault file format).
-fn outcome_json(outcome: &Outcome, trace: Option<(&TraceView, Vec<Record>)>, with_faults: bool) -> serde_json::Value {
+pub(crate) fn outcome_json(
+    outcome: &Outcome,
+    trace: Option<(&TraceView, Vec<Record>)>,
+    with_faults: bool,
+) -> serde_json::Value {
     let mut value = serde_json::to_value(outcome).expect("an outcome always serializes");
     if let Some((view, told)) = trace {
         value["trace"] = serde_json::to_value(view.keep(told, &outcome.history)).expect("records always serialize");

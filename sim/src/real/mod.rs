@@ -1,0 +1,685 @@
+//! `fencesim real`: the lock service as real processes, under the fault
+//! schedule a seed draws, judged by the simulator's checker.
+//!
+//! A run starts a cluster of `fencelock-node serve` processes on loopback
+//! (their Raft state in fsync'd files), one `fencelock-node worker` process
+//! per client (the workload, writing to the protected resource: SQLite in
+//! the run's directory, or a PostgreSQL server), and plays the seed's plan
+//! (`faults::plan`) on real time: pauses are SIGSTOP and SIGCONT, crashes
+//! SIGKILL and a restart from disk, partitions the servers' admin request
+//! to drop Raft traffic, clock faults a new mapping of a process's local
+//! clock (admin request or control file: the OS clock is never touched), a
+//! planned stall of the holder a real stop of the worker between its lease
+//! check and its write. After `safety_ms` every fault is healed; after the
+//! liveness phase every process is stopped by its PID, and their histories,
+//! merged on CLOCK_MONOTONIC (`merge.rs`), are judged by `checker` under
+//! the same property ids as a simulated run.
+//!
+//! The fault schedule is the seed's; what the OS schedules around it is
+//! not, so a real run is not reproducible byte for byte. Faults a real run
+//! cannot play (one-way cuts, message loss, a client's cable, disk faults,
+//! restores from backups, the reactive families) are reported as skipped.
+//!
+//! **Architecture Invariant:** this is the one module that reads real time
+//! and starts processes; no simulated run reaches it.
+
+pub mod merge;
+pub mod procs;
+
+use crate::actor::Actor;
+use crate::checker::{Property, Violation};
+use crate::faults::{self, Fault, FaultEvent, StallPoint, UntilOvertaken};
+use crate::history::EventKind;
+use crate::machine::net::{Addr, NetStats};
+use crate::model::Model;
+use crate::run::seed::{judge, Outcome};
+use crate::world::RunRecord;
+use fencelock::{ClientId, NodeId};
+use merge::{RoleWatch, Stamped};
+use procs::Procs;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Between two turns of the runner's loop.
+const TURN: Duration = Duration::from_millis(1);
+/// How long after a restart a server's partition is sent to it again (it listens by then).
+const REISOLATE_AFTER_US: u64 = 200_000;
+/// How long the runner waits for the first server to listen before workers start.
+const START_WAIT_US: u64 = 2_000_000;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct RealOptions {
+    pub seed: u64,
+    /// The model: cluster size, variant, timing, workload, fault families,
+    /// `safety_ms` and `liveness_ms` (of real time).
+    pub model: Model,
+    /// The protected resource; `None`: SQLite in the run's directory.
+    pub resource: Option<String>,
+    /// The run's directory (cluster file, data, histories, logs); must not hold a run already.
+    pub dir: PathBuf,
+    /// The `fencelock-node` executable.
+    pub node_bin: PathBuf,
+    /// The fault schedule to play (a scenario's); `None`: the seed's (`faults::plan`).
+    pub plan: Option<Vec<FaultEvent>>,
+    /// Set (by Ctrl-C) to end the run early; every process is still stopped.
+    pub stop: Arc<AtomicBool>,
+}
+
+/// What a real run did and how it was judged.
+pub struct RealRun {
+    pub outcome: Outcome,
+    /// The faults of the plan that were played, and those a real run cannot play.
+    pub played: Vec<FaultEvent>,
+    pub skipped: Vec<FaultEvent>,
+    /// Processes started (servers, workers, restarts).
+    pub processes: u64,
+    /// Processes still running at the end, all stopped by PID.
+    pub stopped_at_end: usize,
+    /// Ended early by `stop`.
+    pub interrupted: bool,
+}
+
+/// Why a fault of the plan is not played for real, or `None` when it is.
+pub fn unplayable(fault: &Fault) -> Option<&'static str> {
+    match fault {
+        Fault::Partition { .. }
+        | Fault::IsolateLeader
+        | Fault::IsolateLeaderWith { .. }
+        | Fault::Heal
+        | Fault::Crash { .. }
+        | Fault::Restart { .. }
+        | Fault::ClockRate { .. }
+        | Fault::ClockStep { .. }
+        | Fault::CrashLeader { .. }
+        | Fault::PauseLeader { .. }
+        | Fault::StallHolder { .. } => None,
+        // Played as a stop of its longest length: the overtaking write lands inside it or not at all.
+        Fault::StallUntilOvertaken(stall) if stall.before == StallPoint::Write => None,
+        Fault::Pause { actor: Actor::Resource, .. } => Some("the resource is a database file, not a process"),
+        Fault::Pause { .. } => None,
+        Fault::OneWay { .. } => Some("the admin request cuts both directions of a link"),
+        Fault::CutClient { .. } => Some("a worker's links are not cut"),
+        Fault::CrashResource | Fault::RestartResource => {
+            Some("each write is a synced transaction of the database; no process to crash")
+        }
+        Fault::BackupNode { .. }
+        | Fault::RestoreNode { .. }
+        | Fault::BackupCluster
+        | Fault::RestoreCluster
+        | Fault::BackupResource
+        | Fault::RestoreResource => Some("restores from backups are not played for real"),
+        Fault::DiskStall { .. } => Some("a real disk's fsync is not slowed"),
+        _ => Some("a reactive family of the simulator (it watches every message)"),
+    }
+}
+
+/// A local clock's mapping, on the monotonic clock: at `true_us` it reads `local_us`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ClockMap {
+    true_us: u64,
+    local_us: u64,
+    rate_ppm: i64,
+}
+
+impl ClockMap {
+    fn local_at(&self, true_us: u64) -> u64 {
+        let elapsed = i128::from(true_us.saturating_sub(self.true_us));
+        let local = i128::from(self.local_us) + elapsed + elapsed * i128::from(self.rate_ppm) / 1_000_000;
+        u64::try_from(local.max(0)).unwrap_or(0)
+    }
+
+    /// `fencelock-node`'s `--clock` and `clock-N` text.
+    fn text(&self) -> String {
+        format!("{},{},{}", self.true_us, self.local_us, self.rate_ppm)
+    }
+}
+
+/// What the runner does at an instant.
+#[derive(Clone, Debug)]
+enum Action {
+    Fault(Fault),
+    Resume(Actor),
+    Restart(NodeId),
+    Reisolate(NodeId),
+    Heal,
+    End,
+}
+
+struct Runner<'a> {
+    options: &'a RealOptions,
+    model: &'a Model,
+    config: PathBuf,
+    control: PathBuf,
+    resource: String,
+    procs: Procs,
+    /// Admin requests in flight (each a short `fencelock-node admin` process).
+    admins: Vec<std::process::Child>,
+    t0_us: u64,
+    events: Vec<Stamped>,
+    queue: BTreeMap<(u64, u64), Action>,
+    queued: u64,
+    clocks: BTreeMap<Actor, ClockMap>,
+    /// The servers each server drops Raft traffic with.
+    isolated: BTreeMap<NodeId, BTreeSet<NodeId>>,
+    down: BTreeSet<NodeId>,
+    incarnations: BTreeMap<ClientId, u64>,
+    roles: RoleWatch,
+    /// Processes that ended on their own: the run's own `panic`.
+    died: Vec<(u64, Actor, String)>,
+    played: Vec<FaultEvent>,
+}
+
+/// Runs one real run: starts the processes, plays the plan, stops them, judges.
+pub fn run(options: &RealOptions) -> Result<RealRun, String> {
+    let model = &options.model;
+    let dir = &options.dir;
+    if dir.join("cluster.toml").exists() {
+        return Err(format!("{} already holds a run; name a new directory", dir.display()));
+    }
+    let control = dir.join("control");
+    let history_dir = dir.join("history");
+    for d in [dir, &control, &history_dir] {
+        std::fs::create_dir_all(d).map_err(|e| format!("{}: cannot create: {e}", d.display()))?;
+    }
+    let resource = match &options.resource {
+        Some(url) => url.clone(),
+        None => format!("sqlite:{}", dir.join("resource.sqlite").display()),
+    };
+    let config = write_cluster_file(dir, model)?;
+    let (skipped, playable): (Vec<FaultEvent>, Vec<FaultEvent>) = options
+        .plan
+        .clone()
+        .unwrap_or_else(|| faults::plan(model, options.seed))
+        .into_iter()
+        .partition(|e| unplayable(&e.fault).is_some());
+    let mut runner = Runner {
+        options,
+        model,
+        config,
+        control,
+        resource,
+        procs: Procs::new(&options.node_bin, dir),
+        admins: Vec::new(),
+        t0_us: now_us(),
+        events: Vec::new(),
+        queue: BTreeMap::new(),
+        queued: 0,
+        clocks: BTreeMap::new(),
+        isolated: BTreeMap::new(),
+        down: BTreeSet::new(),
+        incarnations: BTreeMap::new(),
+        roles: RoleWatch::new(&history_dir, model.nodes),
+        died: Vec::new(),
+        played: Vec::new(),
+    };
+    let interrupted = runner.play(playable)?;
+    let stopped_at_end = runner.procs.kill_all();
+    for mut admin in runner.admins.drain(..) {
+        let _ = admin.kill();
+        let _ = admin.wait();
+    }
+    let end_us = now_us();
+    runner.judge(&history_dir, end_us, skipped, stopped_at_end, interrupted)
+}
+
+impl Runner<'_> {
+    /// Starts everything, then plays the plan, the heal and the liveness phase. Returns whether it was interrupted.
+    fn play(&mut self, plan: Vec<FaultEvent>) -> Result<bool, String> {
+        let t0 = self.t0_us;
+        // Rates at 0 are the clocks' initial drift: the processes start on them.
+        for event in plan.iter().filter(|e| e.at_ms == 0) {
+            if let Fault::ClockRate { actor, ppm } = event.fault {
+                self.clocks.insert(actor, ClockMap { true_us: t0, local_us: t0, rate_ppm: ppm });
+            }
+        }
+        for n in 0..self.model.nodes {
+            self.start_server(NodeId(n))?;
+        }
+        let history_dir = self.options.dir.join("history");
+        self.wait_listening(&history_dir)?;
+        for c in 0..self.model.clients {
+            self.start_worker(ClientId(c))?;
+        }
+        for event in plan {
+            if event.at_ms == 0 && matches!(event.fault, Fault::ClockRate { .. }) {
+                self.played.push(event);
+                continue;
+            }
+            self.at(t0 + event.at_ms * 1_000, Action::Fault(event.fault));
+        }
+        self.at(t0 + self.model.safety_ms * 1_000, Action::Heal);
+        self.at(t0 + (self.model.safety_ms + self.model.liveness_ms) * 1_000, Action::End);
+        loop {
+            if self.options.stop.load(Ordering::Relaxed) {
+                return Ok(true);
+            }
+            let now = now_us();
+            while let Some(entry) = self.queue.first_entry() {
+                if entry.key().0 > now {
+                    break;
+                }
+                let action = entry.remove();
+                if matches!(action, Action::End) {
+                    return Ok(false);
+                }
+                self.act(action)?;
+            }
+            self.notice_stalls();
+            self.notice_exits();
+            self.admins.retain_mut(|admin| !matches!(admin.try_wait(), Ok(Some(_))));
+            std::thread::sleep(TURN);
+        }
+    }
+
+    fn at(&mut self, at_us: u64, action: Action) {
+        self.queued += 1;
+        self.queue.insert((at_us, self.queued), action);
+    }
+
+    fn record(&mut self, kind: EventKind) {
+        self.events.push(Stamped { at_us: now_us(), kind });
+    }
+
+    fn act(&mut self, action: Action) -> Result<(), String> {
+        match action {
+            Action::Fault(fault) => self.fault(fault),
+            Action::Resume(actor) => {
+                if self.procs.resume(actor) {
+                    self.record(EventKind::Resumed { actor });
+                }
+                Ok(())
+            }
+            Action::Restart(node) => self.restart(node),
+            Action::Reisolate(node) => {
+                self.send_isolation(node);
+                Ok(())
+            }
+            Action::Heal => self.heal(),
+            Action::End => Ok(()),
+        }
+    }
+
+    fn fault(&mut self, fault: Fault) -> Result<(), String> {
+        let now = now_us();
+        let at_ms = now.saturating_sub(self.t0_us) / 1_000;
+        self.played.push(FaultEvent { at_ms, fault: fault.clone() });
+        self.record(EventKind::Fault { fault: fault.clone() });
+        match fault {
+            Fault::Partition { sides } => {
+                let side_of = |node: NodeId| sides.iter().position(|side| side.contains(&Addr::Server(node)));
+                for a in 0..self.model.nodes {
+                    let Some(side_a) = side_of(NodeId(a)) else { continue };
+                    let cut: BTreeSet<NodeId> = (0..self.model.nodes)
+                        .map(NodeId)
+                        .filter(|b| side_of(*b).is_some_and(|side_b| side_b != side_a))
+                        .collect();
+                    self.isolated.entry(NodeId(a)).or_default().extend(cut);
+                    self.send_isolation(NodeId(a));
+                }
+            }
+            Fault::IsolateLeader | Fault::IsolateLeaderWith { .. } => {
+                let Some(leader) = self.roles.leader() else { return Ok(()) };
+                self.isolate(leader);
+                if let Fault::IsolateLeaderWith { pause_ms, .. } = fault {
+                    if pause_ms > 0 {
+                        self.pause(Actor::Server(leader), pause_ms);
+                    }
+                }
+            }
+            Fault::Heal => self.heal_network(),
+            Fault::Crash { node, .. } => self.crash(node),
+            Fault::Restart { node } => self.restart(node)?,
+            Fault::Pause { actor, ms } => self.pause(actor, ms),
+            Fault::ClockRate { actor, ppm } => {
+                let map = self.clock_of(actor);
+                let local_us = map.local_at(now);
+                self.set_clock(actor, ClockMap { true_us: now, local_us, rate_ppm: ppm })?;
+            }
+            Fault::ClockStep { actor, delta_ms } => {
+                let map = self.clock_of(actor);
+                let local = i128::from(map.local_at(now)) + i128::from(delta_ms) * 1_000;
+                let local_us = u64::try_from(local.max(0)).unwrap_or(0);
+                self.set_clock(actor, ClockMap { true_us: now, local_us, rate_ppm: map.rate_ppm })?;
+            }
+            Fault::CrashLeader { down_ms, .. } => {
+                if let Some(leader) = self.roles.leader() {
+                    self.crash(leader);
+                    self.at(now + down_ms * 1_000, Action::Restart(leader));
+                }
+            }
+            Fault::PauseLeader { ms } => {
+                if let Some(leader) = self.roles.leader() {
+                    self.pause(Actor::Server(leader), ms);
+                }
+            }
+            Fault::StallHolder { ms } | Fault::StallUntilOvertaken(UntilOvertaken { ms_max: ms, .. }) => {
+                write_atomically(&self.control, "stall-armed", &ms.to_string())?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Cuts `node` off from every other server (both ways, from both ends).
+    fn isolate(&mut self, node: NodeId) {
+        let others: BTreeSet<NodeId> = (0..self.model.nodes).map(NodeId).filter(|n| *n != node).collect();
+        for other in &others {
+            self.isolated.entry(*other).or_default().insert(node);
+            self.send_isolation(*other);
+        }
+        self.isolated.insert(node, others);
+        self.send_isolation(node);
+    }
+
+    fn heal_network(&mut self) {
+        let cut: Vec<NodeId> = self.isolated.keys().copied().collect();
+        self.isolated.clear();
+        for node in cut {
+            self.send_isolation(node);
+        }
+    }
+
+    /// Tells `node` the servers it drops traffic with now (an admin request in the background).
+    fn send_isolation(&mut self, node: NodeId) {
+        if self.down.contains(&node) {
+            return;
+        }
+        let peers: Vec<String> =
+            self.isolated.get(&node).into_iter().flatten().map(|n| n.0.to_string()).collect::<Vec<_>>();
+        let mut args = vec!["admin".to_string(), "isolate".to_string(), "--id".to_string(), node.0.to_string()];
+        if !peers.is_empty() {
+            args.push(format!("--peers={}", peers.join(",")));
+        }
+        self.admin(args);
+    }
+
+    fn admin(&mut self, mut args: Vec<String>) {
+        args.push("--config".to_string());
+        args.push(self.config.display().to_string());
+        let spawned = std::process::Command::new(&self.options.node_bin)
+            .args(&args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        if let Ok(child) = spawned {
+            self.admins.push(child);
+        }
+    }
+
+    fn crash(&mut self, node: NodeId) {
+        let actor = Actor::Server(node);
+        if !self.procs.is_running(actor) {
+            return;
+        }
+        self.procs.kill(actor);
+        self.down.insert(node);
+        self.record(EventKind::Crashed { actor });
+    }
+
+    fn restart(&mut self, node: NodeId) -> Result<(), String> {
+        if !self.down.remove(&node) {
+            return Ok(());
+        }
+        self.record(EventKind::Restarted { actor: Actor::Server(node) });
+        self.start_server(node)?;
+        if self.isolated.get(&node).is_some_and(|cut| !cut.is_empty()) {
+            self.at(now_us() + REISOLATE_AFTER_US, Action::Reisolate(node));
+        }
+        Ok(())
+    }
+
+    fn pause(&mut self, actor: Actor, ms: u64) {
+        if self.procs.stop(actor) {
+            self.record(EventKind::Paused { actor });
+            self.at(now_us() + ms * 1_000, Action::Resume(actor));
+        }
+    }
+
+    fn clock_of(&self, actor: Actor) -> ClockMap {
+        self.clocks.get(&actor).copied().unwrap_or(ClockMap { true_us: self.t0_us, local_us: self.t0_us, rate_ppm: 0 })
+    }
+
+    /// Gives `actor` a new clock mapping: a server by admin request, a worker by its clock file.
+    fn set_clock(&mut self, actor: Actor, map: ClockMap) -> Result<(), String> {
+        self.clocks.insert(actor, map);
+        match actor {
+            Actor::Server(node) => {
+                if !self.down.contains(&node) {
+                    self.admin(vec![
+                        "admin".to_string(),
+                        "clock-map".to_string(),
+                        "--id".to_string(),
+                        node.0.to_string(),
+                        "--map".to_string(),
+                        map.text(),
+                    ]);
+                }
+                Ok(())
+            }
+            Actor::Client(client) => write_atomically(&self.control, &format!("clock-{}", client.0), &map.text()),
+            Actor::Resource => Ok(()),
+        }
+    }
+
+    fn heal(&mut self) -> Result<(), String> {
+        self.heal_network();
+        let _ = std::fs::remove_file(self.control.join("stall-armed"));
+        // Pauses end now; a worker's own stall runs its length, as in the simulator.
+        let resumes: Vec<(u64, u64)> = self
+            .queue
+            .iter()
+            .filter(|(_, action)| matches!(action, Action::Resume(Actor::Server(_))))
+            .map(|(key, _)| *key)
+            .collect();
+        for key in resumes {
+            if let Some(Action::Resume(actor)) = self.queue.remove(&key) {
+                if self.procs.resume(actor) {
+                    self.record(EventKind::Resumed { actor });
+                }
+            }
+        }
+        let down: Vec<NodeId> = self.down.iter().copied().collect();
+        for node in down {
+            self.restart(node)?;
+        }
+        self.record(EventKind::Healed);
+        Ok(())
+    }
+
+    /// Workers that stopped themselves for a stall: the runner sends SIGCONT when its length has passed.
+    fn notice_stalls(&mut self) {
+        for c in 0..self.model.clients {
+            let note = self.control.join(format!("stopped-{c}"));
+            if !note.exists() {
+                continue;
+            }
+            let actor = Actor::Client(ClientId(c));
+            if !self.procs.stopped_itself(actor) {
+                continue;
+            }
+            let ms: u64 = std::fs::read_to_string(&note).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
+            let _ = std::fs::remove_file(&note);
+            self.at(now_us() + ms * 1_000, Action::Resume(actor));
+        }
+    }
+
+    fn notice_exits(&mut self) {
+        for (actor, status) in self.procs.exited() {
+            let at_us = now_us();
+            if let Actor::Server(node) = actor {
+                self.down.insert(node);
+            }
+            self.died.push((at_us, actor, status));
+        }
+    }
+
+    fn start_server(&mut self, node: NodeId) -> Result<(), String> {
+        let mut args = vec![
+            "serve".to_string(),
+            "--config".to_string(),
+            self.config.display().to_string(),
+            "--id".to_string(),
+            node.0.to_string(),
+        ];
+        if let Some(map) = self.clocks.get(&Actor::Server(node)) {
+            args.push(format!("--clock={}", map.text()));
+        }
+        self.procs.start(Actor::Server(node), &args).map(|_| ())
+    }
+
+    fn start_worker(&mut self, client: ClientId) -> Result<(), String> {
+        let incarnation = *self.incarnations.entry(client).and_modify(|i| *i += 1).or_insert(0);
+        let mut args = vec![
+            "worker".to_string(),
+            "--config".to_string(),
+            self.config.display().to_string(),
+            "--client".to_string(),
+            client.0.to_string(),
+            "--seed".to_string(),
+            self.options.seed.to_string(),
+            "--incarnation".to_string(),
+            incarnation.to_string(),
+            "--lease-ms".to_string(),
+            self.model.lease_ms.to_string(),
+            "--resource".to_string(),
+            self.resource.clone(),
+            "--control".to_string(),
+            self.control.display().to_string(),
+        ];
+        for k in 0..self.model.keys {
+            args.push(format!("--key={}", Model::key_name(k)));
+        }
+        if self.model.stalls {
+            args.push(format!("--stall-ms-max={}", self.model.stall_ms_longest()));
+        }
+        if let Some(map) = self.clocks.get(&Actor::Client(client)) {
+            args.push(format!("--clock={}", map.text()));
+        }
+        self.procs.start(Actor::Client(client), &args).map(|_| ())
+    }
+
+    /// Waits until every server has begun its history (it listens by then), at most [`START_WAIT_US`].
+    fn wait_listening(&mut self, history_dir: &Path) -> Result<(), String> {
+        let deadline = now_us() + START_WAIT_US;
+        loop {
+            let serving = (0..self.model.nodes).all(|n| {
+                let file = history_dir.join(format!("node-{n}.jsonl"));
+                std::fs::metadata(file).is_ok_and(|m| m.len() > 0)
+            });
+            if serving {
+                return Ok(());
+            }
+            if let Some((actor, status)) = self.procs.exited().first() {
+                let log = self.procs.log_of(*actor);
+                let last = std::fs::read_to_string(&log).unwrap_or_default();
+                let line = last.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output").trim().to_string();
+                return Err(format!("{actor} did not start ({status}): {line}"));
+            }
+            if now_us() > deadline {
+                return Err("the servers did not start listening within 2 s".to_string());
+            }
+            std::thread::sleep(TURN);
+        }
+    }
+
+    fn judge(
+        mut self,
+        history_dir: &Path,
+        end_us: u64,
+        skipped: Vec<FaultEvent>,
+        stopped_at_end: usize,
+        interrupted: bool,
+    ) -> Result<RealRun, String> {
+        let drift = self.model.drift_ppm_max;
+        let mut sources = vec![std::mem::take(&mut self.events)];
+        let mut files: Vec<(Actor, PathBuf)> = std::fs::read_dir(history_dir)
+            .map_err(|e| format!("{}: {e}", history_dir.display()))?
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            .filter_map(|path| {
+                let name = path.file_name()?.to_str()?.to_string();
+                merge::actor_of_file(&name).map(|actor| (actor, path))
+            })
+            .collect();
+        files.sort();
+        for (actor, path) in &files {
+            sources.push(merge::read_file(path, *actor, drift)?);
+        }
+        let history = merge::merge(sources, self.t0_us);
+        let run_us = end_us.saturating_sub(self.t0_us);
+        let record = RunRecord { history, net: NetStats::default(), sim_us: run_us };
+        let mut model = self.model.clone();
+        if interrupted {
+            // Cut short: the liveness phase did not run its length.
+            model.liveness_ms = 0;
+        }
+        let mut outcome = judge(self.options.seed, &model, self.played.clone(), record);
+        for (at_us, actor, status) in &self.died {
+            let log = self.procs.log_of(*actor);
+            let detail = format!("{actor} exited on its own ({status}); its log: {}", log.display());
+            outcome.violations.push(Violation::new(Property::Panic, at_us.saturating_sub(self.t0_us), detail));
+            outcome.ok = false;
+        }
+        if interrupted {
+            outcome.violations.retain(|v| !v.property.after_heal());
+            outcome.ok = outcome.violations.is_empty();
+        }
+        Ok(RealRun {
+            outcome,
+            played: std::mem::take(&mut self.played),
+            skipped,
+            processes: self.procs.started,
+            stopped_at_end,
+            interrupted,
+        })
+    }
+}
+
+/// Writes `dir/name` whole or not at all (a reader never sees half of it).
+fn write_atomically(dir: &Path, name: &str, text: &str) -> Result<(), String> {
+    let temp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&temp, text).map_err(|e| format!("{}: {e}", temp.display()))?;
+    std::fs::rename(&temp, dir.join(name)).map_err(|e| format!("{}: {e}", dir.join(name).display()))
+}
+
+/// The cluster file of a run: the model's timing and variant, admin requests on, histories kept.
+fn write_cluster_file(dir: &Path, model: &Model) -> Result<PathBuf, String> {
+    let listeners = (0..model.nodes)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("cannot find a free loopback port: {e}"))?;
+    let mut text = format!(
+        "cluster_id = \"real-{:x}\"\nlease_ms = {}\nheartbeat_ms = {}\nelection_ms_min = {}\nelection_ms_max = {}\n\
+         drift_ppm_max = {}\nadmin = true\nhistory = \"history\"\nvariant = \"{}\"\n",
+        now_us(),
+        model.lease_ms,
+        model.heartbeat_ms,
+        model.election_ms_min,
+        model.election_ms_max,
+        model.drift_ppm_max,
+        model.variant.name()
+    );
+    for (id, listener) in listeners.iter().enumerate() {
+        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+        text.push_str(&format!("\n[[node]]\nid = {id}\naddr = \"127.0.0.1:{port}\"\ndata_dir = \"node-{id}\"\n"));
+    }
+    drop(listeners);
+    let path = dir.join("cluster.toml");
+    std::fs::write(&path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// CLOCK_MONOTONIC in µs: the clock every process of the run stamps its history with.
+pub fn now_us() -> u64 {
+    match nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC) {
+        Ok(ts) => {
+            let us = i128::from(ts.tv_sec()) * 1_000_000 + i128::from(ts.tv_nsec()) / 1_000;
+            u64::try_from(us.max(0)).unwrap_or(0)
+        }
+        Err(_) => 0,
+    }
+}
