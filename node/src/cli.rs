@@ -114,6 +114,9 @@ struct WorkerArgs {
     /// Jobs before the worker idles.
     #[arg(long)]
     jobs: Option<u64>,
+    /// Only open the resource and exit: 0 when it can be used, 2 with the reason when not.
+    #[arg(long)]
+    check: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -275,6 +278,9 @@ async fn worker_command(args: WorkerArgs) -> Result<(), Failure> {
     let lease_ms = args.lease_ms.unwrap_or(cluster.lease_ms);
     if !(100..=600_000).contains(&lease_ms) {
         return Err(Failure::Input(format!("--lease-ms must be in 100..=600000, got {lease_ms}")));
+    }
+    if args.check {
+        return crate::worker::check_resource(&cluster, &args.resource).await.map_err(Failure::Input);
     }
     let options = crate::worker::WorkerOptions {
         client: ClientId(args.client),

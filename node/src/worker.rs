@@ -66,6 +66,12 @@ pub struct WorkerOptions {
     pub jobs_max: Option<u64>,
 }
 
+/// Opens the resource as a worker would and closes it: whoever starts a run
+/// finds an unreachable database before it starts a cluster.
+pub async fn check_resource(cluster: &Cluster, url: &str) -> Result<(), String> {
+    SqlResource::open_variant(url, cluster.variant).await.map(drop).map_err(|e| format!("resource {url}: {e}"))
+}
+
 /// Runs jobs until `jobs_max` (then idles until stopped) or a failure of the resource.
 pub async fn run(cluster: &Cluster, options: WorkerOptions) -> Result<(), String> {
     let history =

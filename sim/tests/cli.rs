@@ -310,3 +310,27 @@ fn a_sweep_file_is_checked_like_a_model_file() {
         "[model] key `nodez` is not a model key; did you mean `nodes`?",
     );
 }
+
+#[test]
+fn real_refuses_what_it_cannot_run_before_starting_anything() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["real", "--variant", "sink-max-in-memory"],
+            "cannot run as real processes: it fakes the resource's durability",
+        ),
+        (&["real", "--variant", "restore-naive"], "cannot run as real processes"),
+        (&["real", "--swarm"], "real runs take one model"),
+        (&["real", "--seconds", "0"], "--seconds must be in 1..=3600, got 0"),
+        (&["real", "--resource", "mysql://x"], "--resource must be postgres://… or sqlite:PATH"),
+        (
+            &["real", "--node-bin", "/nonexistent/fencelock-node"],
+            "--node-bin /nonexistent/fencelock-node: no such file",
+        ),
+    ];
+    for (args, needle) in cases {
+        assert_input_error(args, needle);
+    }
+    let scenario = scratch("real-scenario-conflict.toml", "");
+    let out = fencesim(&["real", "--scenario", scenario.to_str().expect("utf-8"), "--seed", "3"]);
+    assert_eq!(out.status.code(), Some(2), "--scenario with --seed");
+}

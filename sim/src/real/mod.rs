@@ -216,6 +216,7 @@ pub fn run(options: &RealOptions) -> Result<RealRun, String> {
         died: Vec::new(),
         played: Vec::new(),
     };
+    runner.check_resource()?;
     let interrupted = runner.play(playable)?;
     let stopped_at_end = runner.procs.kill_all();
     for mut admin in runner.admins.drain(..) {
@@ -273,6 +274,23 @@ impl Runner<'_> {
             self.admins.retain_mut(|admin| !matches!(admin.try_wait(), Ok(Some(_))));
             std::thread::sleep(TURN);
         }
+    }
+
+    /// Opens the resource the way the workers will, before anything starts.
+    fn check_resource(&self) -> Result<(), String> {
+        let output = std::process::Command::new(&self.options.node_bin)
+            .args(["worker", "--check", "--client", "0", "--key", "k", "--config"])
+            .arg(&self.config)
+            .args(["--resource", &self.resource])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot start {}: {e}", self.options.node_bin.display()))?;
+        if output.status.success() {
+            return Ok(());
+        }
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let line = stderr.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no output").trim();
+        Err(line.trim_start_matches("fencelock-node: ").to_string())
     }
 
     fn at(&mut self, at_us: u64, action: Action) {
