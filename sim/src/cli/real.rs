@@ -93,7 +93,16 @@ pub fn real(args: &RealArgs) -> Result<ExitCode, InputError> {
     let run = real::run(&options).map_err(InputError)?;
     let told = view.as_ref().map(|view| tell(&run.outcome.history, view));
     if let Some(path) = &args.timeline {
-        timeline::write(&run.outcome, Some("real run"), path)?;
+        let outcome = &run.outcome;
+        let title = format!(
+            "real processes · seed {} · variant {} · {} · {}.{:03} s of real time",
+            outcome.seed,
+            outcome.variant,
+            timeline::verdict(outcome),
+            outcome.sim_ms / 1_000,
+            outcome.sim_ms % 1_000
+        );
+        timeline::write_titled(outcome, &title, path)?;
     }
     if let Some(path) = &args.records {
         append_record(path, &run, &model, &replay_line(seed, &model, args))?;

@@ -142,7 +142,10 @@ impl ClockMap {
 #[derive(Clone, Debug)]
 enum Action {
     Fault(Fault),
+    /// The end of the runner's pause.
     Resume(Actor),
+    /// The end of a worker's own stall.
+    EndStall(Actor),
     Restart(NodeId),
     Reisolate(NodeId),
     Heal,
@@ -166,6 +169,8 @@ struct Runner<'a> {
     /// The servers each server drops Raft traffic with.
     isolated: BTreeMap<NodeId, BTreeSet<NodeId>>,
     down: BTreeSet<NodeId>,
+    /// Processes the runner stopped for a pause (not a worker's own stall).
+    paused: BTreeSet<Actor>,
     incarnations: BTreeMap<ClientId, u64>,
     roles: RoleWatch,
     /// Processes that ended on their own: the run's own `panic`.
@@ -211,6 +216,7 @@ pub fn run(options: &RealOptions) -> Result<RealRun, String> {
         clocks: BTreeMap::new(),
         isolated: BTreeMap::new(),
         down: BTreeSet::new(),
+        paused: BTreeSet::new(),
         incarnations: BTreeMap::new(),
         roles: RoleWatch::new(&history_dir, model.nodes),
         died: Vec::new(),
@@ -306,6 +312,10 @@ impl Runner<'_> {
         match action {
             Action::Fault(fault) => self.fault(fault),
             Action::Resume(actor) => {
+                self.resume(actor);
+                Ok(())
+            }
+            Action::EndStall(actor) => {
                 if self.procs.resume(actor) {
                     self.record(EventKind::Resumed { actor });
                 }
@@ -453,8 +463,16 @@ impl Runner<'_> {
 
     fn pause(&mut self, actor: Actor, ms: u64) {
         if self.procs.stop(actor) {
+            self.paused.insert(actor);
             self.record(EventKind::Paused { actor });
             self.at(now_us() + ms * 1_000, Action::Resume(actor));
+        }
+    }
+
+    /// Ends the runner's pause of `actor` (a pause ended already, at the heal, is not ended twice).
+    fn resume(&mut self, actor: Actor) {
+        if self.paused.remove(&actor) && self.procs.resume(actor) {
+            self.record(EventKind::Resumed { actor });
         }
     }
 
@@ -487,19 +505,10 @@ impl Runner<'_> {
     fn heal(&mut self) -> Result<(), String> {
         self.heal_network();
         let _ = std::fs::remove_file(self.control.join("stall-armed"));
-        // Pauses end now; a worker's own stall runs its length, as in the simulator.
-        let resumes: Vec<(u64, u64)> = self
-            .queue
-            .iter()
-            .filter(|(_, action)| matches!(action, Action::Resume(Actor::Server(_))))
-            .map(|(key, _)| *key)
-            .collect();
-        for key in resumes {
-            if let Some(Action::Resume(actor)) = self.queue.remove(&key) {
-                if self.procs.resume(actor) {
-                    self.record(EventKind::Resumed { actor });
-                }
-            }
+        // The runner's pauses end now; a worker's own stall runs its length, as in the simulator.
+        let paused: Vec<Actor> = self.paused.iter().copied().collect();
+        for actor in paused {
+            self.resume(actor);
         }
         let down: Vec<NodeId> = self.down.iter().copied().collect();
         for node in down {
@@ -522,7 +531,7 @@ impl Runner<'_> {
             }
             let ms: u64 = std::fs::read_to_string(&note).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
             let _ = std::fs::remove_file(&note);
-            self.at(now_us() + ms * 1_000, Action::Resume(actor));
+            self.at(now_us() + ms * 1_000, Action::EndStall(actor));
         }
     }
 

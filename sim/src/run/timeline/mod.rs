@@ -58,8 +58,13 @@ pub fn check_path(path: &Path) -> Result<Format, String> {
 /// Writes the timeline of `outcome` to `path` (HTML or SVG by its extension);
 /// `name` is the scenario's, if it has one.
 pub fn write(outcome: &Outcome, name: Option<&str>, path: &Path) -> Result<(), String> {
+    write_titled(outcome, &title(outcome, name), path)
+}
+
+/// `write` under a title of the caller's (a real run's, on real time).
+pub fn write_titled(outcome: &Outcome, title: &str, path: &Path) -> Result<(), String> {
     let format = check_path(path)?;
-    let picture = picture(outcome, &title(outcome, name));
+    let picture = picture(outcome, title);
     let text = match format {
         Format::Html => html::render(&picture),
         Format::Svg => svg::render(&picture),
@@ -79,11 +84,7 @@ pub fn html(outcome: &Outcome, title: &str) -> String {
 
 /// `scenario paused-holder-b1042 · seed 13 · variant default · ok · 40.000 s simulated`.
 pub fn title(outcome: &Outcome, name: Option<&str>) -> String {
-    let verdict = match outcome.violations.len() {
-        0 => "ok".to_string(),
-        1 => "FAILED: 1 violation".to_string(),
-        n => format!("FAILED: {n} violations"),
-    };
+    let verdict = verdict(outcome);
     let scenario = name.map(|n| format!("scenario {n} · ")).unwrap_or_default();
     format!(
         "{scenario}seed {} · variant {} · {verdict} · {}.{:03} s simulated",
@@ -92,6 +93,15 @@ pub fn title(outcome: &Outcome, name: Option<&str>) -> String {
         outcome.sim_ms / 1_000,
         outcome.sim_ms % 1_000
     )
+}
+
+/// `ok`, `FAILED: 1 violation`, `FAILED: 3 violations`.
+pub fn verdict(outcome: &Outcome) -> String {
+    match outcome.violations.len() {
+        0 => "ok".to_string(),
+        1 => "FAILED: 1 violation".to_string(),
+        n => format!("FAILED: {n} violations"),
+    }
 }
 
 /// Everything the timeline draws, from the run's history and violations.
