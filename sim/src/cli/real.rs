@@ -74,6 +74,9 @@ pub fn real(args: &RealArgs) -> Result<ExitCode, InputError> {
         Some(dir) => dir.clone(),
         None => std::env::temp_dir().join(format!("fencesim-real-{seed}-{}", std::process::id())),
     };
+    if dir.join("cluster.toml").exists() {
+        return Err(InputError(format!("{} already holds a run; name a new directory", shell_path(&dir))));
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
@@ -124,6 +127,11 @@ pub fn real(args: &RealArgs) -> Result<ExitCode, InputError> {
             run.processes,
             run.stopped_at_end,
             shell_path(&options.dir)
+        );
+        crate::outln!(
+            "the same fault schedule again (model {}; the OS schedules the rest anew): {}",
+            model_hash(&model),
+            replay_line(seed, &model, args)
         );
         if run.interrupted {
             crate::outln!("interrupted: the run ended early; the properties judged after the heal were not");
