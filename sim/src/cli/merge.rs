@@ -188,11 +188,18 @@ impl Merge {
     /// The second pass: every seed recorded more than once, a window at a
     /// time, its records found again in the files (stdin's kept from the first).
     fn settle_repeats(&mut self, files: &[PathBuf]) -> Result<(), InputError> {
-        let repeated: Vec<(String, u64)> = std::mem::take(&mut self.repeated)
-            .into_iter()
-            .flat_map(|(model, seeds)| seeds.into_iter().map(move |seed| (model.clone(), seed)))
-            .collect::<Vec<_>>();
-        for window in repeated.chunks(REPEATS_PER_PASS as usize) {
+        let repeated = std::mem::take(&mut self.repeated);
+        // Windows of seeds drawn from the bitmaps as they go, never all at once.
+        let windows = repeated.iter().flat_map(|(model, seeds)| {
+            let mut seeds = seeds.iter().peekable();
+            std::iter::from_fn(move || {
+                seeds.peek()?;
+                let window: Vec<(String, u64)> =
+                    seeds.by_ref().take(REPEATS_PER_PASS as usize).map(|seed| (model.clone(), seed)).collect();
+                Some(window)
+            })
+        });
+        for window in windows {
             let wanted: std::collections::BTreeSet<&(String, u64)> = window.iter().collect();
             let mut firsts: BTreeMap<(String, u64), Seen> = BTreeMap::new();
             let mut each = |merge: &mut Merge,

@@ -59,7 +59,7 @@ impl Histogram {
 }
 
 /// Significant decimal digits a [`Sketch`] keeps: a value is known within
-/// 1 part in 2^11 (0.05%), and values below 2,048 exactly.
+/// 1 part in 2^10 (0.1%), and values below 2,048 exactly.
 pub const SKETCH_DIGITS: u8 = 3;
 
 /// Streaming quantiles over any number of values in fixed memory: an HDR
@@ -67,7 +67,7 @@ pub const SKETCH_DIGITS: u8 = 3;
 /// buckets grow with the largest value's magnitude, never with the count
 /// (about 8 KB per power of two above 2,048). A percentile is the
 /// nearest-rank one over the values as the sketch keeps them: exact below
-/// 2,048, within 0.05% of the true one above.
+/// 2,048, within 0.1% (1 part in 1,024) of the true one above.
 #[derive(Clone, Debug)]
 pub struct Sketch(hdrhistogram::Histogram<u64>);
 
@@ -87,7 +87,14 @@ impl Eq for Sketch {}
 
 impl Sketch {
     pub fn add_n(&mut self, value: u64, count: u64) {
-        self.0.saturating_record_n(value, count);
+        // `record_n` grows the buckets to the value (`saturating_record_n`
+        // would clamp it to the current top); it fails only past u64's range.
+        self.0.record_n(value, count).expect("an auto-resizing histogram takes any u64");
+    }
+
+    /// The sketch's counters: they follow the largest value's magnitude, never the count.
+    pub fn buckets(&self) -> usize {
+        self.0.distinct_values()
     }
 
     pub fn merge(&mut self, other: &Sketch) {
