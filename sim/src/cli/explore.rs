@@ -21,8 +21,9 @@ use crate::run::sweep::{default_jobs, quiet_panics, sweep_each, Flow, Sweep};
 use crate::shrink::INTERRUPTED;
 use fencelock::Property;
 use indicatif::{ProgressBar, ProgressStyle};
+use roaring::RoaringTreemap;
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -66,18 +67,19 @@ pub fn explore(args: &ExploreArgs) -> Result<ExitCode, InputError> {
         std::fs::create_dir_all(dir).map_err(|e| InputError(format!("cannot create {}: {e}", dir.display())))?;
     }
     let mut tallies: Vec<Tally> = vec![Tally::default(); plan.cells.len()];
-    let mut done: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); plan.cells.len()];
+    // Each cell's seeds resumed from --out: a compressed bitmap, not a tree node per seed.
+    let mut done: Vec<RoaringTreemap> = vec![RoaringTreemap::new(); plan.cells.len()];
     let origins: Vec<Origin> = plan.cells.iter().map(|cell| Origin::here(&cell.model)).collect();
     let mut out = match &args.out {
         Some(path) => Some(resume(path, &plan, &origins, &mut tallies, &mut done)?),
         None => None,
     };
-    let seeds_resumed: usize = done.iter().map(BTreeSet::len).sum();
+    let seeds_resumed: u64 = done.iter().map(RoaringTreemap::len).sum();
     quiet_panics();
     catch_ctrl_c();
     let started = Instant::now();
     let per_cell = plan.seeds.end - plan.seeds.start;
-    let todo = per_cell * plan.cells.len() as u64 - seeds_resumed as u64;
+    let todo = per_cell * plan.cells.len() as u64 - seeds_resumed;
     let bar = if args.json { None } else { progress_bar(todo) };
     let mut error = None;
     for (index, cell) in plan.cells.iter().enumerate() {
@@ -88,11 +90,11 @@ pub fn explore(args: &ExploreArgs) -> Result<ExitCode, InputError> {
             bar.set_message(format!("cell {}/{}: {}", index + 1, plan.cells.len(), cell.label(&plan.axes)));
         }
         let skip = &done[index];
-        let pending = plan.seeds.clone().filter(|seed| !skip.contains(seed)).collect::<Vec<u64>>();
+        let pending = plan.seeds.clone().filter(|seed| !skip.contains(*seed));
         let how = Sweep { jobs, twice: false, stop: &INTERRUPTED };
         let variant = cell.model.variant.name();
         let tally = &mut tallies[index];
-        sweep_each(pending.into_iter(), &cell.model, how, |result| {
+        sweep_each(pending, &cell.model, how, |result| {
             let replay = format!(
                 "fencesim replay --seed {} --variant {variant}  # cell {} of {}",
                 result.seed,
@@ -187,7 +189,7 @@ fn resume(
     plan: &SweepPlan,
     origins: &[Origin],
     tallies: &mut [Tally],
-    done: &mut [BTreeSet<u64>],
+    done: &mut [RoaringTreemap],
 ) -> Result<RecordFile, InputError> {
     let mut by_hash: BTreeMap<(String, &str), Vec<usize>> = BTreeMap::new();
     for (index, cell) in plan.cells.iter().enumerate() {

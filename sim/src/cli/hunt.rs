@@ -2,7 +2,10 @@
 //!
 //! A hunt can run all night: each seed's result is folded into the summary
 //! (and its record written) as it finishes and then dropped, so memory stays
-//! flat whatever the seed count; a failure is printed as soon as every seed
+//! flat whatever the seed count. What it keeps beyond counts is bounded: the
+//! first `EXAMPLES_JSON_MAX` violations and exposures for `--json` (the rest
+//! counted), the first `SHRINK_HELD_MAX` failures for `--shrink`, and the
+//! seeds resumed from `--records` as a compressed bitmap; a failure is printed as soon as every seed
 //! before it is done (seed order). Ctrl-C ends it after the seeds in flight
 //! with the summary so far (exit 130); a closed stdout ends it at the next
 //! line it prints, with the exit code of what it found. `--shard` and
@@ -14,14 +17,14 @@ use crate::cli::output::try_write_line;
 use crate::cli::records::{Origin, Place, Record, RecordFile};
 use crate::cli::shard::{parse_shard, Shard};
 use crate::cli::shrink::{catch_ctrl_c, saved_path, shrink_failures};
-use crate::cli::summary::{SeedFacts, Summary};
+use crate::cli::summary::{Examples, SeedFacts, Summary};
 use crate::plural;
 use crate::run::sweep::{default_jobs, quiet_panics, sweep_each, Flow, SeedResult, Sweep};
 use crate::shrink::INTERRUPTED;
 use fencelock::Property;
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
+use roaring::RoaringTreemap;
 use serde::Serialize;
-use std::collections::BTreeSet;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
@@ -30,8 +33,15 @@ use std::time::Instant;
 /// The exit code of a hunt ended by Ctrl-C (128 + SIGINT, as shells report it).
 const EXIT_INTERRUPTED: u8 = 130;
 
-/// Lease exposures `hunt --json` explains one by one; the summary counts them all.
-const EXPOSURES_JSON_MAX: usize = 1_000;
+/// Violations and lease exposures `hunt --json` lists one by one, each; the
+/// summary counts them all, and `violations_left_out` and
+/// `exposures_left_out` count those not listed.
+pub const EXAMPLES_JSON_MAX: usize = 1_000;
+
+/// Failures `--shrink` holds until the hunt ends (each with its scenario
+/// text); later ones are told as found, unshrunk. The shrink budget runs
+/// out long before this many are shrunk.
+const SHRINK_HELD_MAX: usize = 100;
 
 fn progress_bar(len: u64) -> Option<ProgressBar> {
     if !std::io::stderr().is_terminal() {
@@ -70,9 +80,14 @@ const COLUMNS: usize = 80;
 #[derive(Serialize)]
 struct HuntJson {
     variant: String,
+    /// The first violations (up to `EXAMPLES_JSON_MAX`), in seed order.
     violations: Vec<HuntViolationJson>,
-    /// The first lease exposures (up to `EXPOSURES_JSON_MAX`), in seed order.
+    /// Violations past the first `EXAMPLES_JSON_MAX` (counted in `by_property`).
+    violations_left_out: u64,
+    /// The first lease exposures (up to `EXAMPLES_JSON_MAX`), in seed order.
     exposures: Vec<HuntExposureJson>,
+    /// Lease exposures of the seeds run past those listed.
+    exposures_left_out: u64,
     /// `seeds_run`, `sim_ms` and `messages` (as always), and the counts per
     /// property and of lease exposures.
     #[serde(flatten)]
@@ -115,8 +130,8 @@ struct Hunt<'a> {
     summary: Summary,
     records: Option<RecordFile>,
     bar: Option<ProgressBar>,
-    violations_json: Vec<HuntViolationJson>,
-    exposures_json: Vec<HuntExposureJson>,
+    violations_json: Examples<HuntViolationJson>,
+    exposures_json: Examples<HuntExposureJson>,
     /// The first seed with a lease exposure: the summary points at it.
     exposure_seed: Option<u64>,
     /// With --shrink: failures wait for the shrinks (and print after them).
@@ -205,7 +220,7 @@ impl Hunt<'_> {
             });
             self.violations_json.extend(json);
         }
-        if self.args.shrink {
+        if self.args.shrink && self.to_shrink.len() < SHRINK_HELD_MAX {
             self.to_shrink.push(result);
         } else if !self.args.json {
             self.tell(&result, None);
@@ -226,8 +241,7 @@ impl Hunt<'_> {
         if !self.args.json {
             return;
         }
-        let room = EXPOSURES_JSON_MAX.saturating_sub(self.exposures_json.len());
-        let json = result.exposures.iter().take(room).map(|exposure| HuntExposureJson {
+        let json = result.exposures.iter().map(|exposure| HuntExposureJson {
             seed: result.seed,
             detail: exposure.to_string(),
             exposure: exposure.clone(),
@@ -284,15 +298,17 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         summary: Summary::default(),
         records: None,
         bar: None,
-        violations_json: Vec::new(),
-        exposures_json: Vec::new(),
+        violations_json: Examples::new(EXAMPLES_JSON_MAX),
+        exposures_json: Examples::new(EXAMPLES_JSON_MAX),
         exposure_seed: None,
         to_shrink: Vec::new(),
         seeds_resumed: 0,
         stdout_closed: false,
         error: None,
     };
-    let mut done = BTreeSet::new();
+    // Seeds found in the records file: a compressed bitmap, at most a bit
+    // per seed of the range (a few KB for a million), not a tree node each.
+    let mut done = RoaringTreemap::new();
     if let Some(path) = &args.records {
         let records = RecordFile::open(path, |place, record| {
             if record.origin() != hunt.origin || record.variant != hunt.variant {
@@ -313,9 +329,9 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         hunt.records = Some(records);
     }
     catch_ctrl_c();
-    let todo = shard.count_in(&seeds) - done.len() as u64;
+    let todo = shard.count_in(&seeds) - done.len();
     hunt.bar = if args.json { None } else { progress_bar(todo) };
-    let pending = seeds.clone().filter(move |seed| shard.contains(*seed) && !done.contains(seed));
+    let pending = seeds.clone().filter(move |seed| shard.contains(*seed) && !done.contains(*seed));
     let how = Sweep { jobs, twice: args.check_determinism, stop: &INTERRUPTED };
     sweep_each(pending, &model, how, |result| hunt.finished(result));
     if let Some(bar) = hunt.bar.take() {
@@ -349,8 +365,10 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
     if args.json {
         let json = HuntJson {
             variant: hunt.variant.clone(),
-            violations: std::mem::take(&mut hunt.violations_json),
-            exposures: std::mem::take(&mut hunt.exposures_json),
+            violations_left_out: hunt.violations_json.left_out,
+            violations: std::mem::take(&mut hunt.violations_json.kept),
+            exposures_left_out: hunt.exposures_json.left_out,
+            exposures: std::mem::take(&mut hunt.exposures_json.kept),
             summary: hunt.summary.clone(),
             wall_ms,
             shrunk: shrunk.iter().map(|s| s.json.clone()).collect(),

@@ -3,13 +3,23 @@
 //! Records must share one origin (format, version, commit, model) unless
 //! `--allow-mixed`; a seed recorded twice must have one trace hash, or it
 //! is a determinism failure across machines, reported with both records.
+//!
+//! A merge runs in constant memory over any number of records: the seeds
+//! seen are a compressed bitmap per model (at most a bit per seed of the
+//! range), the failures listed are the `EXAMPLES_JSON_MAX` lowest seeds (the
+//! rest counted), and a seed seen again is settled by a second pass over the
+//! files, a window of `REPEATS_PER_PASS` seeds at a time, which finds the
+//! records again on disk instead of keeping every trace hash. Records read
+//! from stdin cannot be read twice: their seeds and trace hashes are kept.
 
 use crate::cli::args::{exit_for, InputError, MergeArgs};
+use crate::cli::hunt::EXAMPLES_JSON_MAX;
 use crate::cli::output::try_write_line;
 use crate::cli::records::{read_records, Origin, Place, Record};
-use crate::cli::summary::Summary;
+use crate::cli::summary::{Examples, Summary};
 use crate::plural;
 use fencelock::Property;
+use roaring::RoaringTreemap;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -17,11 +27,23 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+/// Seeds seen again settled per pass over the files (a few hundred KB).
+const REPEATS_PER_PASS: u64 = 4_096;
+
 /// One seed as first seen: enough to spot a second record that disagrees.
 struct Seen {
     trace_hash: String,
     failed: bool,
     place: Place,
+}
+
+/// What the second pass needs of a record read from stdin.
+struct StdinRecord {
+    model_hash: String,
+    seed: u64,
+    trace_hash: String,
+    failed: bool,
+    line: usize,
 }
 
 /// A seed recorded twice with different trace hashes.
@@ -46,6 +68,8 @@ struct FailureJson {
 struct MergeJson {
     variant: String,
     violations: Vec<FailureJson>,
+    /// Violations of the failing seeds past the lowest `EXAMPLES_JSON_MAX` (counted in `by_property`).
+    violations_left_out: u64,
     #[serde(flatten)]
     summary: Summary,
     /// The seeds' own wall times, summed (one thread's time for all of them).
@@ -55,20 +79,28 @@ struct MergeJson {
     /// Records of a seed already seen with the same trace hash (not counted twice).
     duplicates: u64,
     determinism: Vec<Conflict>,
+    /// Conflicting seeds past the first `EXAMPLES_JSON_MAX`.
+    determinism_left_out: u64,
     merge_ms: u64,
 }
 
-#[derive(Default)]
 struct Merge {
     first: Option<(Origin, String, Place)>,
     variants: Vec<String>,
-    seen: BTreeMap<(String, u64), Seen>,
+    /// Per model hash, the seeds counted.
+    seen: BTreeMap<String, RoaringTreemap>,
+    /// Per model hash, the seeds recorded more than once (the second pass settles them).
+    repeated: BTreeMap<String, RoaringTreemap>,
+    stdin: Vec<StdinRecord>,
     summary: Summary,
     wall_ms: u64,
     records: u64,
     duplicates: u64,
-    failures: Vec<Record>,
-    conflicts: Vec<Conflict>,
+    /// The failing records of the lowest seeds, by (seed, order read).
+    failures: BTreeMap<(u64, u64), Record>,
+    failures_left_out: u64,
+    violations_left_out: u64,
+    conflicts: Examples<Conflict>,
     /// The lowest seed with a lease exposure, and its replay line when the
     /// record keeps one (records of older versions keep it only on failures).
     first_exposure: Option<(u64, Option<String>)>,
@@ -92,25 +124,19 @@ impl Merge {
         if !self.variants.contains(&record.variant) {
             self.variants.push(record.variant.clone());
         }
-        let key = (record.model_hash.clone(), record.seed);
-        if let Some(seen) = self.seen.get(&key) {
-            if seen.trace_hash == record.trace_hash {
-                self.duplicates += 1;
-                return Ok(());
-            }
-            if !seen.failed {
-                self.summary.failing_seeds += 1;
-            }
-            let count = self.summary.by_property.entry(Property::Determinism).or_default();
-            count.seeds += 1;
-            count.violations += 1;
-            self.conflicts.push(Conflict {
+        let failed = !record.properties.is_empty();
+        if place.source == "-" {
+            self.stdin.push(StdinRecord {
+                model_hash: record.model_hash.clone(),
                 seed: record.seed,
-                first_place: seen.place.to_string(),
-                first: line_at(&seen.place),
-                second_place: place.to_string(),
-                second: serde_json::to_value(&record).expect("a record serializes"),
+                trace_hash: record.trace_hash.clone(),
+                failed,
+                line: place.line,
             });
+        }
+        let seen = self.seen.entry(record.model_hash.clone()).or_default();
+        if !seen.insert(record.seed) {
+            self.repeated.entry(record.model_hash.clone()).or_default().insert(record.seed);
             return Ok(());
         }
         self.summary.add(record.facts());
@@ -118,10 +144,98 @@ impl Merge {
         if record.lease_exposures > 0 && self.first_exposure.as_ref().is_none_or(|(seed, _)| record.seed < *seed) {
             self.first_exposure = Some((record.seed, record.replay.clone()));
         }
-        let failed = !record.properties.is_empty();
-        self.seen.insert(key, Seen { trace_hash: record.trace_hash.clone(), failed, place });
         if failed {
-            self.failures.push(record);
+            self.failures.insert((record.seed, self.records), record);
+            if self.failures.len() > EXAMPLES_JSON_MAX {
+                let (_, highest) = self.failures.pop_last().expect("more than the limit");
+                self.failures_left_out += 1;
+                self.violations_left_out += highest.properties.len() as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// A later record of a seed whose first record was `first`: a duplicate,
+    /// or with another trace hash a determinism failure.
+    fn again(&mut self, first: &Seen, place: &Place, seed: u64, trace_hash: &str, second: Option<&Record>) {
+        if first.trace_hash == trace_hash {
+            self.duplicates += 1;
+            return;
+        }
+        if !first.failed {
+            self.summary.failing_seeds += 1;
+        }
+        let count = self.summary.by_property.entry(Property::Determinism).or_default();
+        count.seeds += 1;
+        count.violations += 1;
+        if self.conflicts.kept.len() >= EXAMPLES_JSON_MAX {
+            self.conflicts.left_out += 1;
+            return;
+        }
+        let second = match second {
+            Some(record) => serde_json::to_value(record).expect("a record serializes"),
+            None => serde_json::Value::Null,
+        };
+        self.conflicts.push(Conflict {
+            seed,
+            first_place: first.place.to_string(),
+            first: line_at(&first.place),
+            second_place: place.to_string(),
+            second,
+        });
+    }
+
+    /// The second pass: every seed recorded more than once, a window at a
+    /// time, its records found again in the files (stdin's kept from the first).
+    fn settle_repeats(&mut self, files: &[PathBuf]) -> Result<(), InputError> {
+        let repeated = std::mem::take(&mut self.repeated);
+        // Windows of seeds drawn from the bitmaps as they go, never all at once.
+        let windows = repeated.iter().flat_map(|(model, seeds)| {
+            let mut seeds = seeds.iter().peekable();
+            std::iter::from_fn(move || {
+                seeds.peek()?;
+                let window: Vec<(String, u64)> =
+                    seeds.by_ref().take(REPEATS_PER_PASS as usize).map(|seed| (model.clone(), seed)).collect();
+                Some(window)
+            })
+        });
+        for window in windows {
+            let wanted: std::collections::BTreeSet<&(String, u64)> = window.iter().collect();
+            let mut firsts: BTreeMap<(String, u64), Seen> = BTreeMap::new();
+            let mut each = |merge: &mut Merge,
+                            place: Place,
+                            model_hash: &str,
+                            seed: u64,
+                            trace_hash: &str,
+                            failed: bool,
+                            record: Option<&Record>| {
+                let key = (model_hash.to_string(), seed);
+                if !wanted.contains(&key) {
+                    return;
+                }
+                match firsts.get(&key) {
+                    Some(first) => merge.again(first, &place, seed, trace_hash, record),
+                    None => {
+                        firsts.insert(key, Seen { trace_hash: trace_hash.to_string(), failed, place });
+                    }
+                }
+            };
+            for file in files {
+                if file.as_os_str() == "-" {
+                    let stdin = std::mem::take(&mut self.stdin);
+                    for r in &stdin {
+                        let place = Place { source: "-".into(), line: r.line };
+                        each(self, place, &r.model_hash, r.seed, &r.trace_hash, r.failed, None);
+                    }
+                    self.stdin = stdin;
+                    continue;
+                }
+                read_source(file, |place, record| {
+                    let failed = !record.properties.is_empty();
+                    each(self, place, &record.model_hash, record.seed, &record.trace_hash, failed, Some(&record));
+                    Ok(())
+                })?;
+            }
         }
         Ok(())
     }
@@ -175,17 +289,34 @@ fn read_source(path: &Path, each: impl FnMut(Place, Record) -> Result<(), InputE
 pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
     let started = Instant::now();
     let files = sources(&args.files)?;
-    let mut merge = Merge::default();
+    let mut merge = Merge {
+        first: None,
+        variants: Vec::new(),
+        seen: BTreeMap::new(),
+        repeated: BTreeMap::new(),
+        stdin: Vec::new(),
+        summary: Summary::default(),
+        wall_ms: 0,
+        records: 0,
+        duplicates: 0,
+        failures: BTreeMap::new(),
+        failures_left_out: 0,
+        violations_left_out: 0,
+        conflicts: Examples::new(EXAMPLES_JSON_MAX),
+        first_exposure: None,
+    };
     for file in &files {
         read_source(file, |place, record| merge.add(place, record, args.allow_mixed))?;
     }
-    merge.failures.sort_by_key(|r| r.seed);
+    if !merge.repeated.is_empty() {
+        merge.settle_repeats(&files)?;
+    }
     let variant = if merge.variants.len() == 1 { merge.variants[0].clone() } else { "mixed".to_string() };
     let found = exit_for(merge.summary.failing_seeds == 0);
     if args.json {
         let violations = merge
             .failures
-            .iter()
+            .values()
             .flat_map(|r| {
                 r.properties.iter().map(|&property| FailureJson {
                     seed: r.seed,
@@ -198,12 +329,14 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
         let json = MergeJson {
             variant,
             violations,
+            violations_left_out: merge.violations_left_out,
             summary: merge.summary,
             wall_ms: merge.wall_ms,
             files: files.len(),
             records: merge.records,
             duplicates: merge.duplicates,
-            determinism: merge.conflicts,
+            determinism: merge.conflicts.kept,
+            determinism_left_out: merge.conflicts.left_out,
             merge_ms: started.elapsed().as_millis() as u64,
         };
         try_write_line(format_args!("{}", serde_json::to_string(&json).expect("merge json serializes")));
@@ -212,7 +345,7 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
     let mut lines = Vec::new();
     // A failure reads as the hunt printed it: one line per violation with
     // its detail (records of older versions keep only the ids), then the replay line.
-    for record in &merge.failures {
+    for record in merge.failures.values() {
         if record.violations.is_empty() {
             let properties: Vec<&str> = record.properties.iter().map(|p| p.id()).collect();
             lines.push(format!("FAIL seed {}: {}", record.seed, properties.join(", ")));
@@ -224,7 +357,16 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
             lines.push(format!("  replay: {replay}"));
         }
     }
-    for conflict in &merge.conflicts {
+    if merge.failures_left_out > 0 {
+        lines.push(format!(
+            "… and {} more failing {} past seed {} not listed here ({}; their records hold them)",
+            merge.failures_left_out,
+            if merge.failures_left_out == 1 { "seed" } else { "seeds" },
+            merge.failures.keys().next_back().map_or(0, |(seed, _)| *seed),
+            plural(merge.violations_left_out, "violation")
+        ));
+    }
+    for conflict in &merge.conflicts.kept {
         lines.push(format!(
             "FAIL seed {}: determinism: two records with different trace hashes ({} and {})",
             conflict.seed, conflict.first_place, conflict.second_place
@@ -232,6 +374,9 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
         let first = conflict.first.as_ref().map_or("(not kept: read from stdin)".to_string(), |v| v.to_string());
         lines.push(format!("  {}: {first}", conflict.first_place));
         lines.push(format!("  {}: {}", conflict.second_place, conflict.second));
+    }
+    if merge.conflicts.left_out > 0 {
+        lines.push(format!("… and {} more seeds with conflicting records", merge.conflicts.left_out));
     }
     lines.extend(merge.summary.detail_lines());
     if let Some((seed, Some(replay))) = &merge.first_exposure {

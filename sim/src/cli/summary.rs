@@ -103,9 +103,37 @@ fn linearizable_json<S: Serializer>(cost: &LinearizableCost, serializer: S) -> R
         unknown: cost.unknown,
         steps_max: cost.steps_max,
         ops_per_key_p99: cost.ops_per_key_quantile(990),
-        ops_per_key_max: cost.keys_by_ops.keys().next_back().copied().unwrap_or(0),
+        ops_per_key_max: cost.ops_per_key.max(),
     }
     .serialize(serializer)
+}
+
+/// The first `max` examples of a kind, and how many more there were.
+#[derive(Debug)]
+pub struct Examples<T> {
+    pub kept: Vec<T>,
+    pub left_out: u64,
+    max: usize,
+}
+
+impl<T> Examples<T> {
+    pub fn new(max: usize) -> Examples<T> {
+        Examples { kept: Vec::new(), left_out: 0, max }
+    }
+
+    pub fn push(&mut self, example: T) {
+        if self.kept.len() < self.max {
+            self.kept.push(example);
+        } else {
+            self.left_out += 1;
+        }
+    }
+
+    pub fn extend(&mut self, examples: impl IntoIterator<Item = T>) {
+        for example in examples {
+            self.push(example);
+        }
+    }
 }
 
 impl Summary {
@@ -194,8 +222,61 @@ impl Summary {
 
 #[cfg(test)]
 mod tests {
-    use super::{SeedFacts, Summary};
+    use super::{Examples, SeedFacts, Summary};
+    use crate::run::figures::Sketch;
+    use crate::run::sweep::LinearizableCost;
     use fencelock::Property;
+
+    #[test]
+    fn examples_keep_the_first_n_and_count_the_rest() {
+        let mut examples = Examples::new(3);
+        examples.extend(0..1_000_000_u64);
+        assert_eq!(examples.kept, vec![0, 1, 2], "the first ones, in order");
+        assert_eq!(examples.left_out, 999_997);
+        assert!(examples.kept.capacity() <= 4, "memory holds 3 examples, not a million");
+    }
+
+    #[test]
+    fn the_summary_stays_the_same_size_whatever_the_seed_count() {
+        // A million seeds' linearizable costs, 1..=5,000 operations per key:
+        // the sketch has as many counters after 10,000 seeds as after a
+        // million, and its percentiles are within its stated error (0.1%).
+        let mut summary = Summary::default();
+        let mut buckets_at_10_000 = 0;
+        for seed in 0..1_000_000_u64 {
+            let mut cost = LinearizableCost { keys: 1, ..LinearizableCost::default() };
+            cost.ops_per_key.add_n(seed % 5_000 + 1, 1);
+            summary.linearizable.add(&cost);
+            summary.add(SeedFacts { properties: &[], sim_ms: 1, messages: 1, lease_exposures: 0, availability: None });
+            if seed == 9_999 {
+                buckets_at_10_000 = summary.linearizable.ops_per_key.buckets();
+            }
+        }
+        assert_eq!(summary.linearizable.ops_per_key.buckets(), buckets_at_10_000, "no per-seed state");
+        assert_eq!((summary.seeds_run, summary.linearizable.keys), (1_000_000, 1_000_000));
+        for (permille, exact) in [(500, 2_500_u64), (990, 4_950), (1_000, 5_000)] {
+            let sketched = summary.linearizable.ops_per_key_quantile(permille);
+            let error = sketched.abs_diff(exact) as f64 / exact as f64;
+            assert!(error <= 1.0 / 1_024.0, "p{permille}: {sketched} for {exact}");
+        }
+    }
+
+    #[test]
+    fn the_sketch_is_exact_below_2048_and_within_its_error_above() {
+        let mut sketch = Sketch::default();
+        assert_eq!(sketch.percentile(990), None);
+        for value in 1..=1_000 {
+            sketch.add_n(value, 1);
+        }
+        assert_eq!((sketch.percentile(500), sketch.percentile(990), sketch.max()), (Some(500), Some(990), 1_000));
+        let mut wide = Sketch::default();
+        for value in (0..100_000_u64).map(|i| 10_000 + i * 997) {
+            wide.add_n(value, 1);
+        }
+        let p99_exact = 10_000 + 98_999 * 997;
+        let p99 = wide.percentile(990).unwrap();
+        assert!(p99.abs_diff(p99_exact) as f64 <= p99_exact as f64 / 1_024.0, "{p99} for {p99_exact}");
+    }
 
     #[test]
     fn seeds_and_violations_are_counted_apart() {

@@ -58,6 +58,82 @@ impl Histogram {
     }
 }
 
+/// Significant decimal digits a [`Sketch`] keeps: a value is known within
+/// 1 part in 2^10 (0.1%), and values below 2,048 exactly.
+pub const SKETCH_DIGITS: u8 = 3;
+
+/// Streaming quantiles over any number of values in fixed memory: an HDR
+/// histogram (the `hdrhistogram` crate) of three significant digits, whose
+/// buckets grow with the largest value's magnitude, never with the count
+/// (about 8 KB per power of two above 2,048). A percentile is the
+/// nearest-rank one over the values as the sketch keeps them: exact below
+/// 2,048, within 0.1% (1 part in 1,024) of the true one above.
+#[derive(Clone, Debug)]
+pub struct Sketch(hdrhistogram::Histogram<u64>);
+
+impl Default for Sketch {
+    fn default() -> Sketch {
+        Sketch(hdrhistogram::Histogram::new(SKETCH_DIGITS).expect("three significant digits are valid"))
+    }
+}
+
+impl PartialEq for Sketch {
+    fn eq(&self, other: &Sketch) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for Sketch {}
+
+impl Sketch {
+    pub fn add_n(&mut self, value: u64, count: u64) {
+        // `record_n` grows the buckets to the value (`saturating_record_n`
+        // would clamp it to the current top); it fails only past u64's range.
+        self.0.record_n(value, count).expect("an auto-resizing histogram takes any u64");
+    }
+
+    /// The sketch's counters: they follow the largest value's magnitude, never the count.
+    pub fn buckets(&self) -> usize {
+        self.0.distinct_values()
+    }
+
+    pub fn merge(&mut self, other: &Sketch) {
+        self.0.add(&other.0).expect("an auto-resizing histogram takes any other");
+    }
+
+    pub fn count(&self) -> u64 {
+        self.0.len()
+    }
+
+    /// The largest value added (exact to the sketch's digits).
+    pub fn max(&self) -> u64 {
+        if self.count() == 0 {
+            0
+        } else {
+            self.0.max()
+        }
+    }
+
+    /// The nearest-rank percentile (`permille` of 1000), `None` when empty;
+    /// the rank in integers, as [`Histogram::percentile`] takes it.
+    pub fn percentile(&self, permille: u64) -> Option<u64> {
+        assert!(permille <= 1_000, "a percentile is at most 1000 permille");
+        let count = self.count();
+        if count == 0 {
+            return None;
+        }
+        let rank = (count * permille).div_ceil(1_000).max(1);
+        let mut seen = 0;
+        for bucket in self.0.iter_recorded() {
+            seen += bucket.count_at_value();
+            if seen >= rank {
+                return Some(self.0.highest_equivalent(bucket.value_iterated_to()));
+            }
+        }
+        unreachable!("the rank is at most the count")
+    }
+}
+
 /// `value` rounded to three significant digits (half up).
 pub fn round3(value: u64) -> u64 {
     let mut scale = 1;

@@ -6,7 +6,7 @@
 
 use crate::checker::{Counters, Exposure, Property, Violation};
 use crate::model::Model;
-use crate::run::figures::{self, SeedFigures};
+use crate::run::figures::{self, SeedFigures, Sketch};
 use crate::run::scenario::for_failure;
 use crate::run::seed::run_seed;
 use indicatif::ProgressBar;
@@ -44,22 +44,22 @@ pub struct LinearizableCost {
     pub unknown: u64,
     /// The most search nodes one key's search explored.
     pub steps_max: u64,
-    /// How many keys had each count of client operations (bounded by the
-    /// search's operations-per-key limit, so the map stays small).
-    pub keys_by_ops: BTreeMap<u64, u64>,
+    /// Client operations per key, as a sketch: fixed memory over any number
+    /// of seeds, exact below 2,048 operations.
+    pub ops_per_key: Sketch,
 }
 
 impl LinearizableCost {
     pub fn of(counters: &Counters) -> LinearizableCost {
-        let mut keys_by_ops = BTreeMap::new();
+        let mut ops_per_key = Sketch::default();
         for ops in &counters.linearizable_ops_per_key {
-            *keys_by_ops.entry(*ops).or_default() += 1;
+            ops_per_key.add_n(*ops, 1);
         }
         LinearizableCost {
             keys: counters.linearizable_keys,
             unknown: counters.linearizable_unknown,
             steps_max: counters.linearizable_steps_max,
-            keys_by_ops,
+            ops_per_key,
         }
     }
 
@@ -67,23 +67,12 @@ impl LinearizableCost {
         self.keys += other.keys;
         self.unknown += other.unknown;
         self.steps_max = self.steps_max.max(other.steps_max);
-        for (ops, keys) in &other.keys_by_ops {
-            *self.keys_by_ops.entry(*ops).or_default() += keys;
-        }
+        self.ops_per_key.merge(&other.ops_per_key);
     }
 
     /// The operations per key that `permille`/1000 of the keys do not exceed.
     pub fn ops_per_key_quantile(&self, permille: u64) -> u64 {
-        let total: u64 = self.keys_by_ops.values().sum();
-        let wanted = (total * permille).div_ceil(1_000).max(1);
-        let mut seen = 0;
-        for (ops, keys) in &self.keys_by_ops {
-            seen += keys;
-            if seen >= wanted {
-                return *ops;
-            }
-        }
-        0
+        self.ops_per_key.percentile(permille).unwrap_or(0)
     }
 }
 
