@@ -239,6 +239,22 @@ impl LockClient {
         }
     }
 
+    /// Revokes this client's own lease on `key` by its token (etcd's `lease
+    /// revoke`); the belief ends before the request leaves. A retried revoke
+    /// may land after the key was granted again: the token makes it harmless.
+    pub async fn revoke(&mut self, key: &Key) -> Result<(), LockError> {
+        let token = self.client.token_of(key);
+        let out = self.client.revoke(key, self.now_local_us()).ok_or(LockError::NotBelieved)?;
+        if let Some(token) = token {
+            self.record(EventKind::BeliefEnd { client: self.id(), key: key.clone(), token });
+        }
+        self.holders.remove(key);
+        match self.exchange(out).await? {
+            ClientEvent::Released { .. } => Ok(()),
+            other => Err(self.refusal(other)),
+        }
+    }
+
     fn refusal(&self, event: ClientEvent) -> LockError {
         match event {
             ClientEvent::Busy { remaining_ms } => LockError::Busy { remaining_ms },

@@ -5,7 +5,9 @@
 //!
 //! Each job: think, acquire a key (half the time the story's key), work on
 //! it (a long job renews its lease), check the lease belief, maybe stall,
-//! write under the token on one of the two write paths, release. Every step
+//! write under the token on one of the two write paths, release (or, three
+//! times in ten, revoke the lease by token). Not yet here: the simulator
+//! worker's walk-aways (ghost locks) and crashes while holding. Every step
 //! goes into the worker's history (`client-N.jsonl`, one line pushed to the
 //! file as it happens, so a worker killed at any instant loses nothing it did).
 //!
@@ -139,8 +141,14 @@ impl Worker {
         self.stall_maybe(lease_ms).await?;
         let path = if self.rng.gen_bool(0.5) { WritePath::Status } else { WritePath::Ledger };
         self.write(&key, token, holder, path).await?;
-        // Release (the belief ends before the request leaves); a refusal or no answer changes nothing here.
-        let _ = self.lock.release(&key).await;
+        // Release, or three times in ten revoke the lease by token, as the
+        // simulator's workers do (the belief ends before the request
+        // leaves); a refusal or no answer changes nothing here.
+        if self.rng.gen_bool(0.3) {
+            let _ = self.lock.revoke(&key).await;
+        } else {
+            let _ = self.lock.release(&key).await;
+        }
         Ok(())
     }
 
