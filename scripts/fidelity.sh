@@ -8,6 +8,8 @@
 #
 # --runs real runs per unsafe variant, --default-runs of the default
 # protocol (default: --runs), J real runs at a time (separate clusters).
+# --again "a b" runs only those variants again and keeps the other rows'
+# results from the last campaign (target/fidelity/); the page says which.
 #
 # Every real run starts its processes on 127.0.0.1 and stops them by PID
 # (fencesim real does); its directory is removed after it is judged.
@@ -17,6 +19,7 @@ cd "$(dirname "$0")/.."
 RUNS=10
 DEFAULT_RUNS=""
 JOBS=1
+AGAIN=""
 SECONDS_EACH=20
 SIM_SEEDS=200
 VARIANTS="default sink-unfenced second-path-unfenced release-ignores-token expire-ignores-token no-lease-restart-on-new-leader grant-after-expired-wait renew-without-leadership-check"
@@ -25,6 +28,7 @@ while [ $# -gt 0 ]; do
     --runs) RUNS="$2"; shift 2 ;;
     --default-runs) DEFAULT_RUNS="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
+    --again) AGAIN="$2"; shift 2 ;;
     --seconds) SECONDS_EACH="$2"; shift 2 ;;
     --sim-seeds) SIM_SEEDS="$2"; shift 2 ;;
     --variants) VARIANTS="$2"; shift 2 ;;
@@ -35,8 +39,11 @@ done
 cargo build --release -q -p fencesim -p fencelock-node
 F=target/release/fencesim
 OUT=target/fidelity
-rm -rf "$OUT"
+if [ -z "$AGAIN" ]; then
+  rm -rf "$OUT"
+fi
 mkdir -p "$OUT"
+RUN_VARIANTS="${AGAIN:-$VARIANTS}"
 started=$(date -u +%s)
 
 DEFAULT_RUNS="${DEFAULT_RUNS:-$RUNS}"
@@ -52,18 +59,19 @@ real_run() {
 export -f real_run
 export F OUT SECONDS_EACH
 
-for variant in $VARIANTS; do
+for variant in $RUN_VARIANTS; do
   for ((seed = 0; seed < $(runs_of "$variant"); seed++)); do echo "$variant $seed"; done
 done | xargs -P "$JOBS" -L 1 bash -c 'real_run "$0" "$1"'
-for variant in $VARIANTS; do
+for variant in $RUN_VARIANTS; do
   "$F" hunt --variant "$variant" --seeds "0..$SIM_SEEDS" --json > "$OUT/sim-$variant.json" || [ $? -eq 1 ]
 done
 
 wall_s=$(( $(date -u +%s) - started ))
-python3 - "$OUT" "$RUNS" "$SECONDS_EACH" "$SIM_SEEDS" "$wall_s" "$VARIANTS" "$DEFAULT_RUNS" "$JOBS" <<'EOF'
+python3 - "$OUT" "$RUNS" "$SECONDS_EACH" "$SIM_SEEDS" "$wall_s" "$VARIANTS" "$DEFAULT_RUNS" "$JOBS" "$AGAIN" <<'EOF'
 import json, os, sys, datetime
 out, runs, seconds, sim_seeds, wall_s, variants = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6].split()
 default_runs, jobs = int(sys.argv[7]), int(sys.argv[8])
+again = sys.argv[9].split()
 runs_of = lambda v: default_runs if v == "default" else runs
 rows = []
 totals = {"grants": 0, "stale": 0, "elections": 0, "exposures": 0, "ms": 0, "played": 0, "skipped": 0}
@@ -78,14 +86,14 @@ for variant in variants:
     with open(f"{out}/sim-{variant}.json") as f:
         sim = json.load(f)
     sim_failing = sim["failing_seeds"]
-    sim_first = min(sim_failing) if sim_failing else None
+    sim_first = min((v["seed"] for v in sim["violations"]), default=None)
     for r in real:
         totals["ms"] += r["sim_ms"]
         if variant == "default":
             totals["grants"] += r["grants"]; totals["stale"] += r["stale_writes_rejected"]
             totals["elections"] += r["elections"]; totals["exposures"] += r["lease_exposures"]
         totals["played"] += len(r["faults"]); totals["skipped"] += len(r["real"]["skipped"])
-    rows.append((variant, len(failed), runs_of(variant), first, ", ".join(props) or "—", len(sim_failing), sim_first))
+    rows.append((variant, len(failed), runs_of(variant), first, ", ".join(props) or "—", sim_failing, sim_first))
 def first_text(i):
     return "never" if i is None else f"run {i}"
 now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -96,14 +104,15 @@ lines = [
     "",
     "Written by `scripts/fidelity.sh`; do not edit by hand.",
     "",
-    f"Measured {now} on {cores} cores (load average {load} when written), in {wall_s} s of wall time.",
+    f"Measured {now} on {cores} cores (load average {load} when written),; this invocation took {wall_s} s of wall time.",
     f"Command: `scripts/fidelity.sh --runs {runs} --default-runs {default_runs} --seconds {seconds} --sim-seeds {sim_seeds} --jobs {jobs}`",
-    f"({jobs} real runs at a time).",
+    f"({jobs} real runs at a time)." + (f" Run again since, alone: {', '.join(f'`{v}`' for v in again)} (`--again`)." if again else ""),
     "",
     f"Each variant: real runs (`fencesim real --variant V --seed N --seconds {seconds} --set liveness_ms=5000`,",
     "3 or 5 real server processes, one worker process per client, SQLite) and",
     f"{sim_seeds} simulated seeds (`fencesim hunt --variant V --seeds 0..{sim_seeds}`) on the same model.",
-    "A detection is a run the checker fails.",
+    "A detection is a run the checker fails. Where the two disagree, [NODE.md](NODE.md)",
+    "(\"Where real runs and the simulator differ, and why\") says what a real run cannot do.",
     "",
     "| variant | real: detections | real: first | real: properties | simulated: detections | simulated: first seed |",
     "|---|---|---|---|---|---|",
