@@ -104,7 +104,7 @@ lines = [
     "",
     "Written by `scripts/fidelity.sh`; do not edit by hand.",
     "",
-    f"Measured {now} on {cores} cores (load average {load} when written),; this invocation took {wall_s} s of wall time.",
+    f"Measured {now} on {cores} cores (load average {load} when written); this invocation took {wall_s} s of wall time.",
     f"Command: `scripts/fidelity.sh --runs {runs} --default-runs {default_runs} --seconds {seconds} --sim-seeds {sim_seeds} --jobs {jobs}`",
     f"({jobs} real runs at a time)." + (f" Run again since, alone: {', '.join(f'`{v}`' for v in again)} (`--again`)." if again else ""),
     "",
