@@ -10,6 +10,7 @@
 # protocol (default: --runs), J real runs at a time (separate clusters).
 # --again "a b" runs only those variants again and keeps the other rows'
 # results from the last campaign (target/fidelity/); the page says which.
+# --again none writes the page from the last campaign's results alone.
 #
 # Every real run starts its processes on 127.0.0.1 and stops them by PID
 # (fencesim real does); its directory is removed after it is judged.
@@ -44,6 +45,7 @@ if [ -z "$AGAIN" ]; then
 fi
 mkdir -p "$OUT"
 RUN_VARIANTS="${AGAIN:-$VARIANTS}"
+[ "$AGAIN" = none ] && RUN_VARIANTS=""
 started=$(date -u +%s)
 
 DEFAULT_RUNS="${DEFAULT_RUNS:-$RUNS}"
@@ -61,7 +63,7 @@ export F OUT SECONDS_EACH
 
 for variant in $RUN_VARIANTS; do
   for ((seed = 0; seed < $(runs_of "$variant"); seed++)); do echo "$variant $seed"; done
-done | xargs -P "$JOBS" -L 1 bash -c 'real_run "$0" "$1"'
+done | xargs -r -P "$JOBS" -L 1 bash -c 'real_run "$0" "$1"'
 for variant in $RUN_VARIANTS; do
   "$F" hunt --variant "$variant" --seeds "0..$SIM_SEEDS" --json > "$OUT/sim-$variant.json" || [ $? -eq 1 ]
 done
@@ -71,7 +73,7 @@ python3 - "$OUT" "$RUNS" "$SECONDS_EACH" "$SIM_SEEDS" "$wall_s" "$VARIANTS" "$DE
 import json, os, sys, datetime
 out, runs, seconds, sim_seeds, wall_s, variants = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6].split()
 default_runs, jobs = int(sys.argv[7]), int(sys.argv[8])
-again = sys.argv[9].split()
+again = [v for v in sys.argv[9].split() if v != "none"]
 runs_of = lambda v: default_runs if v == "default" else runs
 rows = []
 totals = {"grants": 0, "stale": 0, "elections": 0, "exposures": 0, "ms": 0, "played": 0, "skipped": 0}
@@ -93,7 +95,8 @@ for variant in variants:
             totals["grants"] += r["grants"]; totals["stale"] += r["stale_writes_rejected"]
             totals["elections"] += r["elections"]; totals["exposures"] += r["lease_exposures"]
         totals["played"] += len(r["faults"]); totals["skipped"] += len(r["real"]["skipped"])
-    rows.append((variant, len(failed), runs_of(variant), first, ", ".join(props) or "—", sim_failing, sim_first))
+    mean_s = sum(r["sim_ms"] for r in real) / len(real) / 1000
+    rows.append((variant, len(failed), runs_of(variant), first, ", ".join(props) or "—", sim_failing, sim_first, mean_s))
 def first_text(i):
     return "never" if i is None else f"run {i}"
 now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -105,20 +108,21 @@ lines = [
     "Written by `scripts/fidelity.sh`; do not edit by hand.",
     "",
     f"Measured {now} on {cores} cores (load average {load} when written); this invocation took {wall_s} s of wall time.",
-    f"Command: `scripts/fidelity.sh --runs {runs} --default-runs {default_runs} --seconds {seconds} --sim-seeds {sim_seeds} --jobs {jobs}`",
+    f"Last command: `scripts/fidelity.sh --runs {runs} --default-runs {default_runs} --seconds {seconds} --sim-seeds {sim_seeds} --jobs {jobs}" + (f" --again \"{' '.join(again)}\"" if again else "") + "`",
     f"({jobs} real runs at a time)." + (f" Run again since, alone: {', '.join(f'`{v}`' for v in again)} (`--again`)." if again else ""),
     "",
-    f"Each variant: real runs (`fencesim real --variant V --seed N --seconds {seconds} --set liveness_ms=5000`,",
+    "Each variant: real runs (`fencesim real --variant V --seed N --seconds S --set liveness_ms=5000`, seeds from 0;",
+    "a run lasts S s of faults and 5 s healed: the table gives each row's mean length),",
     "3 or 5 real server processes, one worker process per client, SQLite) and",
     f"{sim_seeds} simulated seeds (`fencesim hunt --variant V --seeds 0..{sim_seeds}`) on the same model.",
     "A detection is a run the checker fails. Where the two disagree, [NODE.md](NODE.md)",
     "(\"Where real runs and the simulator differ, and why\") says what a real run cannot do.",
     "",
-    "| variant | real: detections | real: first | real: properties | simulated: detections | simulated: first seed |",
-    "|---|---|---|---|---|---|",
+    "| variant | real: detections | real: first | real: properties | real: s per run | simulated: detections | simulated: first seed |",
+    "|---|---|---|---|---|---|---|",
 ]
-for variant, det, n, first, props, sdet, sfirst in rows:
-    lines.append(f"| `{variant}` | {det} of {n} | {first_text(first)} | {props} | {sdet} of {sim_seeds} | {'never' if sfirst is None else sfirst} |")
+for variant, det, n, first, props, sdet, sfirst, mean_s in rows:
+    lines.append(f"| `{variant}` | {det} of {n} | {first_text(first)} | {props} | {mean_s:.0f} | {sdet} of {sim_seeds} | {'never' if sfirst is None else sfirst} |")
 hours = totals["ms"] / 3_600_000
 lines += [
     "",
