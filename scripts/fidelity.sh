@@ -76,6 +76,7 @@ default_runs, jobs = int(sys.argv[7]), int(sys.argv[8])
 again = [v for v in sys.argv[9].split() if v != "none"]
 runs_of = lambda v: default_runs if v == "default" else runs
 rows = []
+when = {}
 totals = {"grants": 0, "stale": 0, "elections": 0, "exposures": 0, "ms": 0, "played": 0, "skipped": 0}
 for variant in variants:
     real = []
@@ -96,6 +97,8 @@ for variant in variants:
             totals["elections"] += r["elections"]; totals["exposures"] += r["lease_exposures"]
         totals["played"] += len(r["faults"]); totals["skipped"] += len(r["real"]["skipped"])
     mean_s = sum(r["sim_ms"] for r in real) / len(real) / 1000
+    last = max(os.path.getmtime(f"{out}/real-{variant}-{seed}.json") for seed in range(runs_of(variant)))
+    when[variant] = datetime.datetime.fromtimestamp(last, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     rows.append((variant, len(failed), runs_of(variant), first, ", ".join(props) or "—", sim_failing, sim_first, mean_s))
 def first_text(i):
     return "never" if i is None else f"run {i}"
@@ -124,7 +127,12 @@ lines = [
 for variant, det, n, first, props, sdet, sfirst, mean_s in rows:
     lines.append(f"| `{variant}` | {det} of {n} | {first_text(first)} | {props} | {mean_s:.0f} | {sdet} of {sim_seeds} | {'never' if sfirst is None else sfirst} |")
 hours = totals["ms"] / 3_600_000
+by_time = {}
+for variant, stamp in when.items():
+    by_time.setdefault(stamp, []).append(f"`{variant}`")
 lines += [
+    "",
+    "Each row's real runs ended by: " + "; ".join(f"{stamp} ({', '.join(vs)})" for stamp, vs in sorted(by_time.items())) + ".",
     "",
     f"Real time judged: {totals['ms'] / 1000:.0f} s ({hours:.2f} h) over {sum(r[2] for r in rows)} runs;",
     f"faults played {totals['played']}, skipped {totals['skipped']} (kinds a real run cannot play: docs/CLI.md, `fencesim real`).",
