@@ -195,6 +195,10 @@ pub async fn run(prepared: Prepared) -> Result<(), ServeError> {
     };
     node.record(EventKind::Restarted { actor: format!("server {}", id.0) });
     node.record(EventKind::SnapshotInstalled { node: id, index: snapshot_index, token_last, locks });
+    // A new process knows no leader yet: say so, as the simulator's servers
+    // do, or the history keeps the leader its previous life followed.
+    let soft = node.soft;
+    node.record(EventKind::Role { node: id, role: soft.role, term: soft.term, leader: soft.leader });
     if node.clock.map() != LocalClock::new().map() {
         node.record_clock();
     }
