@@ -228,15 +228,8 @@ impl LockClient {
     /// Releases `key`; the belief ends before the request leaves.
     pub async fn release(&mut self, key: &Key) -> Result<(), LockError> {
         let token = self.client.token_of(key);
-        let out = self.client.release(key, self.now_local_us()).ok_or(LockError::NotBelieved)?;
-        if let Some(token) = token {
-            self.record(EventKind::BeliefEnd { client: self.id(), key: key.clone(), token });
-        }
-        self.holders.remove(key);
-        match self.exchange(out).await? {
-            ClientEvent::Released { .. } => Ok(()),
-            other => Err(self.refusal(other)),
-        }
+        let out = self.client.release(key, self.now_local_us());
+        self.end_lease(key, token, out).await
     }
 
     /// Revokes this client's own lease on `key` by its token (etcd's `lease
@@ -244,7 +237,14 @@ impl LockClient {
     /// may land after the key was granted again: the token makes it harmless.
     pub async fn revoke(&mut self, key: &Key) -> Result<(), LockError> {
         let token = self.client.token_of(key);
-        let out = self.client.revoke(key, self.now_local_us()).ok_or(LockError::NotBelieved)?;
+        let out = self.client.revoke(key, self.now_local_us());
+        self.end_lease(key, token, out).await
+    }
+
+    /// Sends a release or revoke of `key` (`out`, made by the core client,
+    /// which dropped the belief on `token`), recording the belief's end first.
+    async fn end_lease(&mut self, key: &Key, token: Option<Token>, out: Option<Outgoing>) -> Result<(), LockError> {
+        let out = out.ok_or(LockError::NotBelieved)?;
         if let Some(token) = token {
             self.record(EventKind::BeliefEnd { client: self.id(), key: key.clone(), token });
         }

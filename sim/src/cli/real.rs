@@ -5,7 +5,7 @@
 
 use crate::cli::args::{exit_for, invocation, load_model, shell_path, InputError, RealArgs};
 use crate::cli::records::{model_hash, Record, Verdict, COMMIT, FORMAT, VERSION};
-use crate::cli::replay::outcome_json;
+use crate::cli::replay::{outcome_json, print_findings};
 use crate::cli::view::TraceView;
 use crate::history::History;
 use crate::plural;
@@ -199,15 +199,7 @@ fn node_bin(given: Option<&PathBuf>) -> Result<PathBuf, InputError> {
 /// The trace (when asked for), the violations and exposures, and the summary of a real run.
 fn print_real(run: &RealRun, trace: Option<(&TraceView, Vec<crate::run::log::Record>)>) {
     let outcome = &run.outcome;
-    if let Some((view, told)) = trace {
-        view.print(told, outcome);
-    }
-    for violation in &outcome.violations {
-        crate::outln!("VIOLATION {violation}");
-    }
-    for exposure in &outcome.exposures {
-        crate::outln!("EXPOSURE {exposure}");
-    }
+    print_findings(outcome, trace);
     crate::outln!(
         "real run seed {} variant {}: {} — {}, {} accepted, {} rejected, {}, {}, {} real ms",
         outcome.seed,

@@ -209,9 +209,9 @@ pub(crate) fn outcome_json(
 }
 
 /// The trace (when asked for: the view and the events told, with the
-/// checker's findings in place), then the violations, exposures, the
-/// summary and the trace hash, which every view keeps.
-fn print_outcome(outcome: &Outcome, trace: Option<(&TraceView, Vec<Record>)>) {
+/// checker's findings in place), then the violations and exposures: what
+/// `replay` and `real` print before their summary lines.
+pub(crate) fn print_findings(outcome: &Outcome, trace: Option<(&TraceView, Vec<Record>)>) {
     if let Some((view, told)) = trace {
         view.print(told, outcome);
     }
@@ -221,6 +221,11 @@ fn print_outcome(outcome: &Outcome, trace: Option<(&TraceView, Vec<Record>)>) {
     for exposure in &outcome.exposures {
         crate::outln!("EXPOSURE {exposure}");
     }
+}
+
+/// `print_findings`, then the summary and the trace hash, which every view keeps.
+fn print_outcome(outcome: &Outcome, trace: Option<(&TraceView, Vec<Record>)>) {
+    print_findings(outcome, trace);
     crate::outln!(
         "seed {} variant {}: {} — {}, {} accepted, {} rejected, {}, {}, {}, {} simulated ms",
         outcome.seed,

@@ -30,6 +30,7 @@ use crate::actor::Actor;
 use crate::checker::{Property, Violation};
 use crate::faults::{self, Fault, FaultEvent, StallPoint, UntilOvertaken};
 use crate::history::EventKind;
+use crate::machine::clock::LocalClock;
 use crate::machine::net::{Addr, NetStats};
 use crate::model::Model;
 use crate::run::seed::{judge, Outcome};
@@ -117,25 +118,9 @@ pub fn unplayable(fault: &Fault) -> Option<&'static str> {
     }
 }
 
-/// A local clock's mapping, on the monotonic clock: at `true_us` it reads `local_us`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct ClockMap {
-    true_us: u64,
-    local_us: u64,
-    rate_ppm: i64,
-}
-
-impl ClockMap {
-    fn local_at(&self, true_us: u64) -> u64 {
-        let elapsed = i128::from(true_us.saturating_sub(self.true_us));
-        let local = i128::from(self.local_us) + elapsed + elapsed * i128::from(self.rate_ppm) / 1_000_000;
-        u64::try_from(local.max(0)).unwrap_or(0)
-    }
-
-    /// `fencelock-node`'s `--clock` and `clock-N` text.
-    fn text(&self) -> String {
-        format!("{},{},{}", self.true_us, self.local_us, self.rate_ppm)
-    }
+/// `fencelock-node`'s `--clock` and `clock-N` text of a clock's mapping: `TRUE_US,LOCAL_US,RATE_PPM`.
+fn clock_text(clock: &LocalClock) -> String {
+    format!("{},{},{}", clock.true_ref_us(), clock.local_ref_us(), clock.rate_ppm())
 }
 
 /// What the runner does at an instant.
@@ -165,7 +150,8 @@ struct Runner<'a> {
     events: Vec<Stamped>,
     queue: BTreeMap<(u64, u64), Action>,
     queued: u64,
-    clocks: BTreeMap<Actor, ClockMap>,
+    /// Each process's machine clock, on the monotonic clock (the simulator's `LocalClock`).
+    clocks: BTreeMap<Actor, LocalClock>,
     /// The servers each server drops Raft traffic with.
     isolated: BTreeMap<NodeId, BTreeSet<NodeId>>,
     down: BTreeSet<NodeId>,
@@ -240,7 +226,7 @@ impl Runner<'_> {
         // Rates at 0 are the clocks' initial drift: the processes start on them.
         for event in plan.iter().filter(|e| e.at_ms == 0) {
             if let Fault::ClockRate { actor, ppm } = event.fault {
-                self.clocks.insert(actor, ClockMap { true_us: t0, local_us: t0, rate_ppm: ppm });
+                self.clocks.insert(actor, LocalClock::new(t0, t0, ppm));
             }
         }
         for n in 0..self.model.nodes {
@@ -363,15 +349,12 @@ impl Runner<'_> {
             Fault::Restart { node } => self.restart(node)?,
             Fault::Pause { actor, ms } => self.pause(actor, ms),
             Fault::ClockRate { actor, ppm } => {
-                let map = self.clock_of(actor);
-                let local_us = map.local_at(now);
-                self.set_clock(actor, ClockMap { true_us: now, local_us, rate_ppm: ppm })?;
+                self.clock_of(actor).set_rate(now, ppm);
+                self.send_clock(actor)?;
             }
             Fault::ClockStep { actor, delta_ms } => {
-                let map = self.clock_of(actor);
-                let local = i128::from(map.local_at(now)) + i128::from(delta_ms) * 1_000;
-                let local_us = u64::try_from(local.max(0)).unwrap_or(0);
-                self.set_clock(actor, ClockMap { true_us: now, local_us, rate_ppm: map.rate_ppm })?;
+                self.clock_of(actor).step(now, delta_ms.saturating_mul(1_000));
+                self.send_clock(actor)?;
             }
             Fault::CrashLeader { down_ms, .. } => {
                 if let Some(leader) = self.roles.leader() {
@@ -476,13 +459,15 @@ impl Runner<'_> {
         }
     }
 
-    fn clock_of(&self, actor: Actor) -> ClockMap {
-        self.clocks.get(&actor).copied().unwrap_or(ClockMap { true_us: self.t0_us, local_us: self.t0_us, rate_ppm: 0 })
+    /// `actor`'s machine clock (true time until a fault changes it).
+    fn clock_of(&mut self, actor: Actor) -> &mut LocalClock {
+        let t0 = self.t0_us;
+        self.clocks.entry(actor).or_insert_with(|| LocalClock::new(t0, t0, 0))
     }
 
-    /// Gives `actor` a new clock mapping: a server by admin request, a worker by its clock file.
-    fn set_clock(&mut self, actor: Actor, map: ClockMap) -> Result<(), String> {
-        self.clocks.insert(actor, map);
+    /// Gives `actor` its machine clock's new mapping: a server by admin request, a worker by its clock file.
+    fn send_clock(&mut self, actor: Actor) -> Result<(), String> {
+        let text = clock_text(self.clock_of(actor));
         match actor {
             Actor::Server(node) => {
                 if !self.down.contains(&node) {
@@ -492,12 +477,12 @@ impl Runner<'_> {
                         "--id".to_string(),
                         node.0.to_string(),
                         "--map".to_string(),
-                        map.text(),
+                        text,
                     ]);
                 }
                 Ok(())
             }
-            Actor::Client(client) => write_atomically(&self.control, &format!("clock-{}", client.0), &map.text()),
+            Actor::Client(client) => write_atomically(&self.control, &format!("clock-{}", client.0), &text),
             Actor::Resource => Ok(()),
         }
     }
@@ -553,8 +538,8 @@ impl Runner<'_> {
             "--id".to_string(),
             node.0.to_string(),
         ];
-        if let Some(map) = self.clocks.get(&Actor::Server(node)) {
-            args.push(format!("--clock={}", map.text()));
+        if let Some(clock) = self.clocks.get(&Actor::Server(node)) {
+            args.push(format!("--clock={}", clock_text(clock)));
         }
         self.procs.start(Actor::Server(node), &args).map(|_| ())
     }
@@ -584,8 +569,8 @@ impl Runner<'_> {
         if self.model.stalls {
             args.push(format!("--stall-ms-max={}", self.model.stall_ms_longest()));
         }
-        if let Some(map) = self.clocks.get(&Actor::Client(client)) {
-            args.push(format!("--clock={}", map.text()));
+        if let Some(clock) = self.clocks.get(&Actor::Client(client)) {
+            args.push(format!("--clock={}", clock_text(clock)));
         }
         self.procs.start(Actor::Client(client), &args).map(|_| ())
     }

@@ -69,10 +69,6 @@ impl Procs {
         self.running.contains_key(&actor)
     }
 
-    pub fn is_stopped(&self, actor: Actor) -> bool {
-        self.running.get(&actor).is_some_and(|r| r.stopped)
-    }
-
     /// SIGKILL and reap: a crash.
     pub fn kill(&mut self, actor: Actor) {
         if let Some(mut running) = self.running.remove(&actor) {

@@ -41,20 +41,7 @@ impl Histogram {
 
     /// The nearest-rank percentile (`permille` of 1000), `None` when empty.
     pub fn percentile(&self, permille: u64) -> Option<u64> {
-        assert!(permille <= 1_000, "a percentile is at most 1000 permille");
-        let count = self.count();
-        if count == 0 {
-            return None;
-        }
-        let rank = (count * permille).div_ceil(1_000).max(1);
-        let mut seen = 0;
-        for (&value, &n) in &self.0 {
-            seen += n;
-            if seen >= rank {
-                return Some(value);
-            }
-        }
-        unreachable!("the rank is at most the count")
+        nearest_rank(permille, self.count(), self.0.iter().map(|(&value, &n)| (value, n)))
     }
 }
 
@@ -117,21 +104,28 @@ impl Sketch {
     /// The nearest-rank percentile (`permille` of 1000), `None` when empty;
     /// the rank in integers, as [`Histogram::percentile`] takes it.
     pub fn percentile(&self, permille: u64) -> Option<u64> {
-        assert!(permille <= 1_000, "a percentile is at most 1000 permille");
-        let count = self.count();
-        if count == 0 {
-            return None;
-        }
-        let rank = (count * permille).div_ceil(1_000).max(1);
-        let mut seen = 0;
-        for bucket in self.0.iter_recorded() {
-            seen += bucket.count_at_value();
-            if seen >= rank {
-                return Some(self.0.highest_equivalent(bucket.value_iterated_to()));
-            }
-        }
-        unreachable!("the rank is at most the count")
+        let buckets =
+            self.0.iter_recorded().map(|b| (self.0.highest_equivalent(b.value_iterated_to()), b.count_at_value()));
+        nearest_rank(permille, self.count(), buckets)
     }
+}
+
+/// The nearest-rank percentile (`permille` of 1000) of `count` values given
+/// as `(value, how many)` in ascending order; `None` when there are none.
+fn nearest_rank(permille: u64, count: u64, buckets: impl Iterator<Item = (u64, u64)>) -> Option<u64> {
+    assert!(permille <= 1_000, "a percentile is at most 1000 permille");
+    if count == 0 {
+        return None;
+    }
+    let rank = (count * permille).div_ceil(1_000).max(1);
+    let mut seen = 0;
+    for (value, n) in buckets {
+        seen += n;
+        if seen >= rank {
+            return Some(value);
+        }
+    }
+    unreachable!("the rank is at most the count")
 }
 
 /// `value` rounded to three significant digits (half up).
