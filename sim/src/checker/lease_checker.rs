@@ -5,11 +5,19 @@
 //! (`BeliefEnd`, a crash). Local times become true times through the
 //! client's clock mappings (`Clock` events), piece by piece, so drift and
 //! steps after the start count. Two clients believing in one key at one true
-//! instant break `lease-exclusion` only if every clock stayed within the
-//! assumed drift bound, and none was stepped, while the overlap was in the
-//! making, and no whole-cluster restore came in that time either (a lease
-//! the old cluster granted or renewed loses its guarantee, SPEC.md).
-//! Otherwise the overlap is an exposure: counted, and left to fencing to contain.
+//! instant break `lease-exclusion` only if every clock that measured the two
+//! leases stayed within the assumed drift bound, and none was stepped, while
+//! the overlap was in the making, and no whole-cluster restore came in that
+//! time either (a lease the old cluster granted or renewed loses its
+//! guarantee, SPEC.md). Otherwise the overlap is an exposure: counted, and
+//! left to fencing to contain.
+//!
+//! The clocks that measured the leases are the two believers' own and those
+//! of the servers that granted, renewed, expired or ghost-released the key
+//! inside the window: a server's timer frees a key only through an Expire it
+//! proposes, and a belief ends on its own client's clock. Any other clock's
+//! fault (another client's, a follower's that never served the key) cannot
+//! have caused the overlap and excuses nothing.
 //!
 //! "In the making" is the overlap's *window*: from the first send of the
 //! earlier of the two requests behind the beliefs up to the end of the
@@ -28,7 +36,8 @@
 use super::state::{Context, Facts};
 use super::{CheckConfig, Family, Property, Report, Violation};
 use crate::history::{Actor, Event, EventKind};
-use fencelock::{ClientId, Key, Token};
+use fencelock::service::{ClientReply, ClientRequest};
+use fencelock::{ClientId, Key, NodeId, RequestId, Token};
 use serde::{Serialize, Serializer};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -155,6 +164,14 @@ impl Cause {
         }
     }
 
+    /// Whose clock it was (the resource's for a restore: no clock of the service).
+    fn actor(&self) -> Actor {
+        match *self {
+            Cause::BeyondBound { actor, .. } | Cause::Step { actor, .. } => actor,
+            Cause::ClusterRestore { .. } => Actor::Resource,
+        }
+    }
+
     /// Whether it touches the true-time window `from_us..end_us`.
     fn inside(&self, from_us: u64, end_us: u64) -> bool {
         match *self {
@@ -242,6 +259,11 @@ pub(crate) struct LeaseChecker {
     beyond_since: BTreeMap<Actor, (u64, i64)>,
     pieces: Vec<Piece>,
     open: BTreeMap<(ClientId, Key), usize>,
+    /// The key of each acquire and renew sent, to tell which key a reply served.
+    request_keys: BTreeMap<(ClientId, RequestId), Key>,
+    /// Per key, when and by which server it was granted, renewed, expired or
+    /// ghost-released: the servers whose clocks measured its leases.
+    served: BTreeMap<Key, Vec<(u64, NodeId)>>,
 }
 
 impl LeaseChecker {
@@ -254,6 +276,21 @@ impl LeaseChecker {
             beyond_since: BTreeMap::new(),
             pieces: Vec::new(),
             open: BTreeMap::new(),
+            request_keys: BTreeMap::new(),
+            served: BTreeMap::new(),
+        }
+    }
+
+    /// Whether `actor`'s clock measured a lease behind the overlap of `a` and
+    /// `b` on `key` inside `window_start_us..=end_us`: one of the two
+    /// believers, or a server that served the key in the window.
+    fn measured(&self, actor: Actor, key: &Key, [a, b]: [&Belief; 2], window_start_us: u64, end_us: u64) -> bool {
+        match actor {
+            Actor::Client(client) => client == a.client || client == b.client,
+            Actor::Server(node) => self.served.get(key).is_some_and(|served| {
+                served.iter().any(|&(at_us, by)| by == node && (window_start_us..=end_us).contains(&at_us))
+            }),
+            Actor::Resource => false,
         }
     }
 
@@ -266,8 +303,14 @@ impl LeaseChecker {
     fn judge_overlap(&self, ctx: &Context, key: &Key, a: &Belief, b: &Belief, report: &mut Report) {
         let (start_us, end_us) = (b.start_us, a.end_us.min(b.end_us));
         let window_start_us = a.sent_us.min(b.sent_us);
-        let mut causes: Vec<Cause> =
-            self.bad_clock.iter().filter(|c| c.inside(window_start_us, end_us)).cloned().collect();
+        let mut causes: Vec<Cause> = self
+            .bad_clock
+            .iter()
+            .filter(|c| {
+                c.inside(window_start_us, end_us) && self.measured(c.actor(), key, [a, b], window_start_us, end_us)
+            })
+            .cloned()
+            .collect();
         // A restore inside the window: a lease the old cluster granted or
         // renewed lost its guarantee, even if its answer arrived after it.
         let restores = ctx.restores_at_us.iter().filter(|&&at_us| at_us > window_start_us && at_us <= end_us);
@@ -287,8 +330,8 @@ impl LeaseChecker {
             return;
         }
         let detail = format!(
-            "{} ({}) and {} ({}) both believed they held {key} from {}ms to {}ms while every clock stayed \
-             within {}ppm: the lock was granted again before the earlier lease could have run out",
+            "{} ({}) and {} ({}) both believed they held {key} from {}ms to {}ms while every clock that measured \
+             these leases stayed within {}ppm: the lock was granted again before the earlier lease could have run out",
             a.client,
             a.token,
             b.client,
@@ -357,6 +400,27 @@ impl Family for LeaseChecker {
                 self.pieces.push(piece);
             }
             EventKind::BeliefEnd { client, key, .. } => self.close(*client, key, at_us),
+            EventKind::Requested {
+                client,
+                request,
+                body: ClientRequest::Acquire { key, .. } | ClientRequest::Renew { key, .. },
+                ..
+            } => {
+                self.request_keys.insert((*client, *request), key.clone());
+            }
+            EventKind::Replied {
+                node,
+                client,
+                request,
+                reply: ClientReply::Granted { .. } | ClientReply::Renewed { .. },
+            } => {
+                if let Some(key) = self.request_keys.get(&(*client, *request)) {
+                    self.served.entry(key.clone()).or_default().push((at_us, *node));
+                }
+            }
+            EventKind::ExpireProposed { node, key, .. } | EventKind::GhostReleaseProposed { node, key, .. } => {
+                self.served.entry(key.clone()).or_default().push((at_us, *node));
+            }
             _ => {}
         }
     }
@@ -500,7 +564,7 @@ mod tests {
     fn a_rate_above_drift_ppm_max_is_beyond_the_bound_even_if_not_flagged() {
         let verdict = happy()
             .at_ms(3_500)
-            .clock(server(2), 3_500_350, 900, true)
+            .clock(server(0), 3_500_350, 900, true)
             .at_ms(4_000)
             .belief_until_us(2, "k", 44, 6_000_000)
             .check();
@@ -510,10 +574,10 @@ mod tests {
 
     #[test]
     fn a_stepped_clock_makes_overlaps_exposures() {
-        // n1's clock (100 ppm fast since 0) reads 3_500_350 at 3.5 s; it is stepped back to 3 s.
+        // n0's clock (100 ppm fast since 0) reads 3_500_350 at 3.5 s; it is stepped back to 3 s.
         let verdict = happy()
             .at_ms(3_500)
-            .clock(server(1), 3_000_000, 100, true)
+            .clock(server(0), 3_000_000, 100, true)
             .at_ms(4_000)
             .belief_until_us(2, "k", 44, 6_000_000)
             .check();
@@ -543,12 +607,13 @@ mod tests {
         assert_only(&verdict, Property::LeaseExclusion);
     }
 
-    /// c1 believes in k from 3 s (sent then at the latest) to 5 s, c2 from 4 s;
-    /// `before` adds events before c1's belief, `between` between the two.
+    /// c1 believes in k from 3 s (sent then at the latest) to 5 s, c2 from 4 s,
+    /// after n0 expired c1's lease at 3.9 s; `before` adds events before c1's
+    /// belief, `between` between the two.
     fn overlap(before: impl FnOnce(H) -> H, between: impl FnOnce(H) -> H) -> H {
         let h = H::new().clock(server(0), 0, 0, true).clock(client(1), 0, 0, true).clock(client(2), 0, 0, true);
         let h = between(before(h).at_ms(3_000).belief_until_us(1, "k", 43, 5_000_000));
-        h.at_ms(4_000).belief_until_us(2, "k", 44, 6_000_000)
+        h.at_ms(3_900).expire_proposed(0, "k", 43).at_ms(4_000).belief_until_us(2, "k", 44, 6_000_000)
     }
 
     fn overlap_after(before: impl FnOnce(H) -> H) -> H {
@@ -568,6 +633,43 @@ mod tests {
         // c1's belief until 5 s counts from a send at 3 s or later: n0's step at 3.5 s is inside.
         let verdict = overlap(|h| h, |h| h.at_ms(3_500).clock(server(0), 4_500_000, 0, true)).check();
         assert_clean(&verdict);
+        assert_eq!(verdict.counters.lease_exposures, 1);
+    }
+
+    #[test]
+    fn a_step_of_a_believers_clock_inside_the_window_excuses_it() {
+        // c1's clock stepped back 2 s at 3.5 s: its belief until 5 s (local) lasts to 7 s.
+        let verdict = overlap(|h| h, |h| h.at_ms(3_500).clock(client(1), 1_500_000, 0, true)).check();
+        assert_clean(&verdict);
+        assert_eq!(verdict.counters.lease_exposures, 1);
+    }
+
+    #[test]
+    fn a_clock_that_measured_neither_lease_excuses_nothing() {
+        // Inside the window: c3 (no belief in k) stepped, n1 (never served k)
+        // ran beyond the bound. Neither clock measured c1's or c2's lease.
+        let verdict = overlap(
+            |h| h.clock(client(3), 0, 0, true).clock(server(1), 0, 0, true),
+            |h| h.at_ms(3_500).clock(client(3), 7_000_000, 0, true).clock(server(1), 3_500_000, 9_000, false),
+        )
+        .check();
+        assert_only(&verdict, Property::LeaseExclusion);
+        assert_eq!(verdict.counters.lease_exposures, 0);
+    }
+
+    #[test]
+    fn a_server_that_granted_the_key_in_the_window_counts() {
+        // n1 answered c2's acquire of k at 3.85 s, after running beyond the bound from 3.5 s.
+        let verdict = overlap(
+            |h| h.clock(server(1), 0, 0, true),
+            |h| {
+                let h = h.at_ms(3_500).clock(server(1), 3_500_000, 9_000, false).acquire_request(2, 7, "k");
+                h.at_ms(3_850).reply(1, 2, 7, reply_granted(44))
+            },
+        )
+        .check();
+        // (The grant itself is not in the history: only the lease judgement matters here.)
+        assert!(!verdict.properties().contains(&Property::LeaseExclusion), "{:#?}", verdict.violations);
         assert_eq!(verdict.counters.lease_exposures, 1);
     }
 

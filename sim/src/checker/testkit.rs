@@ -137,6 +137,11 @@ impl H {
         self.ev(EventKind::BeliefStart { client: ClientId(client), key: key(k), token: Token(token), until_local_us })
     }
 
+    /// `node`, as leader, proposed an Expire of `k`'s `token` (its clock said the lease ran out).
+    pub fn expire_proposed(self, node: u8, k: &str, token: u64) -> H {
+        self.ev(EventKind::ExpireProposed { node: NodeId(node), key: key(k), token: Token(token) })
+    }
+
     pub fn belief_end(self, client: u32, k: &str, token: u64) -> H {
         self.ev(EventKind::BeliefEnd { client: ClientId(client), key: key(k), token: Token(token) })
     }
