@@ -3,8 +3,34 @@
 //! environment (hex digits; deploy/Dockerfile passes it as a build argument,
 //! since .git is not in the image's build context) wins over git. Without
 //! either (a source tarball) the commit is `unknown`; the build never fails.
+//!
+//! `FENCESIM_TREE` says whether the sources the binary is built from (core's
+//! and sim's, the workspace manifest and lock file) differed from that commit:
+//! `dirty`, `clean`, or `unknown` (no git; a given `FENCESIM_COMMIT` is taken
+//! as clean). Other files (docs, tests, seeds) do not make a binary dirty, so
+//! editing them rebuilds nothing.
 
 use std::process::Command;
+
+/// The paths, relative to the workspace root, whose edits change the binary.
+const SOURCES: [&str; 7] =
+    ["core/src", "core/Cargo.toml", "sim/src", "sim/build.rs", "sim/Cargo.toml", "Cargo.toml", "Cargo.lock"];
+
+/// `dirty` if git sees a tracked change in [`SOURCES`], `clean` if not, `unknown` without git.
+fn tree_state() -> &'static str {
+    let status = Command::new("git")
+        .current_dir("..")
+        .args(["status", "--porcelain", "--untracked-files=no", "--"])
+        .args(SOURCES)
+        .output()
+        .ok()
+        .filter(|output| output.status.success());
+    match status {
+        Some(output) if output.stdout.is_empty() => "clean",
+        Some(_) => "dirty",
+        None => "unknown",
+    }
+}
 
 fn is_commit(text: &str) -> bool {
     !text.is_empty() && text.len() <= 40 && text.bytes().all(|b| b.is_ascii_hexdigit())
@@ -14,6 +40,8 @@ fn main() {
     println!("cargo:rerun-if-env-changed=FENCESIM_COMMIT");
     let given =
         std::env::var("FENCESIM_COMMIT").ok().map(|text| text.trim().to_string()).filter(|text| is_commit(text));
+    let tree = if given.is_some() { "clean" } else { tree_state() };
+    println!("cargo:rustc-env=FENCESIM_TREE={tree}");
     let commit = given
         .or_else(|| {
             Command::new("git")
@@ -39,6 +67,10 @@ fn main() {
         Some(dir) => {
             println!("cargo:rerun-if-changed={}", dir.join("HEAD").display());
             println!("cargo:rerun-if-changed={}", dir.join("refs/heads").display());
+            // An edit (or a revert) of a source changes whether the tree is dirty.
+            for source in SOURCES {
+                println!("cargo:rerun-if-changed=../{source}");
+            }
         }
         None => println!("cargo:rerun-if-changed=build.rs"),
     }

@@ -30,6 +30,7 @@ pub mod checker;
 pub mod run;
 pub mod script;
 pub mod shrink;
+pub mod signals;
 
 pub mod real;
 

@@ -210,3 +210,108 @@ fn merged_text_reads_like_the_unsharded_hunt() {
     assert_eq!(merged, whole);
     assert_eq!(without_timing(merged_last), without_timing(whole_last));
 }
+
+/// Sends `signal` (`TERM`, `INT`) to a process by its PID.
+fn send(signal: &str, pid: u32) {
+    let status = Command::new("kill").args([&format!("-{signal}"), &pid.to_string()]).status().expect("kill runs");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+#[test]
+fn a_signal_ends_a_logged_hunt_with_its_summary_and_the_shells_code() {
+    use std::io::BufRead;
+    for (signal, code) in [("TERM", 143), ("INT", 130)] {
+        let dir = scratch(&format!("signal-{signal}"));
+        let records = dir.join("shard.jsonl");
+        let hunt = ["hunt", "--seeds", "0..1000000", "--jobs", "1", "--records", records.to_str().unwrap()];
+        // stderr is a pipe, as in a pod's log: no bar, a progress line every second.
+        let mut child = fencesim()
+            .args(hunt)
+            .args(["--progress-s", "1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the hunt starts");
+        let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let progress = rx.recv_timeout(Duration::from_secs(120));
+        // Stop the hunt whatever the progress line said, then judge.
+        send(signal, child.id());
+        let output = child.wait_with_output().expect("the hunt ends");
+        reader.join().unwrap();
+        let progress = progress.expect("a progress line on stderr within 120 s");
+        assert!(
+            progress.starts_with("hunt: ")
+                && progress.contains(" of 1000000 seeds run, 0 failing, ")
+                && progress.ends_with(" left"),
+            "{progress}"
+        );
+        assert_eq!(output.status.code(), Some(code), "SIG{signal}: {output:?}");
+        let stdout = text(&output);
+        assert!(stdout.contains("interrupted: the summary covers the "), "{stdout}");
+        let done = recorded_seeds(&records).len();
+        assert!(done > 0 && stdout.contains(&format!("hunt: {done} seed")), "{done} records; {stdout}");
+        // The records hold every finished seed: a rerun resumes them all.
+        let resumed =
+            json(&run(&["hunt", "--seeds", &format!("0..{done}"), "--records", records.to_str().unwrap(), "--json"]));
+        assert_eq!(resumed["seeds_resumed"].as_u64(), Some(done as u64), "SIG{signal}");
+    }
+}
+
+#[test]
+fn a_resumed_hunt_counts_its_speed_over_the_seeds_it_ran() {
+    let dir = scratch("resumed-speed");
+    let records = dir.join("all.jsonl");
+    let hunt = ["hunt", "--seeds", "0..3", "--jobs", "1", "--records", records.to_str().unwrap()];
+    let first = text(&run(&hunt));
+    assert!(first.lines().last().unwrap().contains(" seeds/s, "), "{first}");
+    let again = text(&run(&hunt));
+    let last = again.lines().last().unwrap();
+    assert!(
+        last.starts_with(
+            "hunt: 3 seeds of variant default, 0 failing; every one read from the records file, none run, "
+        ),
+        "{last}"
+    );
+}
+
+#[test]
+fn merge_names_the_shards_it_has_no_record_of() {
+    let dir = scratch("missing");
+    let records = dir.join("shard-0.jsonl");
+    let hunt = ["hunt", "--seeds", "0..4", "--shard", "0/3", "--jobs", "1", "--records", records.to_str().unwrap()];
+    assert_eq!(run(&hunt).status.code(), Some(0));
+    let merged = run(&["merge", records.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&merged.stderr);
+    assert!(
+        stderr.contains("warning: no records of 2 of 3 shards: 1/3, 2/3 (the summary covers the 1 merged)"),
+        "{stderr}"
+    );
+    assert_eq!(merged.status.code(), Some(0), "a warning, not an error");
+    // Every shard present: no warning.
+    for index in 1..3 {
+        let shard = format!("{index}/3");
+        let records = dir.join(format!("shard-{index}.jsonl"));
+        let hunt =
+            ["hunt", "--seeds", "0..4", "--shard", &shard, "--jobs", "1", "--records", records.to_str().unwrap()];
+        assert_eq!(run(&hunt).status.code(), Some(0));
+    }
+    let merged = run(&["merge", dir.to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&merged.stderr).contains("no records of"), "{merged:?}");
+}
+
+#[test]
+fn version_names_the_commit_and_the_trees_state() {
+    let output = run(&["--version"]);
+    let line = text(&output);
+    let (version, rest) = line.trim_end().split_once(" (commit ").expect("a commit in --version");
+    assert_eq!(version, concat!("fencesim ", env!("CARGO_PKG_VERSION")));
+    let (commit, tree) = rest.split_once(", ").expect("the tree's state");
+    assert!(commit == "unknown" || commit.bytes().all(|b| b.is_ascii_hexdigit()), "{line}");
+    assert!(["clean tree)", "dirty tree)", "unknown tree)"].contains(&tree), "{line}");
+}

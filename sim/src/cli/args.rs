@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "fencesim", version, about = "Deterministic simulation testbed for a fenced distributed lock service")]
+#[command(name = "fencesim", version = crate::cli::records::LONG_VERSION, about = "Deterministic simulation testbed for a fenced distributed lock service")]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -132,6 +132,10 @@ pub struct HuntArgs {
     /// Append one JSON line per seed to this file; seeds already in it are skipped (resume).
     #[arg(long)]
     pub records: Option<PathBuf>,
+    /// When stderr is not a terminal (a log file, a pod): a progress line on
+    /// stderr every this many wall seconds (0: none).
+    #[arg(long, default_value_t = 60, value_name = "S")]
+    pub progress_s: u64,
 }
 
 #[derive(Args, Debug)]

@@ -15,10 +15,9 @@ use crate::cli::cells::{csv_header, csv_row, CellReport, Tally};
 use crate::cli::output::try_write_line;
 use crate::cli::plot::{self, Figure};
 use crate::cli::records::{model_hash, Origin, Place, Record, RecordFile};
-use crate::cli::shrink::catch_ctrl_c;
 use crate::cli::sweep_file::{self, show, Axis, SweepPlan};
 use crate::run::sweep::{default_jobs, quiet_panics, sweep_each, Flow, Sweep};
-use crate::shrink::INTERRUPTED;
+use crate::signals::{self, INTERRUPTED};
 use fencelock::Property;
 use indicatif::{ProgressBar, ProgressStyle};
 use roaring::RoaringTreemap;
@@ -26,10 +25,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
-
-const EXIT_INTERRUPTED: u8 = 130;
 
 #[derive(Serialize)]
 struct ExploreJson<'a> {
@@ -76,14 +72,14 @@ pub fn explore(args: &ExploreArgs) -> Result<ExitCode, InputError> {
     };
     let seeds_resumed: u64 = done.iter().map(RoaringTreemap::len).sum();
     quiet_panics();
-    catch_ctrl_c();
+    signals::catch(true);
     let started = Instant::now();
     let per_cell = plan.seeds.end - plan.seeds.start;
     let todo = per_cell * plan.cells.len() as u64 - seeds_resumed;
     let bar = if args.json { None } else { progress_bar(todo) };
     let mut error = None;
     for (index, cell) in plan.cells.iter().enumerate() {
-        if INTERRUPTED.load(Ordering::Relaxed) || error.is_some() {
+        if signals::interrupted() || error.is_some() {
             break;
         }
         if let Some(bar) = &bar {
@@ -122,7 +118,7 @@ pub fn explore(args: &ExploreArgs) -> Result<ExitCode, InputError> {
     if let Some(error) = error {
         return Err(InputError(error));
     }
-    let interrupted = INTERRUPTED.load(Ordering::Relaxed);
+    let interrupted = signals::interrupted();
     let reports: Vec<CellReport> = plan
         .cells
         .iter()
@@ -179,7 +175,7 @@ pub fn explore(args: &ExploreArgs) -> Result<ExitCode, InputError> {
         }
         try_write_line(format_args!("{last}"));
     }
-    Ok(if interrupted { ExitCode::from(EXIT_INTERRUPTED) } else { ExitCode::SUCCESS })
+    Ok(if interrupted { ExitCode::from(signals::exit_code()) } else { ExitCode::SUCCESS })
 }
 
 /// Reads `--out`: records of this sweep's cells are folded in and their

@@ -16,22 +16,20 @@ use crate::cli::args::{exit_for, load_model, parse_seeds, replay_line, wrote_sce
 use crate::cli::output::try_write_line;
 use crate::cli::records::{Origin, Place, Record, RecordFile};
 use crate::cli::shard::{parse_shard, Shard};
-use crate::cli::shrink::{catch_ctrl_c, saved_path, shrink_failures};
+use crate::cli::shrink::{saved_path, shrink_failures};
 use crate::cli::summary::{Examples, SeedFacts, Summary};
 use crate::plural;
 use crate::run::sweep::{default_jobs, quiet_panics, sweep_each, Flow, SeedResult, Sweep};
-use crate::shrink::INTERRUPTED;
+use crate::signals::{self, INTERRUPTED};
 use fencelock::Property;
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use roaring::RoaringTreemap;
 use serde::Serialize;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The exit code of a hunt ended by Ctrl-C (128 + SIGINT, as shells report it).
-const EXIT_INTERRUPTED: u8 = 130;
 
 /// Violations and lease exposures `hunt --json` lists one by one, each; the
 /// summary counts them all, and `violations_left_out` and
@@ -42,6 +40,52 @@ pub const EXAMPLES_JSON_MAX: usize = 1_000;
 /// text); later ones are told as found, unshrunk. The shrink budget runs
 /// out long before this many are shrunk.
 const SHRINK_HELD_MAX: usize = 100;
+
+/// With stderr not a terminal (a night run to a file, a pod's log), where a
+/// bar would print nothing until the end: one line every `every` instead.
+struct Heartbeat {
+    every: Duration,
+    started: Instant,
+    last: Instant,
+    /// Seeds this process runs (resumed ones excluded).
+    todo: u64,
+}
+
+impl Heartbeat {
+    fn new(every_s: u64, todo: u64) -> Option<Heartbeat> {
+        if every_s == 0 || std::io::stderr().is_terminal() {
+            return None;
+        }
+        let now = Instant::now();
+        Some(Heartbeat { every: Duration::from_secs(every_s), started: now, last: now, todo })
+    }
+
+    /// After each seed: a line when `every` has passed since the last one.
+    fn beat(&mut self, ran: u64, failing: u64) {
+        if self.last.elapsed() < self.every {
+            return;
+        }
+        self.last = Instant::now();
+        let rate = ran as f64 / self.started.elapsed().as_secs_f64().max(0.001);
+        let left_s = (self.todo.saturating_sub(ran) as f64 / rate.max(1e-9)).round() as u64;
+        let line = format!(
+            "hunt: {ran} of {} run, {failing} failing, {rate:.1} seeds/s, about {} left",
+            plural(self.todo, "seed"),
+            clock_duration(left_s)
+        );
+        // A closed stderr is no reason to stop the hunt.
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }
+}
+
+/// `1h 02m 03s`, `2m 03s`, `3s`.
+fn clock_duration(s: u64) -> String {
+    match (s / 3_600, s / 60 % 60, s % 60) {
+        (0, 0, sec) => format!("{sec}s"),
+        (0, min, sec) => format!("{min}m {sec:02}s"),
+        (h, min, sec) => format!("{h}h {min:02}m {sec:02}s"),
+    }
+}
 
 fn progress_bar(len: u64) -> Option<ProgressBar> {
     if !std::io::stderr().is_terminal() {
@@ -137,6 +181,12 @@ struct Hunt<'a> {
     /// With --shrink: failures wait for the shrinks (and print after them).
     to_shrink: Vec<SeedResult>,
     seeds_resumed: u64,
+    /// Seeds run by this process, and their simulated time: the speed counts these alone.
+    ran: u64,
+    ran_sim_ms: u64,
+    heartbeat: Option<Heartbeat>,
+    /// `I/N` with --shard, written into each record so `merge` can tell a missing shard.
+    shard_text: Option<String>,
     /// Stdout was closed: nothing more is printed.
     stdout_closed: bool,
     /// A write that failed (records file, --save): the hunt stops and reports it.
@@ -184,7 +234,9 @@ impl Hunt<'_> {
     fn finished(&mut self, result: SeedResult) -> Flow {
         let replay = replay_line(result.seed, &self.args.model);
         if let Some(records) = &mut self.records {
-            if let Err(error) = records.append(&Record::of(&result, &self.origin, &self.variant, replay.clone())) {
+            let mut record = Record::of(&result, &self.origin, &self.variant, replay.clone());
+            record.shard.clone_from(&self.shard_text);
+            if let Err(error) = records.append(&record) {
                 self.error = Some(error);
                 return Flow::Stop;
             }
@@ -198,6 +250,11 @@ impl Hunt<'_> {
             availability: Some(result.figures.phases),
         };
         self.summary.add(facts);
+        self.ran += 1;
+        self.ran_sim_ms += result.sim_ms;
+        if let Some(heartbeat) = &mut self.heartbeat {
+            heartbeat.beat(self.ran, self.summary.failing_seeds);
+        }
         self.exposures(&result, &replay);
         self.summary.linearizable.add(&result.linearizable);
         if let Some(bar) = &self.bar {
@@ -303,6 +360,10 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         exposure_seed: None,
         to_shrink: Vec::new(),
         seeds_resumed: 0,
+        ran: 0,
+        ran_sim_ms: 0,
+        heartbeat: None,
+        shard_text: args.shard.as_ref().map(|_| format!("{}/{}", shard.index, shard.count)),
         stdout_closed: false,
         error: None,
     };
@@ -328,9 +389,10 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         })?;
         hunt.records = Some(records);
     }
-    catch_ctrl_c();
+    signals::catch(true);
     let todo = shard.count_in(&seeds) - done.len();
     hunt.bar = if args.json { None } else { progress_bar(todo) };
+    hunt.heartbeat = Heartbeat::new(args.progress_s, todo);
     let pending = seeds.clone().filter(move |seed| shard.contains(*seed) && !done.contains(*seed));
     let how = Sweep { jobs, twice: args.check_determinism, stop: &INTERRUPTED };
     sweep_each(pending, &model, how, |result| hunt.finished(result));
@@ -344,7 +406,7 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
     if hunt.stdout_closed {
         return Ok(found);
     }
-    let interrupted = INTERRUPTED.load(Ordering::Relaxed);
+    let interrupted = signals::interrupted();
     let failures: Vec<SeedResult> = std::mem::take(&mut hunt.to_shrink);
     let shrunk = if args.shrink && !interrupted {
         shrink_failures(&failures.iter().collect::<Vec<_>>(), args.shrink_budget_s)
@@ -361,7 +423,7 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         }
     }
     let wall_ms = started.elapsed().as_millis() as u64;
-    let shard_text = args.shard.as_ref().map(|_| format!("{}/{}", shard.index, shard.count));
+    let shard_text = hunt.shard_text.clone();
     if args.json {
         let json = HuntJson {
             variant: hunt.variant.clone(),
@@ -400,11 +462,11 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
             let run = plural(hunt.summary.seeds_run, "seed");
             hunt.say(format_args!("interrupted: the summary covers the {run} finished"));
         }
-        let last = hunt.summary.last_line(&hunt.variant, wall_ms);
+        let last = hunt.summary.last_line(&hunt.variant, wall_ms, (hunt.ran, hunt.ran_sim_ms));
         hunt.say(format_args!("{last}"));
     }
     if interrupted {
-        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        return Ok(ExitCode::from(signals::exit_code()));
     }
     Ok(found)
 }

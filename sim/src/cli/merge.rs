@@ -16,13 +16,14 @@ use crate::cli::args::{exit_for, InputError, MergeArgs};
 use crate::cli::hunt::EXAMPLES_JSON_MAX;
 use crate::cli::output::try_write_line;
 use crate::cli::records::{read_records, Origin, Place, Record};
+use crate::cli::shard::SHARDS_MAX;
 use crate::cli::summary::{Examples, Summary};
 use crate::plural;
 use fencelock::Property;
 use roaring::RoaringTreemap;
 use serde::Serialize;
-use std::collections::BTreeMap;
-use std::io::BufRead;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -104,6 +105,8 @@ struct Merge {
     /// The lowest seed with a lease exposure, and its replay line when the
     /// record keeps one (records of older versions keep it only on failures).
     first_exposure: Option<(u64, Option<String>)>,
+    /// For each shard count N in the records (`hunt --shard I/N`), the indices I seen.
+    shards: BTreeMap<u64, BTreeSet<u64>>,
 }
 
 impl Merge {
@@ -120,6 +123,9 @@ impl Merge {
                 )));
             }
             Some(_) => {}
+        }
+        if let Some((index, count)) = record.shard.as_deref().and_then(parse_shard_text) {
+            self.shards.entry(count).or_default().insert(index);
         }
         if !self.variants.contains(&record.variant) {
             self.variants.push(record.variant.clone());
@@ -304,12 +310,24 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
         violations_left_out: 0,
         conflicts: Examples::new(EXAMPLES_JSON_MAX),
         first_exposure: None,
+        shards: BTreeMap::new(),
     };
     for file in &files {
         read_source(file, |place, record| merge.add(place, record, args.allow_mixed))?;
     }
     if !merge.repeated.is_empty() {
         merge.settle_repeats(&files)?;
+    }
+    let mut warnings = missing_shards(&merge.shards);
+    if let Some((origin, ..)) = merge.first.as_ref().filter(|(origin, ..)| origin.dirty) {
+        warnings.push(format!(
+            "the records come from a build with uncommitted changes (commit {}): shards built from different \
+             edits of it cannot be told apart",
+            origin.commit
+        ));
+    }
+    for warning in warnings {
+        let _ = writeln!(std::io::stderr(), "warning: {warning}");
     }
     let variant = if merge.variants.len() == 1 { merge.variants[0].clone() } else { "mixed".to_string() };
     let found = exit_for(merge.summary.failing_seeds == 0);
@@ -389,11 +407,45 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
         plural(merge.duplicates, "duplicate"),
         started.elapsed().as_millis()
     ));
-    lines.push(merge.summary.last_line(&variant, merge.wall_ms));
+    let summary = &merge.summary;
+    lines.push(summary.last_line(&variant, merge.wall_ms, (summary.seeds_run, summary.sim_ms)));
     for line in lines {
         if !try_write_line(format_args!("{line}")) {
             break;
         }
     }
     Ok(found)
+}
+
+/// `I/N` as a record writes it; anything else is ignored (readers ignore what they do not know).
+fn parse_shard_text(text: &str) -> Option<(u64, u64)> {
+    let (index, count) = text.split_once('/')?;
+    let (index, count) = (index.parse().ok()?, count.parse().ok()?);
+    (index < count && count <= SHARDS_MAX).then_some((index, count))
+}
+
+/// The shards of each count N with no record among those merged: a campaign
+/// whose shard died before writing, or a file left out of the merge.
+fn missing_shards(shards: &BTreeMap<u64, BTreeSet<u64>>) -> Vec<String> {
+    const NAMED_MAX: usize = 20;
+    shards
+        .iter()
+        .filter_map(|(&count, seen)| {
+            let missing: Vec<u64> = (0..count).filter(|index| !seen.contains(index)).collect();
+            if missing.is_empty() {
+                return None;
+            }
+            let mut named: Vec<String> =
+                missing.iter().take(NAMED_MAX).map(|index| format!("{index}/{count}")).collect();
+            if missing.len() > NAMED_MAX {
+                named.push(format!("and {} more", missing.len() - NAMED_MAX));
+            }
+            Some(format!(
+                "no records of {} of {count} shards: {} (the summary covers the {} merged)",
+                missing.len(),
+                named.join(", "),
+                seen.len()
+            ))
+        })
+        .collect()
 }

@@ -4,7 +4,7 @@
 //! `--timeline`. Ctrl-C ends the run early and still stops every process.
 
 use crate::cli::args::{exit_for, invocation, load_model, shell_path, InputError, RealArgs};
-use crate::cli::records::{model_hash, Record, Verdict, COMMIT, FORMAT, VERSION};
+use crate::cli::records::{model_hash, Record, Verdict, COMMIT, DIRTY, FORMAT, VERSION};
 use crate::cli::replay::{outcome_json, print_findings};
 use crate::cli::view::TraceView;
 use crate::history::History;
@@ -12,12 +12,11 @@ use crate::plural;
 use crate::real::{self, RealOptions, RealRun};
 use crate::run::scenario::Scenario;
 use crate::run::timeline;
+use crate::signals;
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 /// The longest safety phase a real run takes (an hour).
 const SECONDS_MAX: u64 = 3_600;
@@ -77,9 +76,9 @@ pub fn real(args: &RealArgs) -> Result<ExitCode, InputError> {
     if dir.join("cluster.toml").exists() {
         return Err(InputError(format!("{} already holds a run; name a new directory", shell_path(&dir))));
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let _ = ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed));
+    // Every signal only sets the flag: the run stops its processes before it exits.
+    signals::catch(false);
+    let stop = signals::INTERRUPTED.clone();
     if !args.json {
         crate::outln!(
             "real run: seed {seed} variant {}, {} and {}, {} ms of faults then {} ms healed, in {}",
@@ -141,7 +140,7 @@ pub fn real(args: &RealArgs) -> Result<ExitCode, InputError> {
         }
     }
     if run.interrupted {
-        return Ok(ExitCode::from(130));
+        return Ok(ExitCode::from(signals::exit_code()));
     }
     Ok(exit_for(run.outcome.ok))
 }
@@ -239,7 +238,9 @@ fn append_record(path: &PathBuf, run: &RealRun, model: &crate::model::Model, rep
         format: FORMAT,
         fencesim: VERSION.to_string(),
         commit: COMMIT.to_string(),
+        dirty: DIRTY,
         model_hash: model_hash(model),
+        shard: None,
         variant: outcome.variant.clone(),
         seed: outcome.seed,
         verdict: if outcome.ok { Verdict::Pass } else { Verdict::Fail },

@@ -21,6 +21,11 @@ pub const FORMAT: u32 = 1;
 /// This binary's version and commit (`build.rs`; `unknown` without git).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const COMMIT: &str = env!("FENCESIM_COMMIT");
+/// Whether this binary's sources had uncommitted changes (`build.rs`).
+pub const DIRTY: bool = matches!(env!("FENCESIM_TREE").as_bytes(), b"dirty");
+/// `--version`: the version, the commit, and whether the sources differed from it.
+pub const LONG_VERSION: &str =
+    concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("FENCESIM_COMMIT"), ", ", env!("FENCESIM_TREE"), " tree)");
 /// Longest record line read (a record is a few hundred bytes).
 pub const LINE_BYTES_MAX: usize = 1 << 20;
 
@@ -37,6 +42,9 @@ pub struct Record {
     pub format: u32,
     pub fencesim: String,
     pub commit: String,
+    /// Built from sources with uncommitted changes (absent when not).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub dirty: bool,
     /// Hash of the whole model, variant included (`model_hash`).
     pub model_hash: String,
     pub variant: String,
@@ -59,6 +67,10 @@ pub struct Record {
     /// `explore --out` records only: the seed's availability figures.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub figures: Option<SeedFigures>,
+    /// `I/N`: written by `hunt --shard I/N` (absent otherwise, and in records
+    /// of older versions); `merge` names the shards it has no record of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
     /// Requests answered and grants made in each phase (absent in records
     /// of older versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,19 +83,35 @@ pub struct Origin {
     pub format: u32,
     pub fencesim: String,
     pub commit: String,
+    pub dirty: bool,
     pub model_hash: String,
+}
+
+fn is_false(value: &bool) -> bool {
+    !value
 }
 
 impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "model {} of fencesim {} ({}), format {}", self.model_hash, self.fencesim, self.commit, self.format)
+        let dirty = if self.dirty { ", with uncommitted changes" } else { "" };
+        write!(
+            f,
+            "model {} of fencesim {} ({}{dirty}), format {}",
+            self.model_hash, self.fencesim, self.commit, self.format
+        )
     }
 }
 
 impl Origin {
     /// The origin of records this binary writes for `model`.
     pub fn here(model: &Model) -> Origin {
-        Origin { format: FORMAT, fencesim: VERSION.into(), commit: COMMIT.into(), model_hash: model_hash(model) }
+        Origin {
+            format: FORMAT,
+            fencesim: VERSION.into(),
+            commit: COMMIT.into(),
+            dirty: DIRTY,
+            model_hash: model_hash(model),
+        }
     }
 }
 
@@ -94,6 +122,7 @@ impl Record {
             format: origin.format,
             fencesim: origin.fencesim.clone(),
             commit: origin.commit.clone(),
+            dirty: origin.dirty,
             model_hash: origin.model_hash.clone(),
             variant: variant.to_string(),
             seed: result.seed,
@@ -107,6 +136,7 @@ impl Record {
             lease_exposures: result.lease_exposures,
             replay: (failed || result.lease_exposures > 0).then_some(replay),
             figures: None,
+            shard: None,
             availability: Some(result.figures.phases),
         }
     }
@@ -116,6 +146,7 @@ impl Record {
             format: self.format,
             fencesim: self.fencesim.clone(),
             commit: self.commit.clone(),
+            dirty: self.dirty,
             model_hash: self.model_hash.clone(),
         }
     }

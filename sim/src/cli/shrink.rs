@@ -7,15 +7,14 @@ use crate::faults::{self, FaultEvent};
 use crate::model::Model;
 use crate::run::scenario::{exhibited, Scenario};
 use crate::run::sweep::{quiet_panics, SeedResult};
-use crate::shrink::{self, text, Case, Options, Report, INTERRUPTED};
+use crate::shrink::{self, text, Case, Options, Report};
+use crate::signals;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// Exit code of a shrink stopped by Ctrl-C (128 + SIGINT), after the best case so far was printed.
-const EXIT_INTERRUPTED: u8 = 130;
 
 /// What to shrink, where it came from.
 struct Start {
@@ -33,7 +32,7 @@ pub fn shrink(args: &ShrinkArgs) -> Result<ExitCode, InputError> {
     if args.robustness_seeds > 10_000 {
         return Err(InputError("--robustness-seeds must be at most 10000".into()));
     }
-    catch_ctrl_c();
+    signals::catch(true);
     quiet_panics();
     let options = Options {
         property: start.property.clone(),
@@ -65,15 +64,9 @@ pub fn shrink(args: &ShrinkArgs) -> Result<ExitCode, InputError> {
         }
     }
     if report.interrupted {
-        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        return Ok(ExitCode::from(signals::exit_code()));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Ctrl-C sets the flag the search polls; a second handler (hunt's, then
-/// shrink's in one process) is not needed, so a failure to install is ignored.
-pub fn catch_ctrl_c() {
-    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::Relaxed));
 }
 
 fn load_start(args: &ShrinkArgs) -> Result<Start, InputError> {
@@ -204,12 +197,12 @@ const HUNT_SHRINK_BUDGET_S_MAX: u64 = 50;
 /// recorded (so a swarm seed's drawn model), within `budget_s` for all;
 /// failures left when the budget or Ctrl-C ends it are not shrunk.
 pub fn shrink_failures(failures: &[&SeedResult], budget_s: u64) -> Vec<Shrunk> {
-    catch_ctrl_c();
+    signals::catch(true);
     let started = Instant::now();
     let mut shrunk = Vec::new();
     for failure in failures {
         let left_s = budget_s.saturating_sub(started.elapsed().as_secs());
-        if left_s == 0 || INTERRUPTED.load(Ordering::Relaxed) {
+        if left_s == 0 || signals::interrupted() {
             break;
         }
         let text = failure.scenario.as_deref().expect("a failure has a scenario");

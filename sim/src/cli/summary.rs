@@ -205,16 +205,27 @@ impl Summary {
     }
 
     /// The last line, as `hunt` has always printed it.
-    pub fn last_line(&self, variant: &str, wall_ms: u64) -> String {
+    /// The hunt's last line. `ran` is the seeds run in `wall_ms` and their
+    /// simulated ms: a resumed hunt's speed counts only the seeds it ran,
+    /// not those read back from its records file.
+    pub fn last_line(&self, variant: &str, wall_ms: u64, (ran, ran_sim_ms): (u64, u64)) -> String {
+        if ran == 0 && self.seeds_run > 0 {
+            return format!(
+                "hunt: {} of variant {variant}, {} failing; every one read from the records file, none run, {}",
+                plural(self.seeds_run, "seed"),
+                self.failing_seeds,
+                plural(self.messages, "message")
+            );
+        }
         let wall_s = (wall_ms as f64 / 1_000.0).max(0.001);
         format!(
             "hunt: {} of variant {variant}, {} failing; {:.1} seeds/s, {:.0} simulated s in {:.1} s wall ({:.0}x real time), {}",
             plural(self.seeds_run, "seed"),
             self.failing_seeds,
-            self.seeds_run as f64 / wall_s,
-            self.sim_ms as f64 / 1_000.0,
+            ran as f64 / wall_s,
+            ran_sim_ms as f64 / 1_000.0,
             wall_s,
-            self.sim_ms as f64 / 1_000.0 / wall_s,
+            ran_sim_ms as f64 / 1_000.0 / wall_s,
             plural(self.messages, "message")
         )
     }

@@ -47,14 +47,9 @@ use crate::faults::{self, FaultEvent};
 use crate::model::Model;
 use crate::run::seed::{run_plan, Outcome};
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 pub use robustness::Robustness;
-
-/// Set by the Ctrl-C handler: the shrink stops after the run in progress
-/// and reports the best case found so far.
-pub static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// One run as data: what a scenario file with `faults` holds.
 #[derive(Clone, Debug, PartialEq)]
@@ -164,7 +159,8 @@ pub fn shrink(case: Case, options: &Options) -> Result<Report, String> {
     let repaired = repaired_failing.is_some();
     let minimal = !s.stopped();
     let needed = if minimal { plan::prove(&mut s, repaired.then_some(options.probes)) } else { Vec::new() };
-    let interrupted = INTERRUPTED.load(Ordering::Relaxed);
+    // Ctrl-C or SIGTERM: the shrink stops after the run in progress and reports the best case so far.
+    let interrupted = crate::signals::interrupted();
     let robustness = (!interrupted).then(|| robustness::measure(&s.best, &s.property, options.robustness_seeds));
     let violation = s.kept_violation().to_string();
     Ok(Report {
@@ -221,7 +217,7 @@ impl Shrinker {
 
     /// The budget is spent or Ctrl-C was pressed.
     pub(crate) fn stopped(&self) -> bool {
-        INTERRUPTED.load(Ordering::Relaxed) || Instant::now() >= self.deadline
+        crate::signals::interrupted() || Instant::now() >= self.deadline
     }
 
     /// Runs a candidate; `None` when stopped or when the candidate is not a
