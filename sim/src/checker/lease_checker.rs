@@ -125,6 +125,9 @@ pub struct Belief {
     pub sent_us: u64,
     pub start_us: u64,
     pub end_us: u64,
+    /// The run ended before the belief did (`end_us` is the run's end).
+    #[serde(skip)]
+    pub past_end: bool,
 }
 
 /// What broke the protocol's assumptions inside an overlap's window.
@@ -209,6 +212,9 @@ pub struct Exposure {
     pub at_us: u64,
     /// When it ended (the earlier of the two beliefs' ends).
     pub end_us: u64,
+    /// The run ended while both still believed: the overlap went on past `end_us`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub past_end: bool,
     pub key: Key,
     /// The two beliefs, the earlier first.
     pub beliefs: [Belief; 2],
@@ -224,7 +230,7 @@ impl fmt::Display for Exposure {
         write!(
             f,
             "lease exposure at {}ms: {} ({}, believed from {}ms) and {} ({}, from {}ms) both believed they held {} \
-             until {}ms; in the window from {}ms: ",
+             until {}ms{}; in the window from {}ms: ",
             self.at_us / 1_000,
             a.client,
             a.token,
@@ -234,6 +240,7 @@ impl fmt::Display for Exposure {
             b.start_us / 1_000,
             self.key,
             self.end_us / 1_000,
+            if self.past_end { ", when the run ended, and past it" } else { "" },
             self.window_start_us / 1_000
         )?;
         let told: Vec<String> = self.causes.iter().take(CAUSES_TOLD_MAX).map(Cause::to_string).collect();
@@ -302,6 +309,8 @@ impl LeaseChecker {
 
     fn judge_overlap(&self, ctx: &Context, key: &Key, a: &Belief, b: &Belief, report: &mut Report) {
         let (start_us, end_us) = (b.start_us, a.end_us.min(b.end_us));
+        // Both beliefs outlived the run: the overlap did too (a shrunk run may end inside it).
+        let past_end = a.past_end && b.past_end;
         let window_start_us = a.sent_us.min(b.sent_us);
         let mut causes: Vec<Cause> = self
             .bad_clock
@@ -322,6 +331,7 @@ impl LeaseChecker {
             report.exposures.push(Exposure {
                 at_us: start_us,
                 end_us,
+                past_end,
                 key: key.clone(),
                 beliefs,
                 window_start_us,
@@ -330,14 +340,16 @@ impl LeaseChecker {
             return;
         }
         let detail = format!(
-            "{} ({}) and {} ({}) both believed they held {key} from {}ms to {}ms while every clock that measured \
-             these leases stayed within {}ppm: the lock was granted again before the earlier lease could have run out",
+            "{} ({}) and {} ({}) both believed they held {key} from {}ms to {}ms{} while every clock that \
+             measured these leases stayed within {}ppm: the lock was granted again before the earlier lease could \
+             have run out",
             a.client,
             a.token,
             b.client,
             b.token,
             start_us / 1_000,
             end_us / 1_000,
+            if past_end { " (when the run ended, and past it)" } else { "" },
             self.drift_ppm_max
         );
         let v = Violation::new(Property::LeaseExclusion, start_us, detail);
@@ -446,7 +458,8 @@ impl Family for LeaseChecker {
                 let sent_local_us = piece.until_local_us.saturating_sub(lease_us);
                 let sent_us = true_us_reaching(maps, 0, sent_local_us).unwrap_or(0).min(piece.start_us);
                 let (client, token, start_us) = (piece.client, piece.token, piece.start_us);
-                let interval = Belief { client, token, sent_us, start_us, end_us };
+                let past_end = end_us == run_end_us && expiry_us.min(piece.closed_us.unwrap_or(u64::MAX)) > run_end_us;
+                let interval = Belief { client, token, sent_us, start_us, end_us, past_end };
                 by_key.entry(piece.key.clone()).or_default().push(interval);
             }
         }
@@ -634,6 +647,17 @@ mod tests {
         let verdict = overlap(|h| h, |h| h.at_ms(3_500).clock(server(0), 4_500_000, 0, true)).check();
         assert_clean(&verdict);
         assert_eq!(verdict.counters.lease_exposures, 1);
+    }
+
+    #[test]
+    fn an_overlap_the_run_ended_inside_says_so() {
+        let verdict = overlap(|h| h, |h| h).check_until_ms(4_500);
+        let v = verdict.violations.iter().find(|v| v.property == Property::LeaseExclusion).expect("lease-exclusion");
+        assert!(v.to_string().contains("from 4000ms to 4500ms (when the run ended, and past it) while"), "{v}");
+        // Ended inside the run: no such words.
+        let verdict = overlap(|h| h, |h| h).check_until_ms(8_000);
+        let v = verdict.violations.iter().find(|v| v.property == Property::LeaseExclusion).expect("lease-exclusion");
+        assert!(v.to_string().contains("from 4000ms to 5000ms while"), "{v}");
     }
 
     #[test]

@@ -284,6 +284,8 @@ mod tests {
             format: 1,
             fencesim: "0.1.0".into(),
             commit: "abc".into(),
+            dirty: false,
+            shard: None,
             model_hash: model_hash(&Model::default()),
             variant: "default".into(),
             seed,
