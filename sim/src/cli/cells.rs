@@ -30,6 +30,55 @@ pub fn wilson(failing: u64, seeds: u64) -> (f64, f64) {
     ((centre - half).max(0.0), (centre + half).min(1.0))
 }
 
+/// The 95% interval of a Poisson mean from `count` events: Garwood's exact
+/// interval (the means whose Poisson tail beyond `count` is 2.5%), found by
+/// bisection; past [`POISSON_EXACT_MAX`] events Byar's approximation, within
+/// 0.1% of it there. Lease exposures of a cell are counted over its seeds as
+/// such events; exposures bunched in a few seeds make the true spread wider.
+pub fn poisson95(count: u64) -> (f64, f64) {
+    let tail = (1.0 - 0.95) / 2.0;
+    if count > POISSON_EXACT_MAX {
+        let (k, z) = (count as f64, Z95);
+        let k1 = k + 1.0;
+        let low = k * (1.0 - 1.0 / (9.0 * k) - z / (3.0 * k.sqrt())).powi(3);
+        let high = k1 * (1.0 - 1.0 / (9.0 * k1) + z / (3.0 * k1.sqrt())).powi(3);
+        return (low, high);
+    }
+    // P(X <= k) falls as the mean grows: the mean where it crosses `target`.
+    let mean_where = |k: u64, target: f64| {
+        let (mut lo, mut hi) = (0.0_f64, 2.0 * k as f64 + 20.0);
+        for _ in 0..100 {
+            let mid = (lo + hi) / 2.0;
+            if poisson_cdf(k, mid) > target {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo + hi) / 2.0
+    };
+    let low = if count == 0 { 0.0 } else { mean_where(count - 1, 1.0 - tail) };
+    (low, mean_where(count, tail))
+}
+
+/// Counts up to this get the exact interval (bisection over an O(count) sum).
+const POISSON_EXACT_MAX: u64 = 1_000;
+
+/// P(X <= k) for X Poisson with this mean, summed in log space.
+fn poisson_cdf(k: u64, mean: f64) -> f64 {
+    if mean <= 0.0 {
+        return 1.0;
+    }
+    let (ln_mean, mut ln_factorial, mut sum) = (mean.ln(), 0.0_f64, 0.0_f64);
+    for i in 0..=k {
+        if i > 0 {
+            ln_factorial += (i as f64).ln();
+        }
+        sum += (i as f64 * ln_mean - mean - ln_factorial).exp();
+    }
+    sum.min(1.0)
+}
+
 /// A rate with its interval, as the JSON and CSV write it.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Rate {
@@ -45,6 +94,15 @@ impl Rate {
         let rate = if seeds == 0 { 0.0 } else { failing as f64 / seeds as f64 };
         Rate { failing, rate: round6(rate), low: round6(low), high: round6(high) }
     }
+}
+
+/// Exposures per seed: the 95% interval of `count` over `seeds` ((0, 0) with no seeds).
+fn per_seed_interval(count: u64, seeds: u64) -> (f64, f64) {
+    if seeds == 0 {
+        return (0.0, 0.0);
+    }
+    let (low, high) = poisson95(count);
+    (round6(low / seeds as f64), round6(high / seeds as f64))
 }
 
 fn round6(x: f64) -> f64 {
@@ -93,6 +151,8 @@ impl Tally {
             properties,
             lease_exposures: self.summary.lease_exposures,
             lease_exposures_per_seed: per_seed(self.summary.lease_exposures),
+            lease_exposures_per_seed_low: per_seed_interval(self.summary.lease_exposures, seeds).0,
+            lease_exposures_per_seed_high: per_seed_interval(self.summary.lease_exposures, seeds).1,
             lease_exposure_seeds: self.summary.lease_exposure_seeds,
             stale_writes_rejected: self.stale_writes_rejected,
             stale_writes_rejected_per_seed: per_seed(self.stale_writes_rejected),
@@ -121,6 +181,9 @@ pub struct CellReport {
     pub properties: BTreeMap<String, Rate>,
     pub lease_exposures: u64,
     pub lease_exposures_per_seed: f64,
+    /// The 95% interval of exposures per seed ([`poisson95`]).
+    pub lease_exposures_per_seed_low: f64,
+    pub lease_exposures_per_seed_high: f64,
     pub lease_exposure_seeds: u64,
     pub stale_writes_rejected: u64,
     pub stale_writes_rejected_per_seed: f64,
@@ -156,6 +219,8 @@ pub fn csv_header(axis_keys: &[String]) -> String {
             "unheld_waiting_ms_max",
             "sim_ms",
             "fault_answered_share",
+            "lease_exposures_per_seed_low",
+            "lease_exposures_per_seed_high",
         ]
         .map(String::from),
     );
@@ -183,6 +248,8 @@ pub fn csv_row(axis_keys: &[String], cell: &CellReport) -> String {
         opt(cell.unheld_waiting_ms_max),
         cell.sim_ms.to_string(),
         opt(cell.fault_answered_share),
+        cell.lease_exposures_per_seed_low.to_string(),
+        cell.lease_exposures_per_seed_high.to_string(),
     ]);
     fields.join(",")
 }
@@ -198,7 +265,20 @@ fn csv_value(value: &toml::Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{wilson, Rate};
+    use super::{poisson95, wilson, Rate};
+
+    #[test]
+    fn poisson_intervals_match_published_values() {
+        // Garwood's exact 95% intervals: 0 -> [0, 3.689], 1 -> [0.0253, 5.572],
+        // 10 -> [4.795, 18.39], 100 -> [81.36, 121.6].
+        let near =
+            |(a, b): (f64, f64), (x, y): (f64, f64)| (a - x).abs() <= 0.01 * x.max(0.3) && (b - y).abs() <= 0.01 * y;
+        assert!(near(poisson95(0), (0.0, 3.689)), "{:?}", poisson95(0));
+        assert!(near(poisson95(1), (0.0253, 5.572)), "{:?}", poisson95(1));
+        assert!(near(poisson95(10), (4.795, 18.39)), "{:?}", poisson95(10));
+        assert!(near(poisson95(100), (81.36, 121.6)), "{:?}", poisson95(100));
+        assert!(near(poisson95(5_000), (4_862.4, 5_140.4)), "{:?}", poisson95(5_000));
+    }
 
     fn close(a: (f64, f64), b: (f64, f64)) -> bool {
         (a.0 - b.0).abs() < 5e-5 && (a.1 - b.1).abs() < 5e-5

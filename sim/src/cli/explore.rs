@@ -234,7 +234,7 @@ fn table(axes: &[Axis], reports: &[CellReport]) -> Vec<String> {
     header.extend(properties.iter().map(|p| p.id().to_string()));
     header.extend(
         [
-            "exposures/seed",
+            "exposures/seed [95%]",
             "stale-rejected/seed",
             "acquire p50 ms",
             "p99 ms",
@@ -254,7 +254,12 @@ fn table(axes: &[Axis], reports: &[CellReport]) -> Vec<String> {
         row.push(format!("{} [{}, {}]", pct(f.rate), pct(f.low), pct(f.high)));
         row.extend(properties.iter().map(|p| pct(report.properties[p.id()].rate)));
         row.extend([
-            format!("{:.2}", report.lease_exposures_per_seed),
+            format!(
+                "{:.2} [{:.2}, {:.2}]",
+                report.lease_exposures_per_seed,
+                report.lease_exposures_per_seed_low,
+                report.lease_exposures_per_seed_high
+            ),
             format!("{:.2}", report.stale_writes_rejected_per_seed),
             opt(report.acquire_ms_p50),
             opt(report.acquire_ms_p99),
@@ -343,6 +348,9 @@ fn figures(plan: &SweepPlan, reports: &[CellReport]) -> Vec<Figure> {
         &|r| Some(r.lease_exposures_per_seed),
     );
     exposures.overlay = belief_line(plan);
+    exposures.unit = "belief overlaps excused by a broken assumption, per seed, with its 95% Poisson interval".into();
+    exposures.bands =
+        Some(reports.iter().map(|r| (r.lease_exposures_per_seed_low, r.lease_exposures_per_seed_high)).collect());
     all.push(exposures);
     all.extend([
         number(

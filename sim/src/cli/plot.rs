@@ -248,7 +248,7 @@ fn heat_cell(out: &mut String, (x, y): (f64, f64), figure: &Figure, cell: usize,
     match band {
         Some((low, high)) => {
             text(out, x + w / 2.0, y + 21.0, "middle", &format!(" fill=\"{ink}\" font-weight=\"bold\""), &main);
-            let range = format!("{}–{}", format_value(low, true), format_value(high, true));
+            let range = format!("{}–{}", format_value(low, figure.percent), format_value(high, figure.percent));
             text(out, x + w / 2.0, y + 37.0, "middle", &format!(" fill=\"{ink}\" font-size=\"11\""), &range);
         }
         None => {
