@@ -79,6 +79,17 @@ pub fn real(args: &RealArgs) -> Result<ExitCode, InputError> {
     // Every signal only sets the flag: the run stops its processes before it exits.
     signals::catch(false);
     let stop = signals::INTERRUPTED.clone();
+    let options = RealOptions {
+        seed,
+        model: model.clone(),
+        resource: args.resource.clone(),
+        dir: dir.clone(),
+        node_bin,
+        plan,
+        stop,
+    };
+    // Every refusal (an unreachable database) comes before the header.
+    let prepared = real::prepare(&options).map_err(InputError)?;
     if !args.json {
         crate::outln!(
             "real run: seed {seed} variant {}, {} and {}, {} ms of faults then {} ms healed, in {}",
@@ -90,9 +101,7 @@ pub fn real(args: &RealArgs) -> Result<ExitCode, InputError> {
             shell_path(&dir)
         );
     }
-    let options =
-        RealOptions { seed, model: model.clone(), resource: args.resource.clone(), dir, node_bin, plan, stop };
-    let run = real::run(&options).map_err(InputError)?;
+    let run = prepared.run().map_err(InputError)?;
     let told = view.as_ref().map(|view| tell(&run.outcome.history, view));
     if let Some(path) = &args.timeline {
         let outcome = &run.outcome;

@@ -166,6 +166,37 @@ struct Runner<'a> {
 
 /// Runs one real run: starts the processes, plays the plan, stops them, judges.
 pub fn run(options: &RealOptions) -> Result<RealRun, String> {
+    prepare(options)?.run()
+}
+
+/// A run whose directory, cluster file and resource are ready: everything
+/// that can refuse the input has been checked, and nothing has started.
+pub struct Prepared<'a> {
+    runner: Runner<'a>,
+    history_dir: PathBuf,
+    skipped: Vec<FaultEvent>,
+    playable: Vec<FaultEvent>,
+}
+
+impl Prepared<'_> {
+    /// Starts the processes, plays the plan, stops them, judges.
+    pub fn run(self) -> Result<RealRun, String> {
+        let Prepared { mut runner, history_dir, skipped, playable } = self;
+        runner.t0_us = now_us();
+        let interrupted = runner.play(playable)?;
+        let stopped_at_end = runner.procs.kill_all();
+        for mut admin in runner.admins.drain(..) {
+            let _ = admin.kill();
+            let _ = admin.wait();
+        }
+        let end_us = now_us();
+        runner.judge(&history_dir, end_us, skipped, stopped_at_end, interrupted)
+    }
+}
+
+/// Makes the run's directory and cluster file and opens the resource as the
+/// workers will: the refusals a run can meet, before any process starts.
+pub fn prepare(options: &RealOptions) -> Result<Prepared<'_>, String> {
     let model = &options.model;
     let dir = &options.dir;
     if dir.join("cluster.toml").exists() {
@@ -187,7 +218,7 @@ pub fn run(options: &RealOptions) -> Result<RealRun, String> {
         .unwrap_or_else(|| faults::plan(model, options.seed))
         .into_iter()
         .partition(|e| unplayable(&e.fault).is_some());
-    let mut runner = Runner {
+    let runner = Runner {
         options,
         model,
         config,
@@ -209,14 +240,7 @@ pub fn run(options: &RealOptions) -> Result<RealRun, String> {
         played: Vec::new(),
     };
     runner.check_resource()?;
-    let interrupted = runner.play(playable)?;
-    let stopped_at_end = runner.procs.kill_all();
-    for mut admin in runner.admins.drain(..) {
-        let _ = admin.kill();
-        let _ = admin.wait();
-    }
-    let end_us = now_us();
-    runner.judge(&history_dir, end_us, skipped, stopped_at_end, interrupted)
+    Ok(Prepared { runner, history_dir, skipped, playable })
 }
 
 impl Runner<'_> {
