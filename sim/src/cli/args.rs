@@ -132,6 +132,10 @@ pub struct HuntArgs {
     /// Append one JSON line per seed to this file; seeds already in it are skipped (resume).
     #[arg(long)]
     pub records: Option<PathBuf>,
+    /// After the summary, the table of coverage probes: seeds that reached
+    /// each, never-reached first, and why each matters.
+    #[arg(long)]
+    pub coverage: bool,
 }
 
 #[derive(Args, Debug)]
@@ -166,6 +170,9 @@ pub struct MergeArgs {
     /// Print one JSON object on stdout instead of the text.
     #[arg(long)]
     pub json: bool,
+    /// After the summary, the table of coverage probes (as `hunt --coverage`).
+    #[arg(long)]
+    pub coverage: bool,
 }
 
 #[derive(Args, Debug)]

@@ -63,6 +63,10 @@ pub struct Record {
     /// of older versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub availability: Option<PhaseAvailability>,
+    /// The coverage probes the seed reached, by name (absent in records of
+    /// older versions; a name this version does not know is skipped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<Vec<String>>,
 }
 
 /// What records of one campaign share: merging others is refused.
@@ -108,6 +112,7 @@ impl Record {
             replay: (failed || result.lease_exposures > 0).then_some(replay),
             figures: None,
             availability: Some(result.figures.phases),
+            probes: Some(result.probes.iter().map(|probe| probe.name().to_string()).collect()),
         }
     }
 
@@ -127,6 +132,7 @@ impl Record {
             messages: self.messages,
             lease_exposures: self.lease_exposures,
             availability: self.availability,
+            probes: self.probes.as_ref().map(|names| names.iter().filter_map(|name| name.parse().ok()).collect()),
         }
     }
 
@@ -267,6 +273,7 @@ mod tests {
             replay: Some(format!("fencesim replay --seed {seed} --variant default")),
             figures: None,
             availability: None,
+            probes: None,
         }
     }
 
