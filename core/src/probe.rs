@@ -90,8 +90,6 @@ probes! {
         "a majority stored an entry of an older term and the leader did not commit it by counting (Raft's figure 8)";
     OldTermCommittedByCurrent => "old-term-committed-by-current", Core,
         "entries of an older term were committed only through an entry of the leader's own term";
-    Figure8EntryOverwritten => "figure-8-entry-overwritten", Core,
-        "an entry a majority stored but the leader held back was later overwritten: what figure 8's rule exists to allow";
     AppendBelowCommitTrimmed => "append-below-commit-trimmed", Core,
         "an append reached back below the follower's commit: the committed prefix is skipped, never rewritten";
     FollowerCommitCapped => "follower-commit-capped", Core,
@@ -108,8 +106,6 @@ probes! {
         "a snapshot's answer reached a leader that had stopped waiting for it (sent again, or probing)";
     SnapshotResentAfterWait => "snapshot-resent-after-wait", Core,
         "a snapshot got no answer within two election timeouts and the leader tried again";
-    StaleLifeAnswerIgnored => "stale-life-answer-ignored", Core,
-        "a leader ignored an answer of an earlier life of a restarted follower: a match from before a restore must not count";
     // ---- restores and read rounds (core/src/raft/recovery.rs, read_index.rs) ----
     AppendRefusedWhileSurveying => "append-refused-while-surveying", Core,
         "a node restored from a backup refused appends until it had surveyed its peers' terms";
@@ -124,16 +120,12 @@ probes! {
         "the leader proposed an Expire while the holder's renewal waited for its confirmation round";
     RenewConfirmedDuringExpiry => "renew-confirmed-during-expiry", Core,
         "a renewal was confirmed while the lease's expiry round was out: the expiry must see the new deadline";
-    ExpireDroppedRenewed => "expire-dropped-renewed", Core,
-        "an expiry round came back after a renewal moved the deadline: the Expire was dropped";
     ExpireForReplacedToken => "expire-for-replaced-token", Core,
         "an Expire applied for a token already replaced by a new holder's: the token on Expire is all that keeps the new lock";
     ExpireFoundNothing => "expire-found-nothing", Core,
         "an Expire applied after the lock was already gone (released or expired twice)";
     ReleaseFoundNothing => "release-found-nothing", Core,
         "a Release applied for a lock already gone or regranted: a late or retried Release must be harmless";
-    TimedOutWaiterWasGranted => "timed-out-waiter-was-granted", Core,
-        "a waiter's wait ran out after its Grant committed: the Decline must answer the grant, not TimedOut";
     GrantAnsweredNotHeld => "grant-answered-not-held", Core,
         "a Grant applied but its lock was gone by the time the answer left: it must say NotHeld, never Granted";
     GrantConfirmationStale => "grant-confirmation-stale", Core,
@@ -158,8 +150,6 @@ probes! {
         "the service's leadership confirmations (expiry, renew, grant) died with a role change: each must fail, not succeed";
     FloorReadDroppedOnRoleChange => "floor-read-dropped-on-role-change", Core,
         "a leader lost office with a restored resource's floor read pending: the resource must ask again";
-    FloorReadParked => "floor-read-parked", Core,
-        "a confirmed floor read waited for the leader's log to apply up to the confirmed commit";
     PendingCoveredBySnapshot => "pending-covered-by-snapshot", Core,
         "a snapshot covered a proposal this node waited to answer: its client must retry";
     Compacted => "compacted", Core,
@@ -177,8 +167,6 @@ probes! {
         "a leader's clock stepped backward: its lease deadlines and grant confirmations read that clock";
     StaleWriteRejected => "stale-write-rejected", Simulator,
         "the resource rejected a write with a token below one it had accepted: fencing at work";
-    EqualTokenFromOtherHolder => "equal-token-from-other-holder", Simulator,
-        "a write carried the highest accepted token from another client: equal is not enough to be the holder";
     SecondPathHigherToken => "second-path-higher-token", Simulator,
         "a write on the second path carried a higher token than the last one accepted on the first";
     ResourceRestoredTwice => "resource-restored-twice", Simulator,

@@ -302,10 +302,6 @@ pub struct RaftNode {
     entries_handed: Option<(LogIndex, Term)>,
     /// Coverage probes (`crate::probe`): off unless the driver turns them on.
     probes: Probes,
-    /// The last entry of an older term this node, as leader, saw stored on a
-    /// majority and did not commit by counting: read only by a probe
-    /// (`Probe::Figure8EntryOverwritten`), never by a decision.
-    figure_8_held: Option<(LogIndex, Term)>,
 }
 
 impl RaftNode {
@@ -360,7 +356,6 @@ impl RaftNode {
             hard_state_handed: durable.hard_state,
             entries_handed: None,
             probes: Probes::default(),
-            figure_8_held: None,
             config,
         };
         node.reset_election_timer();

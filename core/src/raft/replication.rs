@@ -233,11 +233,6 @@ impl RaftNode {
                 return;
             }
             self.probe(Probe::FollowerSuffixOverwritten);
-            if let Some((index, term)) = self.figure_8_held {
-                if conflict <= index && self.log.term(index) == Some(term) {
-                    self.probe(Probe::Figure8EntryOverwritten);
-                }
-            }
             let start = (conflict.0 - prev_index.0 - 1) as usize;
             self.log.truncate_and_append(&entries[start..]);
         }
@@ -317,7 +312,6 @@ impl RaftNode {
         progress.recent_active = true;
         let life = recovering.then_some(Flagged { incarnation, seq: read_ctx });
         if !progress.admit(life, seq_now, LogIndex(match_index.0 + 1)) {
-            self.probes.hit(Probe::StaleLifeAnswerIgnored);
             if read_ctx > 0 {
                 self.reads.acknowledge(from, read_ctx);
                 self.release_reads();
@@ -384,7 +378,6 @@ impl RaftNode {
         // The one place Variant::CommitOldTermByCount is consulted.
         if term != self.term && self.config.variant != Variant::CommitOldTermByCount {
             self.probe(Probe::Figure8CommitDeferred);
-            self.figure_8_held = Some((candidate, term));
             return false;
         }
         if self.log.term(LogIndex(self.log.committed.0 + 1)).is_some_and(|first| first < self.term) {

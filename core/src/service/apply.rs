@@ -128,9 +128,6 @@ impl LockServer {
                 self.probe(if replaced { Probe::ExpireForReplacedToken } else { Probe::ExpireFoundNothing });
             }
             (Command::Release { .. }, ApplyResult::NotFound) => self.probe(Probe::ReleaseFoundNothing),
-            (Command::Decline { reason: crate::Decline::TimedOut, .. }, ApplyResult::Granted { .. }) => {
-                self.probe(Probe::TimedOutWaiterWasGranted)
-            }
             _ => {}
         }
     }

@@ -64,7 +64,6 @@ impl LockServer {
             return;
         }
         if self.applied_index < after {
-            self.probe(crate::probe::Probe::FloorReadParked);
             if self.floors_parked.len() < READS_MAX {
                 self.floors_parked.push(ParkedFloor { term, after, read });
             }

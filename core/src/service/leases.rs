@@ -285,7 +285,6 @@ impl LockServer {
             let (token, deadline_local_ms) = (lease.token, lease.deadline_local_ms);
             if deadline_local_ms > now_local_ms {
                 // Renewed while the round was out.
-                self.probe(Probe::ExpireDroppedRenewed);
                 tracing::debug!(key = %key, token = %token, "expire dropped: the lease was renewed while the round was out");
                 self.leases.get_mut(&key).expect("listed").expiry = Expiry::Idle;
                 continue;

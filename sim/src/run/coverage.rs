@@ -58,9 +58,12 @@ pub fn of_history(history: &History) -> ProbeSet {
                     }
                 }
                 WriteVerdict::RejectedStale { .. } => probes.insert(Probe::StaleWriteRejected),
-                WriteVerdict::RejectedEqualToken { .. } => probes.insert(Probe::EqualTokenFromOtherHolder),
                 WriteVerdict::Unavailable => probes.insert(Probe::WriteRefusedUntilFloor),
-                WriteVerdict::Duplicate { .. } | WriteVerdict::DuplicateForgotten => {}
+                // An equal token from another holder needs two holders of
+                // one token, which only an unsafe variant makes.
+                WriteVerdict::RejectedEqualToken { .. }
+                | WriteVerdict::Duplicate { .. }
+                | WriteVerdict::DuplicateForgotten => {}
             },
             EventKind::ResourceRestored { restore, .. } if *restore >= 2 => probes.insert(Probe::ResourceRestoredTwice),
             EventKind::ClusterRestored { .. } => probes.insert(Probe::ClusterRestored),
