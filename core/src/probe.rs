@@ -64,7 +64,7 @@ macro_rules! probes {
 probes! {
     // ---- elections (core/src/raft/election.rs) ----
     PreVoteIgnoredInLease => "pre-vote-ignored-in-lease", Core,
-        "a node that heard a leader within the election timeout ignores a (pre-)vote: a returning node must not depose a working leader";
+        "a node that heard a leader within the election timeout ignored a pre-vote: a returning node must not depose a working leader";
     VoteRefusedVotedForOther => "vote-refused-voted-for-other", Core,
         "two candidates asked one voter in one term: the one-vote-per-term rule is all that keeps a second leader out";
     VoteRefusedLogBehind => "vote-refused-log-behind", Core,
