@@ -9,6 +9,7 @@
 pub mod client;
 pub mod command;
 pub mod lock;
+pub mod probe;
 pub mod property;
 pub mod raft;
 pub mod resource;
@@ -19,6 +20,7 @@ pub mod wire;
 
 pub use command::{ApplyResult, Command, Decline};
 pub use lock::{Lock, LockState};
+pub use probe::{Probe, ProbeSet};
 pub use property::Property;
 pub use resource::{ResourceState, Write, WritePath, WriteVerdict};
 pub use types::{ClientId, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};

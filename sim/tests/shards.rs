@@ -38,8 +38,9 @@ fn recorded_seeds(path: &Path) -> Vec<u64> {
 }
 
 /// The summary keys a merge must agree on with the hunt it stands for.
-const SUMMARY_KEYS: [&str; 8] = [
+const SUMMARY_KEYS: [&str; 9] = [
     "seeds_run",
+    "coverage",
     "failing_seeds",
     "by_property",
     "lease_exposures",

@@ -5,6 +5,7 @@
 use super::progress::Progress;
 use super::replication::AppendAnswer;
 use super::{Message, MessageBody, Payload, RaftNode, Role};
+use crate::probe::Probe;
 use crate::types::{LogIndex, NodeId, Term};
 use crate::variant::Variant;
 use rand::Rng;
@@ -28,6 +29,9 @@ impl RaftNode {
     /// out: it draws a new timeout and campaigns, or, while recovering from
     /// a stale backup, asks its peers for the terms it missed.
     pub(super) fn election_timer_ran_out(&mut self) {
+        if self.role == Role::Candidate {
+            self.probe(Probe::SplitVoteRetry);
+        }
         self.reset_election_timer();
         // A node restored from a stale backup may have voted in terms it no
         // longer remembers, so it never campaigns while recovering; it asks
@@ -55,6 +59,7 @@ impl RaftNode {
                 if active < self.quorum() {
                     // Isolated from a majority: stop acting as leader (and
                     // stop confirming reads) within one election timeout.
+                    self.probe(Probe::CheckQuorumStepDown);
                     self.become_follower(self.term, None);
                     return;
                 }
@@ -83,6 +88,14 @@ impl RaftNode {
 
     pub(super) fn become_follower(&mut self, term: Term, leader: Option<NodeId>) {
         assert!(term >= self.term, "terms never decrease");
+        if self.role == Role::Leader {
+            if term > self.term {
+                self.probe(Probe::LeaderDeposedByHigherTerm);
+            }
+            if self.reads.has_pending() {
+                self.probe(Probe::ReadRoundsDroppedOnStepDown);
+            }
+        }
         if term > self.term {
             self.term = term;
             self.vote = None;
@@ -154,6 +167,9 @@ impl RaftNode {
                 Role::Follower | Role::Leader => unreachable!("only candidates count votes"),
             }
         } else if rejected >= self.quorum() {
+            if self.role == Role::PreCandidate {
+                self.probe(Probe::PreCampaignLost);
+            }
             self.become_follower(self.term, None);
         }
     }
@@ -172,6 +188,9 @@ impl RaftNode {
         if message.term > self.term {
             match &message.body {
                 MessageBody::PreVote { .. } | MessageBody::RequestVote { .. } if self.in_lease() => {
+                    if matches!(message.body, MessageBody::PreVote { .. }) {
+                        self.probe(Probe::PreVoteIgnoredInLease);
+                    }
                     tracing::debug!(
                         from = %message.from,
                         term = %message.term,
@@ -193,6 +212,7 @@ impl RaftNode {
                 // A stale leader learns our term from the answer and steps down;
                 // with pre-vote this is how a node with a higher term rejoins.
                 MessageBody::Append { .. } | MessageBody::InstallSnapshot { .. } => {
+                    self.probe(Probe::StaleLeaderAppendRejected);
                     tracing::debug!(
                         from = %message.from,
                         term = %self.term,
@@ -321,6 +341,16 @@ impl RaftNode {
         let log_ok = self.config.variant == Variant::VoteIgnoresLog || self.log.is_up_to_date(last_index, last_term);
         let granted = can_vote && self.recovery.is_none() && log_ok;
         if !granted {
+            let probe = if !can_vote {
+                (!pre && self.vote.is_some_and(|vote| vote != from)).then_some(Probe::VoteRefusedVotedForOther)
+            } else if self.recovery.is_some() {
+                Some(Probe::VoteRefusedRecovering)
+            } else {
+                Some(Probe::VoteRefusedLogBehind)
+            };
+            if let Some(probe) = probe {
+                self.probe(probe);
+            }
             let why = if !can_vote {
                 "already voted or following a leader in this term"
             } else if self.recovery.is_some() {

@@ -25,6 +25,7 @@ pub use config::{SNAPSHOT_THRESHOLD_ENTRIES_STANDARD, TICK_MS_STANDARD};
 
 use crate::command::Command;
 use crate::lock::LockState;
+use crate::probe::{Probe, ProbeSet, Probes};
 use crate::types::{LogIndex, NodeId, Term};
 use crate::variant::Variant;
 use log::RaftLog;
@@ -299,6 +300,8 @@ pub struct RaftNode {
     hard_state_handed: HardState,
     /// The last entry handed out for persistence, confirmed in `advance`.
     entries_handed: Option<(LogIndex, Term)>,
+    /// Coverage probes (`crate::probe`): off unless the driver turns them on.
+    probes: Probes,
 }
 
 impl RaftNode {
@@ -352,6 +355,7 @@ impl RaftNode {
             snapshot_to_install: None,
             hard_state_handed: durable.hard_state,
             entries_handed: None,
+            probes: Probes::default(),
             config,
         };
         node.reset_election_timer();
@@ -471,6 +475,20 @@ impl RaftNode {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// Turns the coverage probes on (`crate::probe`); they never change a decision.
+    pub fn probes_on(&mut self) {
+        self.probes.turn_on();
+    }
+
+    /// The probes hit since the last take.
+    pub fn take_probes(&mut self) -> ProbeSet {
+        self.probes.take()
+    }
+
+    fn probe(&mut self, probe: Probe) {
+        self.probes.hit(probe);
     }
 
     /// Whether answers to a leader carry `recovering: true`.

@@ -47,6 +47,10 @@ impl ReadRounds {
         }
     }
 
+    pub(super) fn has_pending(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
     pub(super) fn clear(&mut self) {
         self.pending.clear();
     }

@@ -5,6 +5,7 @@
 //! has caught up with that leader's commit.
 
 use super::{MessageBody, RaftNode};
+use crate::probe::Probe;
 use crate::types::{LogIndex, NodeId, Term};
 use std::collections::BTreeSet;
 
@@ -59,6 +60,7 @@ impl RaftNode {
     /// the node acknowledged (ARCHITECTURE.md, "Restores"), so a delayed
     /// answer from before the restore cannot count either.
     pub(super) fn refuse_while_surveying(&mut self, leader: NodeId, read_ctx: u64) {
+        self.probe(Probe::AppendRefusedWhileSurveying);
         tracing::debug!(from = %leader, term = %self.term, "append refused: restored, terms not surveyed yet");
         let body = MessageBody::AppendResponse {
             success: false,
@@ -86,6 +88,7 @@ impl RaftNode {
             return;
         }
         if term > self.term {
+            self.probe(Probe::SurveyAdoptedHigherTerm);
             self.become_follower(term, None);
         }
         let size = self.survey_size();
@@ -126,5 +129,6 @@ impl RaftNode {
         }
         self.recovery = None;
         self.recovered_in_term = Some(self.term);
+        self.probe(Probe::RecoveryFinished);
     }
 }

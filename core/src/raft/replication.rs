@@ -4,6 +4,7 @@
 
 use super::progress::{Flagged, ProgressState};
 use super::{Entry, MessageBody, Payload, ProposeError, RaftNode, Role, Snapshot};
+use crate::probe::Probe;
 use crate::types::{LogIndex, NodeId, Term};
 use crate::variant::Variant;
 
@@ -93,6 +94,7 @@ impl RaftNode {
     }
 
     fn send_snapshot(&mut self, to: NodeId) {
+        self.probe(Probe::SnapshotSent);
         let snapshot = self.snapshot.clone().expect("a log that starts after index 0 has a snapshot");
         assert_eq!(snapshot.index, self.log.snapshot_index, "the kept snapshot is the log's start");
         self.progress.get_mut(&to).expect("the leader tracks every peer").become_snapshot(snapshot.index);
@@ -128,6 +130,7 @@ impl RaftNode {
                 let wait_ticks = wait_ticks.saturating_add(heartbeat_ticks);
                 progress.state = ProgressState::Snapshot { index, wait_ticks };
                 if wait_ticks >= wait_ticks_max {
+                    self.probes.hit(Probe::SnapshotResentAfterWait);
                     let match_index = progress.match_index;
                     progress.forget_match(match_index, LogIndex(match_index.0 + 1));
                     resend.push(peer);
@@ -192,11 +195,13 @@ impl RaftNode {
                 assert!(!self.config.variant.is_safe(), "log matching at the commit index {committed}");
                 return;
             }
+            self.probe(Probe::AppendBelowCommitTrimmed);
             prev_term = self.log.term(committed).expect("the committed index is in the log or the snapshot");
             prev_index = committed;
             entries.drain(..first_new);
         }
         if self.log.term(prev_index) != Some(prev_term) {
+            self.probe(Probe::AppendRejectedLogMismatch);
             let (hint_index, hint_term) = self.log.find_conflict_by_term(prev_index, prev_term);
             tracing::debug!(
                 from = %from,
@@ -227,6 +232,7 @@ impl RaftNode {
                 assert!(!self.config.variant.is_safe(), "append conflicts with committed entry {conflict}");
                 return;
             }
+            self.probe(Probe::FollowerSuffixOverwritten);
             let start = (conflict.0 - prev_index.0 - 1) as usize;
             self.log.truncate_and_append(&entries[start..]);
         }
@@ -245,6 +251,9 @@ impl RaftNode {
         // this append matched is known to be the leader's; a stale tail past it is not.
         let commit_cap =
             if self.config.variant == Variant::FollowerCommitUncapped { self.log.last_index() } else { last_new };
+        if commit > last_new && self.log.last_index() > last_new {
+            self.probe(Probe::FollowerCommitCapped);
+        }
         let commit_to = commit.min(commit_cap);
         if commit_to > self.log.committed {
             self.log.commit_to(commit_to);
@@ -256,6 +265,7 @@ impl RaftNode {
     pub(super) fn handle_install_snapshot(&mut self, from: NodeId, snapshot: Snapshot) {
         let index = snapshot.index;
         if index <= self.log.committed {
+            self.probe(Probe::SnapshotArrivedStale);
             let committed = self.log.committed;
             self.send_append_ack(from, MessageBody::InstallSnapshotResponse { index: committed });
             return;
@@ -264,6 +274,7 @@ impl RaftNode {
             // Our log already holds that entry, and by log matching everything before it.
             self.log.commit_to(index);
         } else {
+            self.probe(Probe::SnapshotInstalled);
             self.log.restore(&snapshot);
             self.snapshot = Some(snapshot.clone());
             self.snapshot_to_install = Some(snapshot);
@@ -277,6 +288,9 @@ impl RaftNode {
         let inflight_max = self.config.inflight_max;
         let Some(progress) = self.progress.get_mut(&from) else { return };
         progress.recent_active = true;
+        if !matches!(progress.state, ProgressState::Snapshot { .. }) {
+            self.probes.hit(Probe::SnapshotAnswerAfterLeaderMovedOn);
+        }
         let moved = progress.acknowledge(index, inflight_max);
         if matches!(progress.state, ProgressState::Snapshot { .. }) {
             progress.become_probe();
@@ -327,6 +341,7 @@ impl RaftNode {
             // `next_index - 1` makes the follower reject and the leader probe
             // again (etcd answers every heartbeat response so).
             if !sent && !moved && match_index < self.log.last_index() {
+                self.probe(Probe::EmptyAppendRevealsLoss);
                 self.send_append(from, true);
             }
         } else if progress.reject(match_index, probe_from) {
@@ -362,7 +377,11 @@ impl RaftNode {
         let term = self.log.term(candidate).expect("an index above commit is in the leader's log");
         // The one place Variant::CommitOldTermByCount is consulted.
         if term != self.term && self.config.variant != Variant::CommitOldTermByCount {
+            self.probe(Probe::Figure8CommitDeferred);
             return false;
+        }
+        if self.log.term(LogIndex(self.log.committed.0 + 1)).is_some_and(|first| first < self.term) {
+            self.probe(Probe::OldTermCommittedByCurrent);
         }
         self.log.commit_to(candidate);
         self.release_reads();

@@ -13,7 +13,8 @@
 //! retries, and the state machine's session gives the retry the original token.
 
 use super::{ClientReply, LockServer, Output, Pending, PendingKind};
-use crate::command::ApplyResult;
+use crate::command::{ApplyResult, Command};
+use crate::probe::Probe;
 use crate::raft::{Entry, Payload, Ready, Snapshot};
 use crate::types::{Holder, Key, LogIndex, Term, Token};
 use crate::variant::Variant;
@@ -61,6 +62,9 @@ impl LockServer {
         self.applied_index = snapshot.index;
         self.state = snapshot.state;
         // Proposals covered by the snapshot cannot be matched to their results; their clients retry.
+        if self.pending.keys().next().is_some_and(|index| *index <= snapshot.index) {
+            self.probe(Probe::PendingCoveredBySnapshot);
+        }
         self.pending.retain(|index, _| *index > snapshot.index);
         self.applied_at_ms.clear();
         let keys: Vec<Key> = self.state.locks().map(|(key, _)| key.clone()).collect();
@@ -93,7 +97,14 @@ impl LockServer {
             self.push(Output::AppliedNoop { index: entry.index, term: entry.term });
             return;
         };
+        let retried = match &command {
+            Command::Grant { holder, .. } | Command::Decline { holder, .. } => {
+                self.state.session_result(*holder).is_some_and(|result| result != crate::ApplyResult::Noop)
+            }
+            _ => false,
+        };
         let result = self.state.apply(&command, self.config.variant);
+        self.probe_applied(&command, result, retried);
         self.sync_lease(command.key(), now_local_ms);
         self.push(Output::Applied { index: entry.index, term: entry.term, command: command.clone(), result });
         let Some(pending) = ours else {
@@ -103,6 +114,21 @@ impl LockServer {
             PendingKind::Acquire { .. } => after_batch.push(AfterBatch::Grant { pending, result }),
             PendingKind::Release { .. } => after_batch.push(AfterBatch::Release { pending, result }),
             PendingKind::Decline { .. } => after_batch.push(AfterBatch::Decline { pending, result }),
+        }
+    }
+
+    /// The probes an applied command reaches (`crate::probe`).
+    fn probe_applied(&mut self, command: &Command, result: ApplyResult, retried: bool) {
+        if retried {
+            self.probe(Probe::RetryAnsweredFromSession);
+        }
+        match (command, result) {
+            (Command::Expire { key, token }, ApplyResult::Expired { existed: false }) => {
+                let replaced = self.state.lock(key).is_some_and(|lock| lock.token > *token);
+                self.probe(if replaced { Probe::ExpireForReplacedToken } else { Probe::ExpireFoundNothing });
+            }
+            (Command::Release { .. }, ApplyResult::NotFound) => self.probe(Probe::ReleaseFoundNothing),
+            _ => {}
         }
     }
 
@@ -122,7 +148,12 @@ impl LockServer {
         }
         let reply = match result {
             ApplyResult::Granted { token } => match self.decide_grant_reply(pending.term, key, token, *lease_ms) {
-                GrantDecision::Reply(reply) => Some(reply),
+                GrantDecision::Reply(reply) => {
+                    if reply == ClientReply::NotHeld {
+                        self.probe(Probe::GrantAnsweredNotHeld);
+                    }
+                    Some(reply)
+                }
                 GrantDecision::ConfirmFirst => {
                     let (client, request, key) = (pending.client, pending.request, key.clone());
                     self.confirm_then_grant(pending.term, client, request, key, token, now_local_ms);
@@ -201,6 +232,7 @@ impl LockServer {
         if !self.raft.snapshot_due() {
             return;
         }
+        self.probe(Probe::Compacted);
         let snapshot = self.raft.compact(self.applied_index, self.state.clone());
         assert_eq!(snapshot.index, self.applied_index, "the snapshot covers exactly the applied log");
         self.push(Output::Compacted(snapshot));

@@ -30,6 +30,7 @@
 
 use super::{ClientReply, Expiry, Lease, LockServer, Output, ReadPurpose, ReadRound, CONFIRM_RETRY_TICKS, READS_MAX};
 use crate::command::Command;
+use crate::probe::Probe;
 use crate::raft::ReadState;
 use crate::types::{ClientId, Key, RequestId, Term, Token};
 use crate::variant::Variant;
@@ -239,6 +240,7 @@ impl LockServer {
                 // clock not to step back by that much inside a stall.
                 let elapsed_ms = now_local_ms.checked_sub(asked_local_ms);
                 if elapsed_ms.is_none_or(|ms| ms > self.grant_confirmation_fresh_ms()) {
+                    self.probe(Probe::GrantConfirmationStale);
                     tracing::debug!(
                         key = %key,
                         token = %token,
@@ -251,10 +253,16 @@ impl LockServer {
                     return;
                 }
                 let reply = self.live_grant(&key, token).unwrap_or(ClientReply::NotHeld);
+                if reply == ClientReply::NotHeld {
+                    self.probe(Probe::GrantAnsweredNotHeld);
+                }
                 self.reply(client, request, reply);
             }
             ReadPurpose::Renew { client, request, key, token } => {
                 if self.renewable(&key, token) {
+                    if self.leases.get(&key).is_some_and(|lease| matches!(lease.expiry, Expiry::Confirming { .. })) {
+                        self.probe(Probe::RenewConfirmedDuringExpiry);
+                    }
                     let lease_ms = self.extend_lease(&key, now_local_ms);
                     self.reply(client, request, ClientReply::Renewed { lease_ms });
                 } else {
@@ -292,6 +300,12 @@ impl LockServer {
             );
             self.leases.get_mut(&key).expect("listed").expiry = if proposed { Expiry::Proposed } else { Expiry::Idle };
             if proposed {
+                let renewing = self.reads.values().any(|round| {
+                    matches!(&round.purpose, ReadPurpose::Renew { key: k, token: t, .. } if *k == key && *t == token)
+                });
+                if renewing {
+                    self.probe(Probe::ExpireWhileRenewInFlight);
+                }
                 self.push(Output::ExpireProposed { key, token });
             }
         }

@@ -28,6 +28,7 @@ mod tests;
 
 use crate::command::{ApplyResult, Command, Decline};
 use crate::lock::LockState;
+use crate::probe::{Probe, ProbeSet, Probes};
 use crate::raft::{Message, RaftNode, Ready, Role, Snapshot};
 use crate::types::{ClientId, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};
 use crate::variant::Variant;
@@ -285,6 +286,8 @@ pub struct LockServer {
     /// When this node applied the Grant of each held lock (local ms); only the
     /// `NoLeaseRestartOnNewLeader` variant uses it.
     applied_at_ms: BTreeMap<Key, (Token, u64)>,
+    /// Coverage probes (`crate::probe`): off unless the driver turns them on.
+    probes: Probes,
 }
 
 impl LockServer {
@@ -309,6 +312,7 @@ impl LockServer {
             read_ctx_last: 0,
             floors_parked: Vec::new(),
             applied_at_ms: BTreeMap::new(),
+            probes: Probes::default(),
         };
         server.applied_index = server.raft.applied_index();
         for (key, lock) in server.state.locks() {
@@ -327,6 +331,22 @@ impl LockServer {
 
     pub fn config(&self) -> &ServiceConfig {
         &self.config
+    }
+
+    /// Turns the coverage probes of the service and its Raft node on
+    /// (`crate::probe`); they never change a decision.
+    pub fn probes_on(&mut self) {
+        self.probes.turn_on();
+        self.raft.probes_on();
+    }
+
+    /// The probes the service and its Raft node hit since the last take.
+    pub fn take_probes(&mut self) -> ProbeSet {
+        self.probes.take().union(self.raft.take_probes())
+    }
+
+    fn probe(&mut self, probe: Probe) {
+        self.probes.hit(probe);
     }
 
     /// The highest log index applied to [`LockServer::state`].
@@ -418,6 +438,14 @@ impl LockServer {
             return;
         }
         self.seen = now;
+        if !self.floors_parked.is_empty()
+            || self.reads.values().any(|round| matches!(round.purpose, ReadPurpose::Floor { .. }))
+        {
+            self.probe(Probe::FloorReadDroppedOnRoleChange);
+        }
+        if self.reads.values().any(|round| !matches!(round.purpose, ReadPurpose::Floor { .. })) {
+            self.probe(Probe::ConfirmRoundsDroppedOnRoleChange);
+        }
         // Read rounds of the old role can never be acted upon safely.
         self.reads.clear();
         self.floors_parked.clear();
@@ -432,6 +460,9 @@ impl LockServer {
     fn take_office(&mut self, term: Term, now_local_ms: u64) {
         assert!(self.leases.is_empty(), "a new leader starts with no lease timers");
         self.office = Some(Office { term, serving: false });
+        if self.state.locks().next().is_some() {
+            self.probe(Probe::LeasesRestartedByNewLeader);
+        }
         self.restart_leases(now_local_ms);
     }
 

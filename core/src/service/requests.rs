@@ -18,6 +18,7 @@ use super::{
     WAIT_MS_MAX,
 };
 use crate::command::{ApplyResult, Command, Decline};
+use crate::probe::Probe;
 use crate::raft::ProposeError;
 use crate::types::{ClientId, Holder, Key, LogIndex, RequestId, Token};
 use crate::variant::Variant;
@@ -50,6 +51,7 @@ impl LockServer {
             return;
         }
         if !self.is_serving_leader() {
+            self.probe(Probe::UnavailableBeforeServing);
             tracing::debug!(
                 client = %client,
                 request = %request,
@@ -98,6 +100,7 @@ impl LockServer {
             // lost `Granted`, then a retry after the lease expired answered
             // `TimedOut`). Removals are committed, so this is final.
             Some(ApplyResult::Granted { token }) if self.live_grant(&key, token).is_none() => {
+                self.probe(Probe::RetryOfLostGrant);
                 self.reply(holder.client, holder.request, ClientReply::NotHeld);
                 return;
             }
@@ -226,6 +229,7 @@ impl LockServer {
         }
         self.waiters.retain(|_, queue| !queue.is_empty());
         for (holder, key) in timed_out {
+            self.probe(Probe::WaiterTimedOut);
             self.propose_decline(holder, key, Decline::TimedOut);
         }
     }
@@ -245,6 +249,9 @@ impl LockServer {
         self.now_local_ms_last = now_local_ms;
         if back_ms == 0 {
             return;
+        }
+        if !self.waiters.is_empty() {
+            self.probe(Probe::WaiterDeadlinesFollowedClockBack);
         }
         tracing::debug!(back_ms, "local clock stepped back: waiter deadlines move back as far");
         for waiter in self.waiters.values_mut().flatten() {
@@ -374,6 +381,7 @@ impl LockServer {
         if let Some(index) = self.pending_request_index(holder.client, holder.request) {
             // Only an in-flight Grant can become a ghost lock.
             if matches!(self.pending[&index].kind, PendingKind::Acquire { .. }) {
+                self.probe(Probe::CancelWhileGrantInFlight);
                 self.ghosts.insert(holder);
             }
             return;
@@ -397,6 +405,7 @@ impl LockServer {
         };
         let command = Command::Release { key: key.clone(), token, holder };
         if self.raft.propose(command).is_ok() {
+            self.probe(Probe::GhostReleaseProposed);
             self.push(Output::GhostReleaseProposed { key, token, holder });
         }
     }

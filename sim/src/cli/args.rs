@@ -136,6 +136,10 @@ pub struct HuntArgs {
     /// stderr every this many wall seconds (0: none).
     #[arg(long, default_value_t = 60, value_name = "S")]
     pub progress_s: u64,
+    /// After the summary, the table of coverage probes: seeds that reached
+    /// each, never-reached first, and why each matters.
+    #[arg(long)]
+    pub coverage: bool,
 }
 
 #[derive(Args, Debug)]
@@ -170,6 +174,9 @@ pub struct MergeArgs {
     /// Print one JSON object on stdout instead of the text.
     #[arg(long)]
     pub json: bool,
+    /// After the summary, the table of coverage probes (as `hunt --coverage`).
+    #[arg(long)]
+    pub coverage: bool,
 }
 
 #[derive(Args, Debug)]

@@ -13,6 +13,7 @@
 
 use crate::checker::Exposure;
 use crate::cli::args::{exit_for, load_model, parse_seeds, replay_line, wrote_scenario_line, HuntArgs, InputError};
+use crate::cli::coverage::stdout_has_color;
 use crate::cli::output::try_write_line;
 use crate::cli::records::{Origin, Place, Record, RecordFile};
 use crate::cli::shard::{parse_shard, Shard};
@@ -248,6 +249,7 @@ impl Hunt<'_> {
             messages: result.messages,
             lease_exposures: result.lease_exposures,
             availability: Some(result.figures.phases),
+            probes: Some(result.probes),
         };
         self.summary.add(facts);
         self.ran += 1;
@@ -447,6 +449,9 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
             let line = Summary::exposure_line(seed, &replay_line(seed, &args.model));
             hunt.say(format_args!("{line}"));
         }
+        if let Some(line) = hunt.summary.coverage_line() {
+            hunt.say(format_args!("{line}"));
+        }
         if let Some(text) = &shard_text {
             hunt.say(format_args!(
                 "shard {text}: seeds s of {} with s mod {} = {}",
@@ -464,6 +469,11 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         }
         let last = hunt.summary.last_line(&hunt.variant, wall_ms, (hunt.ran, hunt.ran_sim_ms));
         hunt.say(format_args!("{last}"));
+        if args.coverage {
+            for line in hunt.summary.coverage.table(stdout_has_color()) {
+                hunt.say(format_args!("{line}"));
+            }
+        }
     }
     if interrupted {
         return Ok(ExitCode::from(signals::exit_code()));

@@ -400,6 +400,7 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
     if let Some((seed, Some(replay))) = &merge.first_exposure {
         lines.push(Summary::exposure_line(*seed, replay));
     }
+    lines.extend(merge.summary.coverage_line());
     lines.push(format!(
         "merge: {} from {}, {}, in {} ms; the wall time below is the seeds' own, summed",
         plural(merge.records, "record"),
@@ -409,6 +410,9 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
     ));
     let summary = &merge.summary;
     lines.push(summary.last_line(&variant, merge.wall_ms, (summary.seeds_run, summary.sim_ms)));
+    if args.coverage {
+        lines.extend(merge.summary.coverage.table(crate::cli::coverage::stdout_has_color()));
+    }
     for line in lines {
         if !try_write_line(format_args!("{line}")) {
             break;

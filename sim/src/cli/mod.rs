@@ -7,6 +7,7 @@
 pub mod args;
 pub mod bench;
 pub mod cells;
+pub mod coverage;
 pub mod explore;
 pub mod hunt;
 pub mod merge;

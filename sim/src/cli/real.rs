@@ -263,6 +263,8 @@ fn append_record(path: &PathBuf, run: &RealRun, model: &crate::model::Model, rep
         replay: Some(replay.to_string()),
         figures: None,
         availability: Some(outcome.counters.phases),
+        // Real servers keep their probes off: a real run reports no coverage.
+        probes: None,
     };
     let mut file = std::fs::OpenOptions::new()
         .create(true)

@@ -75,6 +75,10 @@ pub struct Record {
     /// of older versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub availability: Option<PhaseAvailability>,
+    /// The coverage probes the seed reached, by name (absent in records of
+    /// older versions; a name this version does not know is skipped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<Vec<String>>,
 }
 
 /// What records of one campaign share: merging others is refused.
@@ -138,6 +142,7 @@ impl Record {
             figures: None,
             shard: None,
             availability: Some(result.figures.phases),
+            probes: Some(result.probes.iter().map(|probe| probe.name().to_string()).collect()),
         }
     }
 
@@ -158,6 +163,7 @@ impl Record {
             messages: self.messages,
             lease_exposures: self.lease_exposures,
             availability: self.availability,
+            probes: self.probes.as_ref().map(|names| names.iter().filter_map(|name| name.parse().ok()).collect()),
         }
     }
 
@@ -300,6 +306,7 @@ mod tests {
             replay: Some(format!("fencesim replay --seed {seed} --variant default")),
             figures: None,
             availability: None,
+            probes: None,
         }
     }
 

@@ -2,10 +2,11 @@
 //! prints it over records: counts folded in one seed at a time, so it costs
 //! the same for ten seeds or ten million.
 
+use crate::cli::coverage::Coverage;
 use crate::plural;
 use crate::run::figures::PhaseAvailability;
 use crate::run::sweep::LinearizableCost;
-use fencelock::Property;
+use fencelock::{ProbeSet, Property};
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
@@ -18,6 +19,9 @@ pub struct SeedFacts<'a> {
     pub lease_exposures: u64,
     /// `None` for a record of an older version, which did not keep it.
     pub availability: Option<PhaseAvailability>,
+    /// The coverage probes the seed reached; `None` for a record of an
+    /// older version, which did not keep them.
+    pub probes: Option<ProbeSet>,
 }
 
 /// Failing seeds and violations of one property.
@@ -47,6 +51,13 @@ pub struct Summary {
     /// do not keep it, so a merge or a resumed hunt counts only what it ran).
     #[serde(serialize_with = "linearizable_json", skip_serializing_if = "nothing_judged")]
     pub linearizable: LinearizableCost,
+    /// Seeds per coverage probe (`[{"probe", "seeds"}]`), over the seeds that report them.
+    #[serde(skip_serializing_if = "no_coverage")]
+    pub coverage: Coverage,
+}
+
+fn no_coverage(coverage: &Coverage) -> bool {
+    coverage.seeds == 0
 }
 
 fn nothing_counted(availability: &(u64, PhaseAvailability)) -> bool {
@@ -157,6 +168,9 @@ impl Summary {
             self.availability.0 += 1;
             self.availability.1.add(availability);
         }
+        if let Some(probes) = seed.probes {
+            self.coverage.add(probes);
+        }
     }
 
     /// The lines before the last one: per property, then lease exposures
@@ -202,6 +216,11 @@ impl Summary {
     /// lease exposure (`replay` is that seed's replay line).
     pub fn exposure_line(seed: u64, replay: &str) -> String {
         format!("  the first is seed {seed}, explained in its trace (EXPOSURE lines): {replay} --trace")
+    }
+
+    /// The coverage line after the summary's (none when no seed reported its probes).
+    pub fn coverage_line(&self) -> Option<String> {
+        (self.coverage.seeds > 0).then(|| self.coverage.line())
     }
 
     /// The last line, as `hunt` has always printed it.
@@ -258,7 +277,14 @@ mod tests {
             let mut cost = LinearizableCost { keys: 1, ..LinearizableCost::default() };
             cost.ops_per_key.add_n(seed % 5_000 + 1, 1);
             summary.linearizable.add(&cost);
-            summary.add(SeedFacts { properties: &[], sim_ms: 1, messages: 1, lease_exposures: 0, availability: None });
+            summary.add(SeedFacts {
+                properties: &[],
+                sim_ms: 1,
+                messages: 1,
+                lease_exposures: 0,
+                availability: None,
+                probes: None,
+            });
             if seed == 9_999 {
                 buckets_at_10_000 = summary.linearizable.ops_per_key.buckets();
             }
@@ -293,15 +319,30 @@ mod tests {
     fn seeds_and_violations_are_counted_apart() {
         let mut summary = Summary::default();
         let twice = [Property::FencedWrite, Property::FencedWrite, Property::Liveness];
-        summary.add(SeedFacts { properties: &twice, sim_ms: 10, messages: 5, lease_exposures: 0, availability: None });
+        summary.add(SeedFacts {
+            properties: &twice,
+            sim_ms: 10,
+            messages: 5,
+            lease_exposures: 0,
+            availability: None,
+            probes: None,
+        });
         summary.add(SeedFacts {
             properties: &[Property::FencedWrite],
             sim_ms: 10,
             messages: 5,
             lease_exposures: 2,
             availability: None,
+            probes: None,
         });
-        summary.add(SeedFacts { properties: &[], sim_ms: 10, messages: 5, lease_exposures: 0, availability: None });
+        summary.add(SeedFacts {
+            properties: &[],
+            sim_ms: 10,
+            messages: 5,
+            lease_exposures: 0,
+            availability: None,
+            probes: None,
+        });
         assert_eq!((summary.seeds_run, summary.failing_seeds), (3, 2));
         let fenced = summary.by_property[&Property::FencedWrite];
         assert_eq!((fenced.seeds, fenced.violations), (2, 3));

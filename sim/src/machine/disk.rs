@@ -55,6 +55,11 @@ impl<I: Image> Disk<I> {
         self.pending.len()
     }
 
+    /// The writes not yet durable, oldest first.
+    pub fn pending(&self) -> &[I::Op] {
+        &self.pending
+    }
+
     /// Makes the first `upto` pending writes durable, in order.
     pub fn sync(&mut self, upto: usize) {
         assert!(upto <= self.pending.len(), "disk: sync of {upto} writes, only {} pending", self.pending.len());

@@ -13,7 +13,7 @@ use crate::nodes::commands::CommandQueue;
 use fencelock::raft::{Role, SoftState};
 use fencelock::resource::ResourceState;
 use fencelock::wire::Envelope;
-use fencelock::NodeId;
+use fencelock::{NodeId, Probe, ProbeSet};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -41,6 +41,10 @@ pub struct Shared {
     /// Pre-vote and vote grants sent while the vote-strike watch is on
     /// (`Ctx::watch_votes`), in the order they were sent.
     pub votes: Vec<VoteSent>,
+    /// Coverage probes reached so far in this run (`fencelock::probe`): the
+    /// servers' own, taken after each round, and the simulator's. Read by
+    /// nothing in the run, so it moves no schedule.
+    pub probes: ProbeSet,
 }
 
 /// A stall a planned fault left for the next worker to pass its lease check
@@ -189,6 +193,7 @@ impl Ctx {
                 write_answers_to_lose: 0,
                 acks: Vec::new(),
                 votes: Vec::new(),
+                probes: ProbeSet::default(),
             })),
             model,
             script_queues: None,
@@ -308,6 +313,27 @@ impl Ctx {
     /// The (pre-)vote grants reported since the last call, oldest first.
     pub fn take_votes(&self) -> Vec<VoteSent> {
         std::mem::take(&mut self.shared().votes)
+    }
+
+    /// Notes coverage probes reached (`fencelock::probe`).
+    pub fn note_probes(&self, probes: ProbeSet) {
+        if !probes.is_empty() {
+            let mut shared = self.shared();
+            shared.probes = shared.probes.union(probes);
+        }
+    }
+
+    /// Notes one coverage probe the simulator reached.
+    pub fn probe(&self, probe: Probe) {
+        self.note_probes([probe].into_iter().collect());
+    }
+
+    /// `probe` from a destructor: skipped if the world lock is taken or
+    /// poisoned (a drop inside a kill, or while a panic unwinds).
+    pub fn probe_from_drop(&self, probe: Probe) {
+        if let Ok(mut shared) = self.shared.try_lock() {
+            shared.probes.insert(probe);
+        }
     }
 
     /// Counts Raft messages a server sent.

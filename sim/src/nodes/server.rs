@@ -26,6 +26,7 @@ const READY_ROUNDS_MAX: usize = 64;
 /// The life of one server process: from its durable state until it is killed.
 pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
     let mut server = start(&ctx, id);
+    server.probes_on();
     let mut mailbox = ctx.net.bind(Addr::Server(id));
     let clock = ctx.clock_of(Actor::Server(id)).clone();
     let mut soft = server.raft().soft_state();
@@ -145,7 +146,10 @@ async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftSt
         send_all(ctx, id, std::mem::take(&mut ready.messages));
         if must_sync {
             ctx.count_sync();
+            // Dropped unfinished only if the server is killed inside the fsync.
+            let vote_in_fsync = VoteInFsync::new(ctx, &ready.messages_after_persist);
             fsync(&ctx.node_disks[id.0 as usize]).await;
+            vote_in_fsync.done();
         }
         if report_acks {
             note_acks(ctx, &ready.messages_after_persist);
@@ -168,10 +172,39 @@ async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftSt
         handle_outputs(ctx, id, server);
     }
     handle_outputs(ctx, id, server);
+    ctx.note_probes(server.take_probes());
     let now = server.raft().soft_state();
     if now != *soft {
         *soft = now;
         ctx.note_role(id, now);
+    }
+}
+
+/// A vote granted in a round that waits for its fsync: if the server is
+/// killed inside the fsync, the task drops this unfinished, and the probe
+/// `vote-lost-in-fsync-crash` is reached (the vote is never sent).
+struct VoteInFsync<'a> {
+    ctx: Option<&'a Ctx>,
+}
+
+impl<'a> VoteInFsync<'a> {
+    fn new(ctx: &'a Ctx, after_persist: &[Message]) -> VoteInFsync<'a> {
+        let granted = after_persist
+            .iter()
+            .any(|message| matches!(message.body, MessageBody::RequestVoteResponse { granted: true }));
+        VoteInFsync { ctx: granted.then_some(ctx) }
+    }
+
+    fn done(mut self) {
+        self.ctx = None;
+    }
+}
+
+impl Drop for VoteInFsync<'_> {
+    fn drop(&mut self) {
+        if let Some(ctx) = self.ctx {
+            ctx.probe_from_drop(fencelock::Probe::VoteLostInFsyncCrash);
+        }
     }
 }
 

@@ -647,7 +647,7 @@ impl Runner<'_> {
         }
         let history = merge::merge(sources, self.t0_us);
         let run_us = end_us.saturating_sub(self.t0_us);
-        let record = RunRecord { history, net: NetStats::default(), sim_us: run_us };
+        let record = RunRecord { history, net: NetStats::default(), sim_us: run_us, probes: Default::default() };
         let mut model = self.model.clone();
         if interrupted {
             // Cut short: the liveness phase did not run its length.

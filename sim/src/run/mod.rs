@@ -2,6 +2,7 @@
 //! the trace and its hash, what explains a run around it, how a traced run
 //! is told (`log`) and filtered (`filter`), and scenario files.
 
+pub mod coverage;
 pub mod explain;
 pub mod figures;
 pub mod filter;

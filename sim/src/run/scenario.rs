@@ -6,7 +6,7 @@ use crate::history::EventKind;
 use crate::model::{parse_variant, toml_error, Model};
 use crate::run::log::{LogSettings, Record};
 use crate::run::seed::{run_plan, run_plan_told, run_seed, run_seed_told, Outcome};
-use fencelock::{ApplyResult, Command};
+use fencelock::{ApplyResult, Command, Probe};
 use fencelock::{Property, Variant};
 use serde::{Deserialize, Serialize};
 
@@ -22,7 +22,8 @@ pub struct ScenarioFile {
     pub postmortem: Option<String>,
     /// Behaviours the seed must still show (extension of CLI.md): keeps a
     /// pinned seed honest when the fault model or workload changes. See
-    /// [`BEHAVIOURS`].
+    /// [`BEHAVIOURS`]; a coverage probe's name (`fencelock::Probe`) also
+    /// counts, shown when the run reached it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exhibits: Vec<String>,
     /// The run's own fault plan (extension of CLI.md), as `shrink` writes
@@ -43,7 +44,8 @@ pub const BEHAVIOURS: &[(&str, &str)] = &[
     ("lease-exposure", "two clients believed they held a key at once while a clock was beyond its bound"),
 ];
 
-/// The behaviours of [`BEHAVIOURS`] a run showed.
+/// The behaviours of [`BEHAVIOURS`] a run showed, and the names of the
+/// coverage probes it reached.
 pub fn exhibited(outcome: &Outcome) -> Vec<&'static str> {
     let mut seen = std::collections::BTreeSet::new();
     if outcome.stale_writes_rejected > 0 {
@@ -73,6 +75,8 @@ pub fn exhibited(outcome: &Outcome) -> Vec<&'static str> {
             _ => {}
         }
     }
+    // A coverage probe the run reached counts as shown under its name.
+    seen.extend(outcome.probes.iter().map(Probe::name));
     seen.into_iter().collect()
 }
 
@@ -98,9 +102,13 @@ impl Scenario {
                 .map_err(|e| format!("{origin}: `expect` must be \"pass\" or a property: {e}"))?;
         }
         file.model.validate().map_err(|e| format!("{origin}: {e}"))?;
-        if let Some(unknown) = file.exhibits.iter().find(|b| !BEHAVIOURS.iter().any(|(name, _)| name == b)) {
+        let known = |b: &String| BEHAVIOURS.iter().any(|(name, _)| name == b) || b.parse::<Probe>().is_ok();
+        if let Some(unknown) = file.exhibits.iter().find(|b| !known(b)) {
             let known: Vec<&str> = BEHAVIOURS.iter().map(|(name, _)| *name).collect();
-            return Err(format!("{origin}: unknown behaviour `{unknown}` in `exhibits` (known: {})", known.join(", ")));
+            return Err(format!(
+                "{origin}: unknown behaviour `{unknown}` in `exhibits` (known: {}, or a coverage probe: docs/COVERAGE.md)",
+                known.join(", ")
+            ));
         }
         let model = Model { variant, ..file.model.clone() };
         if let Some(plan) = &file.faults {

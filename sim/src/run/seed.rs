@@ -7,8 +7,9 @@ use crate::history::History;
 use crate::machine::net::NetStats;
 use crate::model::Model;
 use crate::run::log::{LogSettings, Record};
-use crate::run::trace;
+use crate::run::{coverage, trace};
 use crate::world::{self, salvage, RunRecord};
+use fencelock::ProbeSet;
 use serde::Serialize;
 use std::sync::{mpsc, PoisonError};
 use tracing::Dispatch;
@@ -37,6 +38,9 @@ pub struct Outcome {
     pub history: History,
     #[serde(skip)]
     pub plan: Vec<FaultEvent>,
+    /// The coverage probes the run reached (`fencelock::probe`).
+    #[serde(skip)]
+    pub probes: ProbeSet,
 }
 
 /// Runs one seed of `model` on a fresh thread and checks it. A panic inside
@@ -107,6 +111,7 @@ pub(crate) fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: Run
     let config = CheckConfig { run_end_us: record.sim_us, ..CheckConfig::for_model(model) };
     let verdict = checker::check(&record.history, config);
     let counters = verdict.counters;
+    let probes = record.probes.union(coverage::of_history(&record.history));
     Outcome {
         seed,
         variant: model.variant.name().to_string(),
@@ -125,6 +130,7 @@ pub(crate) fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: Run
         counters,
         history: record.history,
         plan,
+        probes,
     }
 }
 
@@ -133,7 +139,7 @@ pub(crate) fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: Run
 /// last violation, at the last recorded instant.
 fn panicked(seed: u64, model: &Model, plan: Vec<FaultEvent>, message: String, history: History) -> Outcome {
     let at_us = history.events().last().map_or(0, |event| event.at_us);
-    let record = RunRecord { history, net: NetStats::default(), sim_us: at_us };
+    let record = RunRecord { history, net: NetStats::default(), sim_us: at_us, probes: Default::default() };
     let mut outcome = judge(seed, model, plan, record);
     outcome.violations.retain(|v| !v.property.after_heal());
     outcome.violations.push(Violation {

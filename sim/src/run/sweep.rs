@@ -33,6 +33,8 @@ pub struct SeedResult {
     pub scenario: Option<String>,
     /// Availability and fencing figures (`explore`), from the history.
     pub figures: SeedFigures,
+    /// The coverage probes the seed reached (`fencelock::probe`).
+    pub probes: fencelock::ProbeSet,
 }
 
 /// What the `linearizable` search cost, on one seed or folded over many.
@@ -214,6 +216,7 @@ fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
         wall_ms: started.elapsed().as_millis() as u64,
         scenario,
         figures,
+        probes: outcome.probes,
     }
 }
 

@@ -34,6 +34,9 @@ pub struct RunRecord {
     pub history: History,
     pub net: NetStats,
     pub sim_us: u64,
+    /// The coverage probes the servers and the simulator reached
+    /// (`fencelock::probe`); the history's own are judged from it.
+    pub probes: fencelock::ProbeSet,
 }
 
 /// Runs one seed to the end of its liveness phase. Must be called inside a

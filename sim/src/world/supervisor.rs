@@ -14,7 +14,7 @@ use super::{salvage, RunRecord};
 use crate::faults::{ChurnEvent, Fault, FaultEvent};
 use crate::history::{Actor, Event, EventKind};
 use crate::machine::clock::{init_true_time, now_us};
-use crate::machine::disk::NodeImage;
+use crate::machine::disk::{NodeImage, NodeOp};
 use crate::machine::net::{Addr, Net, NetConfig};
 use crate::model::Model;
 use crate::nodes::commands::CommandQueue;
@@ -22,7 +22,7 @@ use crate::nodes::context::{ArmedStall, Ctx};
 use crate::nodes::{resource, server, worker};
 use crate::streams;
 use fencelock::raft::Role;
-use fencelock::{ClientId, NodeId, Term, Token};
+use fencelock::{ClientId, NodeId, Probe, Term, Token};
 use madsim::runtime::{Handle, NodeHandle};
 use madsim::task::AbortHandle;
 use rand::Rng;
@@ -136,8 +136,11 @@ impl Supervisor {
     /// Ends the run and hands back what it recorded.
     pub(crate) fn finish(self) -> RunRecord {
         let sim_us = now_us();
-        let history = std::mem::take(&mut self.ctx.shared().history);
-        let record = RunRecord { history, net: self.ctx.net.stats(), sim_us };
+        let (history, probes) = {
+            let mut shared = self.ctx.shared();
+            (std::mem::take(&mut shared.history), shared.probes)
+        };
+        let record = RunRecord { history, net: self.ctx.net.stats(), sim_us, probes };
         self.tear_down();
         record
     }
@@ -337,7 +340,17 @@ impl Supervisor {
         self.kill(Actor::Server(node));
         let mut disk = self.ctx.node_disks[node.0 as usize].lock().expect("disk lock");
         let torn_keep = if torn && disk.pending_len() > 0 { self.rng.gen_range(0..disk.pending_len()) } else { 0 };
+        let lost = &disk.pending()[torn_keep.min(disk.pending_len())..];
+        let compaction_lost = lost.iter().any(|op| matches!(op, NodeOp::Compact(_)));
+        let tail_cut = torn_keep > 0 && !lost.is_empty();
         disk.crash(torn_keep);
+        drop(disk);
+        if compaction_lost {
+            self.ctx.probe(Probe::CompactionRacingCrash);
+        }
+        if tail_cut {
+            self.ctx.probe(Probe::TornLogTailCut);
+        }
     }
 
     fn is_paused(&self, actor: Actor) -> bool {

@@ -1,0 +1,75 @@
+//! The coverage probes a run's history shows (`fencelock::probe`, those
+//! seen by the simulator): situations visible only across processes — two
+//! candidates of one term, a leader's clock stepping back, what the
+//! resource was sent and how it answered, restores. The servers' own
+//! probes and the disks' come with the run's record; this adds the rest.
+
+use crate::history::{Actor, EventKind, History, WritePath, WriteVerdict};
+use fencelock::raft::Role;
+use fencelock::{Key, NodeId, Probe, ProbeSet, Term, Token};
+use std::collections::BTreeMap;
+
+/// A clock's mapping from its last `Clock` event.
+#[derive(Clone, Copy)]
+struct Mapping {
+    at_us: u64,
+    local_us: u64,
+    rate_ppm: i64,
+}
+
+impl Mapping {
+    /// The local time this mapping reads at true time `at_us`.
+    fn local_at(self, at_us: u64) -> i128 {
+        let elapsed = i128::from(at_us.saturating_sub(self.at_us));
+        i128::from(self.local_us) + elapsed + elapsed * i128::from(self.rate_ppm) / 1_000_000
+    }
+}
+
+/// The probes `history` shows.
+pub fn of_history(history: &History) -> ProbeSet {
+    let mut probes = ProbeSet::default();
+    let mut candidates: BTreeMap<Term, NodeId> = BTreeMap::new();
+    let mut roles: BTreeMap<NodeId, Role> = BTreeMap::new();
+    let mut clocks: BTreeMap<Actor, Mapping> = BTreeMap::new();
+    let mut accepted: BTreeMap<Key, (Token, WritePath)> = BTreeMap::new();
+    for event in history.events() {
+        match &event.kind {
+            EventKind::Role { node, role, term, .. } => {
+                roles.insert(*node, *role);
+                if *role == Role::Candidate && *candidates.entry(*term).or_insert(*node) != *node {
+                    probes.insert(Probe::TwoCandidatesOneTerm);
+                }
+            }
+            EventKind::Clock { actor, local_us, rate_ppm, .. } => {
+                let now = Mapping { at_us: event.at_us, local_us: *local_us, rate_ppm: *rate_ppm };
+                let leads = matches!(actor, Actor::Server(node) if roles.get(node) == Some(&Role::Leader));
+                if let Some(before) = clocks.insert(*actor, now) {
+                    if leads && i128::from(*local_us) < before.local_at(event.at_us) {
+                        probes.insert(Probe::ClockStepBackOnLeader);
+                    }
+                }
+            }
+            EventKind::WriteDone { key, token, path, verdict, .. } => match verdict {
+                WriteVerdict::Accepted => {
+                    if let Some((last_token, last_path)) = accepted.insert(key.clone(), (*token, *path)) {
+                        if *path != last_path && *token > last_token {
+                            probes.insert(Probe::SecondPathHigherToken);
+                        }
+                    }
+                }
+                WriteVerdict::RejectedStale { .. } => probes.insert(Probe::StaleWriteRejected),
+                WriteVerdict::Unavailable => probes.insert(Probe::WriteRefusedUntilFloor),
+                // An equal token from another holder needs two holders of
+                // one token, which only an unsafe variant makes.
+                WriteVerdict::RejectedEqualToken { .. }
+                | WriteVerdict::Duplicate { .. }
+                | WriteVerdict::DuplicateForgotten => {}
+            },
+            EventKind::ResourceRestored { restore, .. } if *restore >= 2 => probes.insert(Probe::ResourceRestoredTwice),
+            EventKind::ClusterRestored { .. } => probes.insert(Probe::ClusterRestored),
+            EventKind::NodeRestored { .. } => probes.insert(Probe::NodeRestored),
+            _ => {}
+        }
+    }
+    probes
+}
