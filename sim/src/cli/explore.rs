@@ -348,7 +348,7 @@ fn figures(plan: &SweepPlan, reports: &[CellReport]) -> Vec<Figure> {
         &|r| Some(r.lease_exposures_per_seed),
     );
     exposures.overlay = belief_line(plan);
-    exposures.unit = "belief overlaps excused by a broken assumption, per seed, with its 95% Poisson interval".into();
+    exposures.unit = "excused belief overlaps per seed, with a 95% Poisson interval".into();
     exposures.bands =
         Some(reports.iter().map(|r| (r.lease_exposures_per_seed_low, r.lease_exposures_per_seed_high)).collect());
     all.push(exposures);
