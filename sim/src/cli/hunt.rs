@@ -30,8 +30,6 @@ use std::io::{IsTerminal, Write as _};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-/// The exit code of a hunt ended by Ctrl-C (128 + SIGINT, as shells report it).
-
 /// Violations and lease exposures `hunt --json` lists one by one, each; the
 /// summary counts them all, and `violations_left_out` and
 /// `exposures_left_out` count those not listed.

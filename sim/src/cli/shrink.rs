@@ -14,8 +14,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-/// Exit code of a shrink stopped by Ctrl-C (128 + SIGINT), after the best case so far was printed.
-
 /// What to shrink, where it came from.
 struct Start {
     property: Option<String>,
