@@ -6,17 +6,20 @@
 #
 #   --seeds N        seeds of the standard and swarm hunts (default 1000)
 #   --score-seeds N  seeds tried per variant by `variants --score` (default 1000)
+#   --timing-seeds N seeds per heartbeat of the Raft-timing sweep (default 200)
 #   --real           also measure the real service beside etcd (scripts/lock-bench.sh;
 #                    installs etcd from Debian's packages if missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seeds=1000
 score_seeds=1000
+timing_seeds=200
 real=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --seeds) seeds="$2"; shift 2 ;;
     --score-seeds) score_seeds="$2"; shift 2 ;;
+    --timing-seeds) timing_seeds="$2"; shift 2 ;;
     --real) real=1; shift ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
@@ -30,11 +33,19 @@ trap 'rm -rf "$tmp"' EXIT
 "$bin" hunt --seeds "$seeds" --jobs 2 --json > "$tmp/plain.json" || true
 "$bin" hunt --seeds "$seeds" --jobs 2 --swarm --json > "$tmp/swarm.json" || true
 "$bin" variants --score --seeds "$score_seeds" > "$tmp/score.txt" || true
+# Raft timing: what each heartbeat costs idle, and what it buys under faults
+# (the standard model's election timeouts, 100..200 ms, allow heartbeats up to 50 ms).
+heartbeats=(20 30 40 50)
+for hb in "${heartbeats[@]}"; do
+  "$bin" replay --seed 1 --model examples/idle3.toml --set "heartbeat_ms=$hb" --json > "$tmp/idle-$hb.json"
+done
+printf '[sweep]\nseeds = %s\n\n[axes]\nheartbeat_ms = [%s]\n' "$timing_seeds" "$(IFS=,; echo "${heartbeats[*]}")" > "$tmp/timing.toml"
+"$bin" explore "$tmp/timing.toml" --jobs 2 --json > "$tmp/timing.json"
 # The machine as the measurements began: a busy machine slows every figure of speed.
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-python3 - "$tmp" "$seeds" "$score_seeds" "$(date -u +%Y-%m-%d)" "$(nproc)" "$load_start" > "$out" <<'PY'
+python3 - "$tmp" "$seeds" "$score_seeds" "$(date -u +%Y-%m-%d)" "$(nproc)" "$load_start" "$timing_seeds" > "$out" <<'PY'
 import json, sys
-tmp, seeds, score_seeds, day, cores, load = sys.argv[1:]
+tmp, seeds, score_seeds, day, cores, load, timing_seeds = sys.argv[1:]
 bench = json.load(open(f"{tmp}/bench.json"))
 print("# fencesim — results\n")
 print(f"Written by `scripts/results.sh` on {day} from the release build of this tree, on a machine")
@@ -69,6 +80,22 @@ print("```")
 print(open(f"{tmp}/score.txt").read().rstrip())
 print("```")
 print(f"\n`fencesim variants --score --seeds {score_seeds}`")
+print("\n## Raft timing: the idle cost of a heartbeat, and what it buys\n")
+print("Idle: 3 servers, no clients, no faults, one simulated minute; a message is a request or its answer.")
+print(f"Under faults: the standard model (election timeouts 100..200 ms), seeds 0..{timing_seeds} per row.\n")
+print("| heartbeat_ms | idle messages/s | idle requests/s | first leader ms | failing seeds | acquire p50 ms | acquire p99 ms | unheld-waiting max ms | answered during faults |")
+print("|---|---|---|---|---|---|---|---|---|")
+timing = json.load(open(f"{tmp}/timing.json"))
+for cell in timing["cells"]:
+    hb = cell["axes"]["heartbeat_ms"]
+    idle = json.load(open(f"{tmp}/idle-{hb}.json"))
+    per_s = idle["messages"] / (idle["sim_ms"] / 1000)
+    share = cell.get("fault_answered_share")
+    answered = "-" if share is None else f"{100 * share:.1f}%"
+    print(f"| {hb} | {per_s:.0f} | {per_s / 2:.0f} | {idle['first_leader_ms']} | {cell['failing']['failing']} of {cell['seeds']} | "
+          f"{cell['acquire_ms_p50']} | {cell['acquire_ms_p99']} | {cell['unheld_waiting_ms_max']} | {answered} |")
+print("\n`fencesim replay --seed 1 --model examples/idle3.toml --set heartbeat_ms=H --json`; "
+      f"`fencesim explore` over `heartbeat_ms = [20, 30, 40, 50]`, `seeds = {timing_seeds}`")
 PY
 if [[ "$real" == 1 ]]; then
   {

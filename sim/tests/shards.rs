@@ -316,3 +316,30 @@ fn version_names_the_commit_and_the_trees_state() {
     assert!(commit == "unknown" || commit.bytes().all(|b| b.is_ascii_hexdigit()), "{line}");
     assert!(["clean tree)", "dirty tree)", "unknown tree)"].contains(&tree), "{line}");
 }
+
+#[test]
+fn stdin_merges_like_a_file_and_shows_both_records_of_a_conflict() {
+    let dir = scratch("stdin");
+    let file = dir.join("a.jsonl");
+    std::fs::write(&file, record(5, "aaaa", "0123") + &record(6, "aaaa", "0456")).unwrap();
+    // Seed 6 again from stdin with another trace hash, seed 5 again with the same.
+    let mut child = fencesim()
+        .args(["merge", file.to_str().unwrap(), "-", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("merge starts");
+    let piped = record(5, "aaaa", "0123") + &record(6, "aaaa", "0789") + &record(7, "aaaa", "0abc");
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), piped.as_bytes()).unwrap();
+    drop(child.stdin.take());
+    let merged = child.wait_with_output().expect("merge ends");
+    assert_eq!(merged.status.code(), Some(1), "{merged:?}");
+    let json = json(&merged);
+    assert_eq!(json["records"].as_u64(), Some(5));
+    assert_eq!(json["seeds_run"].as_u64(), Some(3));
+    assert_eq!(json["duplicates"].as_u64(), Some(1));
+    let conflict = &json["determinism"][0];
+    assert_eq!(conflict["seed"].as_u64(), Some(6));
+    assert_eq!(conflict["second_place"].as_str(), Some("-:2"), "{conflict}");
+    assert_eq!(conflict["second"]["trace_hash"].as_str(), Some("0789"), "stdin's record, read again from its copy");
+}

@@ -9,8 +9,9 @@
 //! range), the failures listed are the `EXAMPLES_JSON_MAX` lowest seeds (the
 //! rest counted), and a seed seen again is settled by a second pass over the
 //! files, a window of `REPEATS_PER_PASS` seeds at a time, which finds the
-//! records again on disk instead of keeping every trace hash. Records read
-//! from stdin cannot be read twice: their seeds and trace hashes are kept.
+//! records again on disk instead of keeping every trace hash. Stdin is
+//! copied as it is read into an unnamed temporary file (gone when the merge
+//! ends, however it ends), and read again from there like any file.
 
 use crate::cli::args::{exit_for, InputError, MergeArgs};
 use crate::cli::hunt::EXAMPLES_JSON_MAX;
@@ -36,15 +37,6 @@ struct Seen {
     trace_hash: String,
     failed: bool,
     place: Place,
-}
-
-/// What the second pass needs of a record read from stdin.
-struct StdinRecord {
-    model_hash: String,
-    seed: u64,
-    trace_hash: String,
-    failed: bool,
-    line: usize,
 }
 
 /// A seed recorded twice with different trace hashes.
@@ -92,7 +84,8 @@ struct Merge {
     seen: BTreeMap<String, RoaringTreemap>,
     /// Per model hash, the seeds recorded more than once (the second pass settles them).
     repeated: BTreeMap<String, RoaringTreemap>,
-    stdin: Vec<StdinRecord>,
+    /// The copy of stdin, when `-` is among the sources.
+    stdin: Option<std::fs::File>,
     summary: Summary,
     wall_ms: u64,
     records: u64,
@@ -131,15 +124,6 @@ impl Merge {
             self.variants.push(record.variant.clone());
         }
         let failed = !record.properties.is_empty();
-        if place.source == "-" {
-            self.stdin.push(StdinRecord {
-                model_hash: record.model_hash.clone(),
-                seed: record.seed,
-                trace_hash: record.trace_hash.clone(),
-                failed,
-                line: place.line,
-            });
-        }
         let seen = self.seen.entry(record.model_hash.clone()).or_default();
         if !seen.insert(record.seed) {
             self.repeated.entry(record.model_hash.clone()).or_default().insert(record.seed);
@@ -185,14 +169,14 @@ impl Merge {
         self.conflicts.push(Conflict {
             seed,
             first_place: first.place.to_string(),
-            first: line_at(&first.place),
+            first: line_at(&first.place, self.stdin.as_ref()),
             second_place: place.to_string(),
             second,
         });
     }
 
     /// The second pass: every seed recorded more than once, a window at a
-    /// time, its records found again in the files (stdin's kept from the first).
+    /// time, its records found again in the files (stdin's in its copy).
     fn settle_repeats(&mut self, files: &[PathBuf]) -> Result<(), InputError> {
         let repeated = std::mem::take(&mut self.repeated);
         // Windows of seeds drawn from the bitmaps as they go, never all at once.
@@ -226,33 +210,26 @@ impl Merge {
                     }
                 }
             };
+            let stdin = self.stdin.take();
             for file in files {
-                if file.as_os_str() == "-" {
-                    let stdin = std::mem::take(&mut self.stdin);
-                    for r in &stdin {
-                        let place = Place { source: "-".into(), line: r.line };
-                        each(self, place, &r.model_hash, r.seed, &r.trace_hash, r.failed, None);
-                    }
-                    self.stdin = stdin;
-                    continue;
-                }
-                read_source(file, |place, record| {
+                read_source(file, stdin.as_ref(), |place, record| {
                     let failed = !record.properties.is_empty();
                     each(self, place, &record.model_hash, record.seed, &record.trace_hash, failed, Some(&record));
                     Ok(())
                 })?;
             }
+            self.stdin = stdin;
         }
         Ok(())
     }
 }
 
-/// The record at `place`, read again from its file (not from stdin).
-fn line_at(place: &Place) -> Option<serde_json::Value> {
-    if place.source == "-" {
-        return None;
-    }
-    let file = std::fs::File::open(&place.source).ok()?;
+/// The record at `place`, read again from its file (stdin's from its copy).
+fn line_at(place: &Place, stdin: Option<&std::fs::File>) -> Option<serde_json::Value> {
+    let file = match stdin.filter(|_| place.source == "-") {
+        Some(copy) => from_start(copy).ok()?,
+        None => std::fs::File::open(&place.source).ok()?,
+    };
     let line = std::io::BufReader::new(file).lines().nth(place.line - 1)?.ok()?;
     serde_json::from_str(&line).ok()
 }
@@ -278,9 +255,32 @@ fn sources(paths: &[PathBuf]) -> Result<Vec<PathBuf>, InputError> {
     Ok(files)
 }
 
-fn read_source(path: &Path, each: impl FnMut(Place, Record) -> Result<(), InputError>) -> Result<(), InputError> {
+/// Stdin copied to an unnamed temporary file, so it can be read more than once.
+fn copy_stdin() -> Result<std::fs::File, InputError> {
+    let mut copy =
+        tempfile::tempfile().map_err(|e| InputError(format!("cannot make a temporary file for stdin: {e}")))?;
+    std::io::copy(&mut std::io::stdin().lock(), &mut copy)
+        .map_err(|e| InputError(format!("cannot read stdin: {e}")))?;
+    Ok(copy)
+}
+
+/// A reader of the copy from its start (it shares the copy's offset: one reader at a time).
+fn from_start(copy: &std::fs::File) -> std::io::Result<std::fs::File> {
+    use std::io::{Seek, SeekFrom};
+    let mut reader = copy.try_clone()?;
+    reader.seek(SeekFrom::Start(0))?;
+    Ok(reader)
+}
+
+fn read_source(
+    path: &Path,
+    stdin: Option<&std::fs::File>,
+    each: impl FnMut(Place, Record) -> Result<(), InputError>,
+) -> Result<(), InputError> {
     let end = if path.as_os_str() == "-" {
-        read_records("-", std::io::stdin().lock(), each)?
+        let copy = stdin.expect("stdin is copied before the sources are read");
+        let reader = from_start(copy).map_err(|e| InputError(format!("cannot read the copy of stdin: {e}")))?;
+        read_records("-", reader, each)?
     } else {
         let name = path.display().to_string();
         let file = std::fs::File::open(path).map_err(|e| InputError(format!("cannot read {name}: {e}")))?;
@@ -300,7 +300,7 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
         variants: Vec::new(),
         seen: BTreeMap::new(),
         repeated: BTreeMap::new(),
-        stdin: Vec::new(),
+        stdin: if files.iter().any(|f| f.as_os_str() == "-") { Some(copy_stdin()?) } else { None },
         summary: Summary::default(),
         wall_ms: 0,
         records: 0,
@@ -313,7 +313,9 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
         shards: BTreeMap::new(),
     };
     for file in &files {
-        read_source(file, |place, record| merge.add(place, record, args.allow_mixed))?;
+        let stdin = merge.stdin.take();
+        read_source(file, stdin.as_ref(), |place, record| merge.add(place, record, args.allow_mixed))?;
+        merge.stdin = stdin;
     }
     if !merge.repeated.is_empty() {
         merge.settle_repeats(&files)?;
