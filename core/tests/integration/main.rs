@@ -1,6 +1,6 @@
 //! `core`'s integration tests, as one test target: one binary to build and
 //! link instead of one per file, which is most of what a cargo-mutants mutant
-//! costs (README, "Mutation testing"). Each module is one former test file;
+//! costs (docs/TESTING.md, "Mutation testing"). Each module is one former test file;
 //! `cargo test -p fencelock --test integration raft_paper::` runs one of them.
 
 mod lock_random;
