@@ -1,6 +1,7 @@
 //! ARCHITECTURE.md's code map is the way into the code: every path it names
 //! must exist, and every folder of `core/src`, `sim/src` and `node/src` must be in it.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
@@ -105,19 +106,129 @@ fn no_page_speaks_of_internal_history() {
     }
 }
 
-/// Every relative link of README.md and `docs/` resolves to a file.
-#[test]
-fn every_relative_link_resolves() {
-    for (path, text) in user_pages() {
-        let dir = path.parent().expect("a page has a folder");
-        for link in text.split("](").skip(1).filter_map(|rest| rest.split(')').next()) {
-            let target = link.split('#').next().unwrap_or_default();
-            if target.is_empty() || target.contains("://") || target.contains(' ') {
-                continue;
-            }
-            assert!(dir.join(target).exists(), "{}: the link `{link}` resolves to nothing", path.display());
+/// GitHub's anchor for a heading's text: lowercase, every character but
+/// letters, digits, `-` and `_` dropped, each space a hyphen. A link in a
+/// heading counts by its text, a code span by what is inside it.
+fn slug(heading: &str) -> String {
+    let mut text = String::new();
+    let mut rest = heading;
+    while let Some((before, after)) = rest.split_once("](") {
+        text.push_str(before);
+        rest = after.split_once(')').map_or("", |(_, tail)| tail);
+    }
+    text.push_str(rest);
+    text.to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of a Markdown page's headings, as GitHub names them: the
+/// second heading with the same slug gets `-1`, the third `-2`. A `#` line
+/// inside a fenced code block is not a heading.
+fn anchors(text: &str) -> Vec<String> {
+    let mut anchors = Vec::new();
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            fenced = !fenced;
+            continue;
+        }
+        let level = line.len() - line.trim_start_matches('#').len();
+        if fenced || !(1..=6).contains(&level) || !line[level..].starts_with(' ') {
+            continue;
+        }
+        let base = slug(line[level..].trim().trim_end_matches('#').trim_end());
+        let mut anchor = base.clone();
+        while seen.contains_key(&anchor) {
+            let count = seen.get_mut(&base).expect("the base slug was seen first");
+            *count += 1;
+            anchor = format!("{base}-{count}");
+        }
+        seen.insert(anchor.clone(), 0);
+        anchors.push(anchor);
+    }
+    anchors
+}
+
+/// The relative links of `page` (whose text is `text`) that resolve to no
+/// file, or whose `#anchor` names no heading of the Markdown page it points
+/// to (`#anchor` alone: of `page` itself).
+fn broken_links(page: &Path, text: &str) -> Vec<String> {
+    let dir = page.parent().expect("a page has a folder");
+    let mut broken = Vec::new();
+    for link in text.split("](").skip(1).filter_map(|rest| rest.split(')').next()) {
+        let (target, anchor) = link.split_once('#').map_or((link, None), |(t, a)| (t, Some(a)));
+        if target.contains("://") || link.contains(' ') || target.starts_with("mailto:") {
+            continue;
+        }
+        let file = if target.is_empty() { page.to_path_buf() } else { dir.join(target) };
+        if !target.is_empty() && !file.exists() {
+            broken.push(format!("`{link}` resolves to nothing"));
+            continue;
+        }
+        let Some(anchor) = anchor.filter(|_| file.extension().is_some_and(|ext| ext == "md")) else {
+            continue;
+        };
+        let headings = if target.is_empty() {
+            anchors(text)
+        } else {
+            anchors(&std::fs::read_to_string(&file).expect("a linked page is readable"))
+        };
+        if !headings.iter().any(|h| h == anchor) {
+            broken.push(format!("`{link}` names no heading of {}", file.display()));
         }
     }
+    broken
+}
+
+/// Every relative link of README.md and `docs/` resolves to a file, and
+/// every `#anchor` in one to a heading of the page it points to.
+#[test]
+fn every_relative_link_resolves() {
+    let mut broken = Vec::new();
+    for (path, text) in user_pages() {
+        broken.extend(broken_links(&path, &text).into_iter().map(|b| format!("{}: {b}", path.display())));
+    }
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
+#[test]
+fn headings_are_named_as_github_names_them() {
+    let page = "# fencesim — results\n## 1. The system\n### `lease-exclusion` and exposures\n\
+                ## Fault file (JSON) *(extension)*\n## Notes\n## Notes\n## Notes-1\n## Notes\n\
+                ```sh\n# not a heading\n```\n## See [SPEC.md](SPEC.md), \"Sessions\"\n#hashtag\n";
+    assert_eq!(
+        anchors(page),
+        [
+            "fencesim--results",
+            "1-the-system",
+            "lease-exclusion-and-exposures",
+            "fault-file-json-extension",
+            "notes",
+            "notes-1",
+            "notes-1-1",
+            "notes-2",
+            "see-specmd-sessions",
+        ]
+    );
+}
+
+#[test]
+fn a_link_to_a_missing_heading_is_noticed() {
+    let page = root().join("docs").join("PAGE.md");
+    let text = "## Here\n[ok](#here) [gone](#there) [spec](SPEC.md#6-properties) \
+                [old](SPEC.md#properties) [none](NOWHERE.md) [web](https://example.com/#x)";
+    let broken = broken_links(&page, text);
+    assert_eq!(broken.len(), 3, "{broken:?}");
+    assert!(broken[0].starts_with("`#there` names no heading"), "{broken:?}");
+    assert!(broken[1].starts_with("`SPEC.md#properties` names no heading"), "{broken:?}");
+    assert_eq!(broken[2], "`NOWHERE.md` resolves to nothing");
 }
 
 /// One key of `fencesim model` (`Model::commented_toml`): its name, its
