@@ -55,6 +55,11 @@ load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 "$bin" hunt --seeds "$seeds" --jobs 2 --swarm --json > "$tmp/swarm.json" || true
 "$bin" variants --score --seeds "$score_seeds" > "$tmp/score.txt" || true
 "$bin" variants --score --swarm --seeds "$score_seeds" > "$tmp/score-swarm.txt" || true
+# Steered swarm beside plain swarm, on seeds no other table uses (held out).
+held_out="1000000..$((1000000 + seeds))"
+"$bin" hunt --seeds "$held_out" --jobs 2 --swarm --json > "$tmp/held-swarm.json" || true
+"$bin" hunt --seeds "$held_out" --jobs 2 --swarm --steer --json > "$tmp/held-steer.json" || true
+"$bin" variants --score --swarm --steer --seeds "$score_seeds" > "$tmp/score-steer.txt" || true
 # Each pinned failure of seeds/ shrunk again, within a budget; the files that
 # expect `pass` have nothing to shrink. A shrink that refuses its file prints
 # no JSON, and the table gives its error's last line instead.
@@ -84,9 +89,9 @@ done
 printf '[sweep]\nseeds = %s\n\n[axes]\nheartbeat_ms = [%s]\n' "$timing_seeds" "$(IFS=,; echo "${heartbeats[*]}")" > "$tmp/timing.toml"
 "$bin" explore "$tmp/timing.toml" --jobs 2 --json > "$tmp/timing.json"
 python3 - "$tmp" "$seeds" "$score_seeds" "$(date -u +%Y-%m-%d)" "$(nproc)" "$load_start" "$timing_seeds" \
-  "$shrink_budget_s" "$mutants" > "$out" <<'PY'
+  "$shrink_budget_s" "$mutants" "$held_out" > "$out" <<'PY'
 import json, os, re, sys
-tmp, seeds, score_seeds, day, cores, load, timing_seeds, shrink_budget_s, mutants = sys.argv[1:]
+tmp, seeds, score_seeds, day, cores, load, timing_seeds, shrink_budget_s, mutants, held_out = sys.argv[1:]
 bench = json.load(open(f"{tmp}/bench.json"))
 print("# fencesim — results\n")
 print(f"Written by `scripts/results.sh` on {day} from the release build of this tree, on a machine")
@@ -148,6 +153,29 @@ for name, (breaks, cell) in swarm_rows.items():
 print(f"\n- declared model: {plain_summary.removeprefix('score: ') or '-'}")
 print(f"- swarm: {swarm_summary.removeprefix('score: ') or '-'}")
 print(f"\n`fencesim variants --score --swarm --seeds {score_seeds}`")
+
+print("\n## Steered swarm beside plain swarm\n")
+print("`hunt --swarm --steer` weights swarm's coins, round by round, toward the draws whose seeds")
+print("reached the rarest coverage probes (COVERAGE.md, \"Steered hunts\"). The same held-out seeds")
+print("plain and steered: the probes each reached, and the ten probes plain swarm reached least.\n")
+plain_hunt = json.load(open(f"{tmp}/held-swarm.json"))
+steer_hunt = json.load(open(f"{tmp}/held-steer.json"))
+plain_cov = {c["probe"]: c["seeds"] for c in plain_hunt.get("coverage", [])}
+steer_cov = {c["probe"]: c["seeds"] for c in steer_hunt.get("coverage", [])}
+print("| probe | plain swarm, seeds | steered, seeds |\n|---|---|---|")
+print(f"| probes reached (of {len(plain_cov)}) | {sum(1 for n in plain_cov.values() if n)} | {sum(1 for n in steer_cov.values() if n)} |")
+for probe in sorted(plain_cov, key=lambda p: (plain_cov[p], p))[:10]:
+    print(f"| `{probe}` | {plain_cov[probe]} | {steer_cov.get(probe, '-')} |")
+print(f"| failing seeds | {plain_hunt['failing_seeds']} | {steer_hunt['failing_seeds']} |")
+print(f"\n`fencesim hunt --seeds {held_out} --jobs 2 --swarm [--steer] --json`\n")
+print("The mutation score under steering, beside plain swarm's from the table above:\n")
+steer_rows, steer_summary = score_rows(f"{tmp}/score-steer.txt")
+print("| variant | breaks | swarm | steered |\n|---|---|---|---|")
+for name, (breaks, cell) in steer_rows.items():
+    print(f"| `{name}` | `{breaks}` | {swarm_rows.get(name, ('', '-'))[1]} | {cell} |")
+print(f"\n- swarm: {swarm_summary.removeprefix('score: ') or '-'}")
+print(f"- steered: {steer_summary.removeprefix('score: ') or '-'}")
+print(f"\n`fencesim variants --score --swarm --steer --seeds {score_seeds}`")
 
 print("\n## Mutation testing of core\n")
 if mutants == "1":

@@ -148,6 +148,11 @@ pub struct Model {
     /// families are on and how hard, the cluster size and the batching, with
     /// this model's values as the limits (`faults/swarm.rs`).
     pub swarm: bool,
+    /// With `swarm`: each coin's chance of heads in thousandths, as
+    /// `crashes:700,pauses:300` (a coin not named is fair). A steered hunt
+    /// (`hunt --steer`) sets it per seed; a replay line carries it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub swarm_bias: Option<crate::faults::swarm::Bias>,
     /// Raft heartbeat interval (extension of CLI.md), a multiple of the 10 ms tick.
     pub heartbeat_ms: u64,
     /// Raft election timeout, drawn per election from
@@ -198,6 +203,7 @@ impl Default for Model {
             jobs_max: None,
             fault_rate: 1.0,
             swarm: false,
+            swarm_bias: None,
             heartbeat_ms: 20,
             election_ms_min: 100,
             election_ms_max: 200,
@@ -220,6 +226,8 @@ pub enum Valid {
         min: f64,
         max: f64,
     },
+    /// Text in a form of its own, said in `also`.
+    Text,
 }
 
 /// One model key: its name, the values it takes, and what it means. The
@@ -344,6 +352,13 @@ pub const KEYS: &[KeyInfo] = &[
     int("jobs_max", 1, 1_000_000, "Jobs each worker does before it idles; absent, workers never stop."),
     rate("fault_rate", 0.01, 10.0, "How often every fault family strikes, relative to the standard model."),
     flag("swarm", "Swarm testing: each seed draws its configuration with this model's values as the limits."),
+    KeyInfo {
+        name: "swarm_bias",
+        valid: Valid::Text,
+        also: "coin:thousandths, comma-separated, with swarm = true",
+        meaning:
+            "Swarm's coins weighted (heads in this many of 1000); absent, all fair. hunt --steer sets it per seed.",
+    },
     // At most 990: the election timeout must fit twice the heartbeat below 2000.
     with(int("heartbeat_ms", 10, 990, "Raft heartbeat interval."), "a multiple of the 10 ms tick"),
     with(
@@ -368,6 +383,7 @@ impl KeyInfo {
             Valid::Bool => "true or false".to_string(),
             Valid::Int { min, max } => format!("{min}..={max}"),
             Valid::Float { min, max } => format!("{min:?}..={max:?}"),
+            Valid::Text => return self.also.to_string(),
         };
         if self.also.is_empty() {
             range
@@ -387,10 +403,12 @@ impl KeyInfo {
             "stall_ms_max" => standard.stall_ms_longest().to_string(),
             "snapshot_entries" => fencelock::raft::SNAPSHOT_THRESHOLD_ENTRIES_STANDARD.to_string(),
             "jobs_max" => "20".to_string(),
+            "swarm_bias" => "\"crashes:700,pauses:300\"".to_string(),
             _ => match self.valid {
                 Valid::Bool => "true".to_string(),
                 Valid::Int { min, .. } => min.to_string(),
                 Valid::Float { min, .. } => format!("{min:?}"),
+                Valid::Text => "\"\"".to_string(),
             },
         }
     }
@@ -403,6 +421,8 @@ impl KeyInfo {
             Valid::Int { min, max } => value.as_u64().is_some_and(|v| (min..=max).contains(&v)),
             // NaN serializes as null, which fits no range.
             Valid::Float { min, max } => value.as_f64().is_some_and(|v| (min..=max).contains(&v)),
+            // Its form is checked as it is read.
+            Valid::Text => value.is_string(),
         };
         if fits {
             return Ok(());
@@ -474,6 +494,9 @@ impl Model {
         // just after its violation); a phase shorter than a second proves nothing.
         if self.liveness_ms != 0 && self.liveness_ms < 1_000 {
             return Err(format!("model key `liveness_ms` must be 0 or at least 1000, got {}", self.liveness_ms));
+        }
+        if self.swarm_bias.is_some() && !self.swarm {
+            return Err("model key `swarm_bias` weights swarm's coins: it needs `swarm = true`".to_string());
         }
         self.validate_drift()?;
         self.validate_raft_timing()
@@ -562,9 +585,15 @@ impl Model {
             if KeyInfo::named(name).is_none() {
                 return Err(format!("--set {setting}: {}", unknown_key(name, KEYS.iter().map(|k| k.name))));
             }
-            let value: toml::Table = toml::from_str(&format!("value = {}", value.trim()))
-                .map_err(|_| format!("--set {setting}: the value is not a number or true/false"))?;
-            keys.push((name.to_string(), value["value"].clone(), setting));
+            let value = match toml::from_str::<toml::Table>(&format!("value = {}", value.trim())) {
+                Ok(table) => table["value"].clone(),
+                // A key of text takes it bare (`--set swarm_bias=crashes:700`).
+                Err(_) if KeyInfo::named(name).is_some_and(|key| key.valid == Valid::Text) => {
+                    toml::Value::String(value.trim().to_string())
+                }
+                Err(_) => return Err(format!("--set {setting}: the value is not a number or true/false")),
+            };
+            keys.push((name.to_string(), value, setting));
         }
         let model = self
             .with_keys(keys.iter().map(|(name, value, setting)| (name.as_str(), value, format!("--set {setting}"))))?;
@@ -697,6 +726,8 @@ mod tests {
             vote_strikes: Some(true),
             fence_strikes: Some(true),
             snapshot_entries: Some(32),
+            swarm: true,
+            swarm_bias: Some("crashes:700".parse().unwrap()),
             ..Model::default()
         };
         let fields: Vec<String> = match serde_json::to_value(all).unwrap() {

@@ -343,3 +343,60 @@ fn stdin_merges_like_a_file_and_shows_both_records_of_a_conflict() {
     assert_eq!(conflict["second_place"].as_str(), Some("-:2"), "{conflict}");
     assert_eq!(conflict["second"]["trace_hash"].as_str(), Some("0789"), "stdin's record, read again from its copy");
 }
+
+/// A steered hunt (`hunt --swarm --steer`): resumed from a records file cut
+/// mid-round, it weights every round as the uninterrupted hunt did; each
+/// steered failure's replay line, run alone, fails the same way.
+#[test]
+fn a_steered_hunt_resumes_as_it_ran_and_its_failures_replay_alone() {
+    let dir = scratch("steer");
+    let whole_records = dir.join("whole.jsonl");
+    let hunt = |records: &Path| {
+        let args = ["hunt", "--seeds", "0..60", "--variant", "sink-unfenced", "--swarm", "--steer", "--jobs", "2"];
+        run(&[&args[..], &["--json", "--records", records.to_str().unwrap()]].concat())
+    };
+    let whole = hunt(&whole_records);
+    assert_eq!(whole.status.code(), Some(1), "sink-unfenced fails: {whole:?}");
+    let whole = json(&whole);
+    assert_eq!(whole["steer"]["rounds"].as_u64(), Some(3), "60 seeds are 3 rounds of 25: {}", whole["steer"]);
+
+    // The records of a hunt killed in its second round, and the hunt run again over them.
+    let text = std::fs::read_to_string(&whole_records).unwrap();
+    let cut: String = text.lines().take(35).map(|line| format!("{line}\n")).collect();
+    let resumed_records = dir.join("resumed.jsonl");
+    std::fs::write(&resumed_records, cut).unwrap();
+    let resumed = json(&hunt(&resumed_records));
+    assert_eq!(resumed["seeds_resumed"].as_u64(), Some(35));
+    for key in SUMMARY_KEYS.iter().copied().chain(["steer"]) {
+        assert_eq!(resumed[key], whole[key], "{key}");
+    }
+    let by_seed = |path: &Path| -> BTreeMap<u64, (Value, Value)> {
+        let text = std::fs::read_to_string(path).unwrap();
+        let records = text.lines().map(|line| serde_json::from_str::<Value>(line).unwrap());
+        records.map(|r| (r["seed"].as_u64().unwrap(), (r["trace_hash"].clone(), r["swarm_bias"].clone()))).collect()
+    };
+    assert_eq!(by_seed(&resumed_records), by_seed(&whole_records), "every seed drew and ran as in the whole hunt");
+
+    // The first round draws fair; later rounds carry their weights in the replay line.
+    let violations = whole["violations"].as_array().unwrap();
+    let steered = violations.iter().find(|v| v["seed"].as_u64().unwrap() >= 25).expect("a failure after round one");
+    let replay = steered["replay"].as_str().unwrap();
+    assert!(replay.contains(" --swarm --set swarm_bias="), "{replay}");
+    let args: Vec<&str> = replay.split(" replay ").nth(1).unwrap().split(' ').collect();
+    let again = run(&[&["replay"][..], &args, &["--json"]].concat());
+    assert_eq!(again.status.code(), Some(1), "{again:?}");
+    let seed = steered["seed"].as_u64().unwrap();
+    let recorded = &by_seed(&whole_records)[&seed].0;
+    assert_eq!(&json(&again)["trace_hash"], recorded, "the replay line reruns seed {seed} exactly");
+}
+
+#[test]
+fn steering_without_swarm_is_an_input_error() {
+    for args in [&["hunt", "--steer", "--seeds", "1"][..], &["variants", "--score", "--steer", "--seeds", "1"][..]] {
+        let output = run(args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.contains("--steer steers swarm's draws: add --swarm"), "{stderr}");
+    }
+}

@@ -1,6 +1,7 @@
 //! The command line's arguments (CLI.md) and its input errors: what every
 //! command below reads, and the one-line errors it answers bad input with.
 
+use crate::faults::swarm::Bias;
 use crate::model::{parse_variant, Model};
 use clap::{Args, Parser, Subcommand};
 use fencelock::Variant;
@@ -140,6 +141,12 @@ pub struct HuntArgs {
     /// each, never-reached first, and why each matters.
     #[arg(long)]
     pub coverage: bool,
+    /// With --swarm: steer the draws toward what is rarely reached. Seeds run
+    /// in rounds of 25; each round weights swarm's coins toward the draws
+    /// whose seeds reached the rarest coverage probes so far. Reproducible
+    /// from the range, shard and model; each failure's replay line carries its weights.
+    #[arg(long)]
+    pub steer: bool,
 }
 
 #[derive(Args, Debug)]
@@ -307,6 +314,9 @@ pub struct VariantsArgs {
     /// With --score: swarm testing on the standard model instead of each variant's declared model.
     #[arg(long)]
     pub swarm: bool,
+    /// With --score --swarm: steered swarm, as `hunt --steer` runs it.
+    #[arg(long)]
+    pub steer: bool,
     /// Print JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -380,6 +390,20 @@ pub fn parse_seeds(text: &str) -> Result<Range<u64>, InputError> {
 
 /// The one line that replays a failure, as it runs when pasted.
 pub fn replay_line(seed: u64, model_args: &ModelArgs) -> String {
+    replay_line_drawn(seed, model_args, None)
+}
+
+/// [`replay_line`] of a seed whose swarm coins were weighted (a steered
+/// hunt's): the weights follow as `--set swarm_bias=...`, so it replays alone.
+pub fn replay_line_drawn(seed: u64, model_args: &ModelArgs, swarm_bias: Option<&Bias>) -> String {
+    let mut line = replay_line_of(seed, model_args);
+    if let Some(bias) = swarm_bias {
+        line.push_str(&format!(" --set swarm_bias={bias}"));
+    }
+    line
+}
+
+fn replay_line_of(seed: u64, model_args: &ModelArgs) -> String {
     let mut line = format!("{} replay --seed {seed} --variant {}", invocation(), model_args.variant);
     if let Some(path) = &model_args.model {
         line.push_str(&format!(" --model {}", shell_path(path)));

@@ -12,20 +12,24 @@
 //! `--records` split a campaign across machines and resume a killed shard.
 
 use crate::checker::Exposure;
-use crate::cli::args::{exit_for, load_model, parse_seeds, replay_line, wrote_scenario_line, HuntArgs, InputError};
+use crate::cli::args::{
+    exit_for, load_model, parse_seeds, replay_line, replay_line_drawn, wrote_scenario_line, HuntArgs, InputError,
+};
 use crate::cli::coverage::stdout_has_color;
 use crate::cli::output::try_write_line;
 use crate::cli::records::{Origin, Place, Record, RecordFile};
 use crate::cli::shard::{parse_shard, Shard};
 use crate::cli::shrink::{saved_path, shrink_failures};
 use crate::cli::summary::{Examples, SeedFacts, Summary};
+use crate::faults::steer::{Steer, ROUND_SEEDS};
 use crate::plural;
-use crate::run::sweep::{default_jobs, quiet_panics, sweep_each, Flow, SeedResult, Sweep};
+use crate::run::sweep::{default_jobs, quiet_panics, sweep_each, sweep_steered, Flow, SeedResult, Sweep};
 use crate::signals::{self, INTERRUPTED};
-use fencelock::Property;
+use fencelock::{ProbeSet, Property};
 use indicatif::{ProgressBar, ProgressState, ProgressStyle};
 use roaring::RoaringTreemap;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write as _};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -144,6 +148,16 @@ struct HuntJson {
     shard: Option<String>,
     /// Seeds found in the records file and not run again (counted in the summary).
     seeds_resumed: u64,
+    /// With --steer: the rounds run and the weights the next round would draw with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    steer: Option<SteerJson>,
+}
+
+#[derive(Serialize)]
+struct SteerJson {
+    rounds: u64,
+    round_seeds: u64,
+    swarm_bias: String,
 }
 
 /// One lease exposure of one seed, explained (`replay` shows it in the trace).
@@ -175,8 +189,11 @@ struct Hunt<'a> {
     bar: Option<ProgressBar>,
     violations_json: Examples<HuntViolationJson>,
     exposures_json: Examples<HuntExposureJson>,
-    /// The first seed with a lease exposure: the summary points at it.
-    exposure_seed: Option<u64>,
+    /// The first seed with a lease exposure and its replay line: the summary points at it.
+    exposure_seed: Option<(u64, String)>,
+    /// With --steer: the probes of each seed resumed from the records file,
+    /// folded into the steering in their round (16 bytes and a map node a seed).
+    resumed_probes: Option<BTreeMap<u64, ProbeSet>>,
     /// With --shrink: failures wait for the shrinks (and print after them).
     to_shrink: Vec<SeedResult>,
     seeds_resumed: u64,
@@ -208,13 +225,16 @@ impl Hunt<'_> {
     fn resumed(&mut self, place: &Place, record: &Record) {
         self.seeds_resumed += 1;
         self.summary.add(record.facts());
+        let replay = record.replay.clone().unwrap_or_else(|| replay_line(record.seed, &self.args.model));
+        if let Some(resumed) = &mut self.resumed_probes {
+            resumed.insert(record.seed, record.facts().probes.unwrap_or_default());
+        }
         if record.lease_exposures > 0 {
-            self.exposure_seed.get_or_insert(record.seed);
+            self.exposure_seed.get_or_insert_with(|| (record.seed, replay.clone()));
         }
         if record.properties.is_empty() {
             return;
         }
-        let replay = record.replay.clone().unwrap_or_else(|| replay_line(record.seed, &self.args.model));
         if self.args.json {
             let json = record.properties.iter().map(|&property| HuntViolationJson {
                 seed: record.seed,
@@ -231,7 +251,7 @@ impl Hunt<'_> {
     }
 
     fn finished(&mut self, result: SeedResult) -> Flow {
-        let replay = replay_line(result.seed, &self.args.model);
+        let replay = replay_line_drawn(result.seed, &self.args.model, result.swarm_bias.as_ref());
         if let Some(records) = &mut self.records {
             let mut record = Record::of(&result, &self.origin, &self.variant, replay.clone());
             record.shard.clone_from(&self.shard_text);
@@ -294,7 +314,7 @@ impl Hunt<'_> {
         if result.exposures.is_empty() {
             return;
         }
-        self.exposure_seed.get_or_insert(result.seed);
+        self.exposure_seed.get_or_insert_with(|| (result.seed, replay.to_string()));
         if !self.args.json {
             return;
         }
@@ -321,7 +341,8 @@ impl Hunt<'_> {
         for violation in &failure.violations {
             self.say(format_args!("FAIL seed {}: {}", failure.seed, violation.one_line()));
         }
-        self.say(format_args!("  replay: {}", replay_line(failure.seed, &self.args.model)));
+        let replay = replay_line_drawn(failure.seed, &self.args.model, failure.swarm_bias.as_ref());
+        self.say(format_args!("  replay: {replay}"));
         if let Some(line) = shrunk_line {
             self.say(format_args!("  shrunk: {line}"));
         }
@@ -343,6 +364,12 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         Some(text) => parse_shard(text, |name| std::env::var(name).ok())?,
         None => Shard::WHOLE,
     };
+    if args.steer && !model.swarm {
+        return Err(InputError("--steer steers swarm's draws: add --swarm".into()));
+    }
+    if args.steer && model.swarm_bias.is_some() {
+        return Err(InputError("--steer sets swarm_bias for each round: leave it out of the model".into()));
+    }
     if let Some(dir) = &args.save {
         std::fs::create_dir_all(dir).map_err(|e| InputError(format!("cannot create {}: {e}", dir.display())))?;
     }
@@ -350,7 +377,7 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
     let started = Instant::now();
     let mut hunt = Hunt {
         args,
-        origin: Origin::here(&model),
+        origin: if args.steer { Origin::steered(&model) } else { Origin::here(&model) },
         variant: model.variant.name().to_string(),
         summary: Summary::default(),
         records: None,
@@ -358,6 +385,7 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         violations_json: Examples::new(EXAMPLES_JSON_MAX),
         exposures_json: Examples::new(EXAMPLES_JSON_MAX),
         exposure_seed: None,
+        resumed_probes: args.steer.then(BTreeMap::new),
         to_shrink: Vec::new(),
         seeds_resumed: 0,
         ran: 0,
@@ -393,9 +421,24 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
     let todo = shard.count_in(&seeds) - done.len();
     hunt.bar = if args.json { None } else { progress_bar(todo) };
     hunt.heartbeat = Heartbeat::new(args.progress_s, todo);
-    let pending = seeds.clone().filter(move |seed| shard.contains(*seed) && !done.contains(*seed));
     let how = Sweep { jobs, twice: args.check_determinism, stop: &INTERRUPTED };
-    sweep_each(pending, &model, how, |result| hunt.finished(result));
+    let mut steer = Steer::default();
+    if args.steer {
+        // Rounds count every seed of the shard, resumed ones too, so a
+        // resumed hunt weights each round as the uninterrupted one did.
+        let mut resumed = hunt.resumed_probes.take().unwrap_or_default();
+        let all = seeds.clone().filter(move |seed| shard.contains(*seed));
+        let known = |seed: u64| resumed.remove(&seed).or_else(|| done.contains(seed).then(ProbeSet::default));
+        sweep_steered(all, &model, how, &mut steer, known, |result| hunt.finished(result));
+    } else {
+        let pending = seeds.clone().filter(move |seed| shard.contains(*seed) && !done.contains(*seed));
+        sweep_each(pending, &model, how, |result| hunt.finished(result));
+    }
+    let steer_json = args.steer.then(|| SteerJson {
+        rounds: steer.seeds().div_ceil(ROUND_SEEDS),
+        round_seeds: ROUND_SEEDS,
+        swarm_bias: steer.bias().to_string(),
+    });
     if let Some(bar) = hunt.bar.take() {
         bar.finish_and_clear();
     }
@@ -437,18 +480,27 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
             interrupted,
             shard: shard_text,
             seeds_resumed: hunt.seeds_resumed,
+            steer: steer_json,
         };
         hunt.say(format_args!("{}", serde_json::to_string(&json).expect("hunt json serializes")));
     } else {
         for line in hunt.summary.detail_lines() {
             hunt.say(format_args!("{line}"));
         }
-        if let Some(seed) = hunt.exposure_seed {
-            let line = Summary::exposure_line(seed, &replay_line(seed, &args.model));
+        if let Some((seed, replay)) = hunt.exposure_seed.take() {
+            let line = Summary::exposure_line(seed, &replay);
             hunt.say(format_args!("{line}"));
         }
         if let Some(line) = hunt.summary.coverage_line() {
             hunt.say(format_args!("{line}"));
+        }
+        if let Some(steer) = &steer_json {
+            let bias = if steer.swarm_bias.is_empty() { "every coin fair" } else { &steer.swarm_bias };
+            hunt.say(format_args!(
+                "steered: {} of {} seeds; the next would draw with {bias}",
+                plural(steer.rounds, "round"),
+                steer.round_seeds
+            ));
         }
         if let Some(text) = &shard_text {
             hunt.say(format_args!(

@@ -265,6 +265,7 @@ fn append_record(path: &PathBuf, run: &RealRun, model: &crate::model::Model, rep
         availability: Some(outcome.counters.phases),
         // Real servers keep their probes off: a real run reports no coverage.
         probes: None,
+        swarm_bias: None,
     };
     let mut file = std::fs::OpenOptions::new()
         .create(true)

@@ -79,6 +79,10 @@ pub struct Record {
     /// older versions; a name this version does not know is skipped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probes: Option<Vec<String>>,
+    /// A steered hunt's seed: the weights its swarm coins were tossed with
+    /// (`swarm_bias`; absent when all fair, and in records of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swarm_bias: Option<String>,
 }
 
 /// What records of one campaign share: merging others is refused.
@@ -117,6 +121,14 @@ impl Origin {
             model_hash: model_hash(model),
         }
     }
+
+    /// The origin of a steered hunt's records: the model's hash marked
+    /// `+steer`, since its seeds draw other configurations than plain swarm's.
+    pub fn steered(model: &Model) -> Origin {
+        let mut origin = Origin::here(model);
+        origin.model_hash.push_str("+steer");
+        origin
+    }
 }
 
 impl Record {
@@ -143,6 +155,7 @@ impl Record {
             shard: None,
             availability: Some(result.figures.phases),
             probes: Some(result.probes.iter().map(|probe| probe.name().to_string()).collect()),
+            swarm_bias: result.swarm_bias.map(|bias| bias.to_string()),
         }
     }
 
@@ -307,6 +320,7 @@ mod tests {
             figures: None,
             availability: None,
             probes: None,
+            swarm_bias: None,
         }
     }
 

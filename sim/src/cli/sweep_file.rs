@@ -396,8 +396,12 @@ mod tests {
         let standard = toml::Table::try_from(crate::model::Model::default()).unwrap();
         for key in crate::model::KEYS {
             let value = standard.get(key.name).map_or_else(|| key.example(), |v| v.to_string());
-            let text =
-                format!("[sweep]\nseeds = 1\n[model]\n{} = {value}\n[axes]\nvariant = [\"default\"]\n", key.name);
+            // `swarm_bias` weights swarm's coins: it comes with swarm on.
+            let swarm = if key.name == "swarm_bias" { "swarm = true\n" } else { "" };
+            let text = format!(
+                "[sweep]\nseeds = 1\n[model]\n{swarm}{} = {value}\n[axes]\nvariant = [\"default\"]\n",
+                key.name
+            );
             assert!(sweep(&text).is_ok(), "[model] {}: {:?}", key.name, sweep(&text).err());
         }
         let plan =

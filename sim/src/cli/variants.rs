@@ -2,13 +2,15 @@
 //! mutation score: seeds of each unsafe variant until its first detection.
 
 use crate::cli::args::{exit_for, parse_seeds, InputError, VariantsArgs};
+use crate::faults::steer::Steer;
 use crate::model::Model;
 use crate::plural;
-use crate::run::sweep::{default_jobs, quiet_panics, sweep, SeedResult};
+use crate::run::sweep::{default_jobs, quiet_panics, sweep_each, sweep_steered, Flow, SeedResult, Sweep};
 use fencelock::{Property, Variant, VARIANTS};
 use serde::Serialize;
 use std::ops::Range;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
 
 #[derive(Serialize)]
 struct VariantJson {
@@ -44,12 +46,15 @@ pub fn variants(args: &VariantsArgs) -> Result<ExitCode, InputError> {
         return Ok(ExitCode::SUCCESS);
     }
     let seeds = parse_seeds(&args.seeds)?;
+    if args.steer && !args.swarm {
+        return Err(InputError("--steer steers swarm's draws: add --swarm".into()));
+    }
     let seeds_max = seeds.end - seeds.start;
     quiet_panics();
     let jobs = default_jobs();
     let mut rows = Vec::new();
     for info in VARIANTS.iter().filter(|v| !v.variant.is_safe()) {
-        let row = score_one(score_model(info.variant, args.swarm), seeds.clone(), jobs);
+        let row = score_one(score_model(info.variant, args.swarm), seeds.clone(), jobs, args.steer);
         if !args.json {
             match (row.seed, row.property) {
                 (Some(seed), Some(property)) => crate::outln!(
@@ -120,33 +125,35 @@ fn score_model(variant: Variant, swarm: bool) -> Model {
 
 /// Seeds of a variant on its model, in order, until one violates the
 /// property the variant is expected to break (`breaks`); other violations on
-/// the way (symptoms of the same flaw) do not count as detection.
-fn score_one(model: Model, seeds: Range<u64>, jobs: usize) -> ScoreJson {
+/// the way (symptoms of the same flaw) do not count as detection. With
+/// `steer`, the seeds run as `hunt --steer` runs them.
+fn score_one(model: Model, seeds: Range<u64>, jobs: usize, steer: bool) -> ScoreJson {
     let info = model.variant.info();
-    let mut start = seeds.start;
-    while start < seeds.end {
-        let end = start.saturating_add(jobs as u64 * 2).min(seeds.end);
-        let results = sweep(start..end, &model, jobs, false, None);
-        let hit = |r: &&SeedResult| r.violations.iter().any(|v| Some(v.property) == info.breaks);
-        if let Some(first) = results.iter().find(hit) {
-            return ScoreJson {
-                name: info.name,
-                breaks: info.breaks,
-                detected: true,
-                seeds_to_detection: Some(first.seed - seeds.start + 1),
-                seed: Some(first.seed),
-                property: info.breaks,
-            };
+    let never = AtomicBool::new(false);
+    let how = Sweep { jobs, twice: false, stop: &never };
+    let mut first = None;
+    let on_result = |result: SeedResult| {
+        if first.is_none() && result.violations.iter().any(|v| Some(v.property) == info.breaks) {
+            first = Some(result.seed);
         }
-        start = end;
+        if first.is_some() {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        }
+    };
+    if steer {
+        sweep_steered(seeds.clone(), &model, how, &mut Steer::default(), |_| None, on_result);
+    } else {
+        sweep_each(seeds.clone(), &model, how, on_result);
     }
     ScoreJson {
         name: info.name,
         breaks: info.breaks,
-        detected: false,
-        seeds_to_detection: None,
-        seed: None,
-        property: None,
+        detected: first.is_some(),
+        seeds_to_detection: first.map(|seed| seed - seeds.start + 1),
+        seed: first,
+        property: first.and(info.breaks),
     }
 }
 

@@ -25,6 +25,7 @@ mod disks;
 mod fences;
 mod grants;
 mod renews;
+pub mod steer;
 pub mod swarm;
 #[cfg(test)]
 mod tests;

@@ -23,9 +23,7 @@ use crate::model::Model;
 use fencelock::raft::SNAPSHOT_THRESHOLD_ENTRIES_STANDARD;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-
-/// The chance that a family the model enables is on in one seed.
-const FAMILY_ON: f64 = 0.5;
+use serde::{Deserialize, Serialize};
 
 /// Fractions of a limit are drawn in steps of 1/`FRACTION_STEPS`.
 const FRACTION_STEPS: u32 = 1_000;
@@ -37,52 +35,314 @@ const SNAPSHOT_OFTEN_MAX: u64 = 64;
 /// Rates are kept to five decimals, so a drawn model reads well in a file.
 const RATE_STEPS: f64 = 100_000.0;
 
+/// The coins a swarm draw tosses, in the order it tosses them. Plain swarm
+/// tosses each fairly; a steered hunt (`faults::steer`) weights them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Coin {
+    /// One entry per append message (else the model's batch).
+    SmallBatches,
+    /// One append in flight per follower (else the model's window).
+    OneInFlight,
+    Partitions,
+    Crashes,
+    LeaderChurn,
+    Restores,
+    Pauses,
+    ClockSteps,
+    ResourceCrashes,
+    Corruption,
+    DriftBeyondBound,
+    Loss,
+    Dup,
+    ResourceRestores,
+    AckCrashes,
+    /// Compact the log every 8 to 64 entries.
+    CompactOften,
+    RenewStrikes,
+    AckAmnesia,
+    GrantStrikes,
+    VoteStrikes,
+    FenceStrikes,
+    /// The settings: each heads when its fraction is drawn in the upper
+    /// half (a weighted one moves its draws into that half or out of it).
+    HeavyLoss,
+    HeavyDup,
+    LongPauses,
+    FastDrift,
+    /// Compaction every 36 to 64 entries rather than 8 to 36.
+    SparseCompaction,
+}
+
+impl Coin {
+    pub const ALL: [Coin; 26] = [
+        Coin::SmallBatches,
+        Coin::OneInFlight,
+        Coin::Partitions,
+        Coin::Crashes,
+        Coin::LeaderChurn,
+        Coin::Restores,
+        Coin::Pauses,
+        Coin::ClockSteps,
+        Coin::ResourceCrashes,
+        Coin::Corruption,
+        Coin::DriftBeyondBound,
+        Coin::Loss,
+        Coin::Dup,
+        Coin::ResourceRestores,
+        Coin::AckCrashes,
+        Coin::CompactOften,
+        Coin::RenewStrikes,
+        Coin::AckAmnesia,
+        Coin::GrantStrikes,
+        Coin::VoteStrikes,
+        Coin::FenceStrikes,
+        Coin::HeavyLoss,
+        Coin::HeavyDup,
+        Coin::LongPauses,
+        Coin::FastDrift,
+        Coin::SparseCompaction,
+    ];
+
+    /// Its name in `swarm_bias`: the model key it decides, where there is one.
+    pub fn name(self) -> &'static str {
+        match self {
+            Coin::SmallBatches => "small_batches",
+            Coin::OneInFlight => "one_inflight",
+            Coin::Partitions => "partitions",
+            Coin::Crashes => "crashes",
+            Coin::LeaderChurn => "leader_churn",
+            Coin::Restores => "restores",
+            Coin::Pauses => "pauses",
+            Coin::ClockSteps => "clock_steps",
+            Coin::ResourceCrashes => "resource_crashes",
+            Coin::Corruption => "corruption",
+            Coin::DriftBeyondBound => "drift_beyond_bound",
+            Coin::Loss => "loss",
+            Coin::Dup => "dup",
+            Coin::ResourceRestores => "resource_restores",
+            Coin::AckCrashes => "ack_crashes",
+            Coin::CompactOften => "compact_often",
+            Coin::RenewStrikes => "renew_strikes",
+            Coin::AckAmnesia => "ack_amnesia",
+            Coin::GrantStrikes => "grant_strikes",
+            Coin::VoteStrikes => "vote_strikes",
+            Coin::FenceStrikes => "fence_strikes",
+            Coin::HeavyLoss => "heavy_loss",
+            Coin::HeavyDup => "heavy_dup",
+            Coin::LongPauses => "long_pauses",
+            Coin::FastDrift => "fast_drift",
+            Coin::SparseCompaction => "sparse_compaction",
+        }
+    }
+}
+
+/// A fair coin: heads in 500 of 1,000.
+pub const FAIR: u16 = 500;
+
+/// Each coin's chance of heads, in thousandths (model key `swarm_bias`,
+/// written `crashes:700,pauses:300`; a coin not named is fair). Absent, every
+/// coin is fair and a seed draws what plain swarm draws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bias([u16; Coin::ALL.len()]);
+
+impl Default for Bias {
+    fn default() -> Bias {
+        Bias([FAIR; Coin::ALL.len()])
+    }
+}
+
+impl Bias {
+    /// Heads in this many of 1,000 tosses.
+    pub fn get(&self, coin: Coin) -> u16 {
+        self.0[coin as usize]
+    }
+
+    pub fn set(&mut self, coin: Coin, permille: u16) {
+        self.0[coin as usize] = permille.min(1_000);
+    }
+
+    pub fn is_fair(&self) -> bool {
+        self.0.iter().all(|p| *p == FAIR)
+    }
+}
+
+impl std::fmt::Display for Bias {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let unfair = Coin::ALL.iter().filter(|coin| self.get(**coin) != FAIR);
+        let parts: Vec<String> = unfair.map(|coin| format!("{}:{}", coin.name(), self.get(*coin))).collect();
+        f.write_str(&parts.join(","))
+    }
+}
+
+impl std::str::FromStr for Bias {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Bias, String> {
+        let mut bias = Bias::default();
+        for part in text.split(',').map(str::trim).filter(|part| !part.is_empty()) {
+            let (name, permille) =
+                part.split_once(':').ok_or_else(|| format!("`{part}` is not coin:permille (crashes:700)"))?;
+            let name = name.trim();
+            let names = Coin::ALL.iter().map(|coin| coin.name());
+            let coin = Coin::ALL.iter().find(|coin| coin.name() == name).ok_or_else(|| {
+                let hint = crate::model::did_you_mean(name, names.clone()).map(|c| format!("did you mean `{c}`? "));
+                let known: Vec<&str> = names.collect();
+                format!("unknown swarm coin `{name}`; {}known: {}", hint.unwrap_or_default(), known.join(", "))
+            })?;
+            let permille: u16 = permille
+                .trim()
+                .parse()
+                .ok()
+                .filter(|p| *p <= 1_000)
+                .ok_or_else(|| format!("`{part}`: the chance of heads is 0..=1000 thousandths"))?;
+            bias.set(*coin, permille);
+        }
+        Ok(bias)
+    }
+}
+
+impl Serialize for Bias {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Bias {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Bias, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Which coins of one draw came up heads, a bit per [`Coin`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Heads(u32);
+
+impl Heads {
+    pub fn contains(self, coin: Coin) -> bool {
+        self.0 & (1 << coin as u32) != 0
+    }
+}
+
+/// A draw's stream and the chances it tosses its coins with.
+struct Coins {
+    rng: ChaCha8Rng,
+    bias: Bias,
+    heads: Heads,
+}
+
+impl Coins {
+    /// One toss: a 64-bit draw below the coin's share of 2^64. A fair coin
+    /// tosses exactly as `gen_bool(0.5)` does, so plain swarm draws what it
+    /// always drew, and every coin takes one draw whatever its chance.
+    fn toss(&mut self, coin: Coin) -> bool {
+        let draw = u128::from(self.rng.gen::<u64>());
+        let heads = draw * 1_000 < u128::from(self.bias.get(coin)) << 64;
+        if heads {
+            self.heads.0 |= 1 << coin as u32;
+        }
+        heads
+    }
+
+    /// Whether a family is on: the model's switch and the seed's coin (always tossed).
+    fn family(&mut self, coin: Coin, enabled: bool) -> bool {
+        let heads = self.toss(coin);
+        enabled && heads
+    }
+
+    /// A fraction in steps of 1/1000, uniform on 0..=1000 when fair. A
+    /// weight `w` maps the draw piecewise linearly so that it lands in the
+    /// upper half (above 500) `w` times in 1000, uniform within each half;
+    /// at 500 the map is the identity, so plain swarm draws what it always
+    /// drew. Heads: the fraction landed above 500.
+    fn fraction(&mut self, coin: Coin) -> u32 {
+        let drawn = self.rng.gen_range(0..=FRACTION_STEPS);
+        let upper = u32::from(self.bias.get(coin));
+        let lower = FRACTION_STEPS - upper;
+        let half = FRACTION_STEPS / 2;
+        let steps = if drawn < lower {
+            drawn * half / lower
+        } else {
+            // With no weight on the upper half, only the top step lands
+            // here: it stays at the lower half's top.
+            half + ((drawn - lower) * half).checked_div(upper).unwrap_or(0)
+        };
+        if steps > half {
+            self.heads.0 |= 1 << coin as u32;
+        }
+        steps
+    }
+
+    /// The draw a fraction would have taken, for a family that is off, so
+    /// the later draws stay in place.
+    fn skip(&mut self) -> f64 {
+        let _ = self.rng.gen_range(0..=FRACTION_STEPS);
+        0.0
+    }
+}
+
 /// The model this seed runs: `model` itself, or with `swarm`, what the seed draws.
 pub fn resolve(model: &Model, seed: u64) -> Model {
+    resolve_tossed(model, seed).0
+}
+
+/// [`resolve`], and which of the draw's coins came up heads (none without `swarm`).
+pub fn resolve_tossed(model: &Model, seed: u64) -> (Model, Heads) {
     if model.swarm {
-        draw(model, seed)
+        draw_tossed(model, seed)
     } else {
-        model.clone()
+        (model.clone(), Heads::default())
     }
 }
 
 /// The configuration seed `seed` draws within `model`'s limits (`swarm` is
 /// off in the result, and every key swarm leaves alone is `model`'s).
 pub fn draw(model: &Model, seed: u64) -> Model {
-    let mut rng = crate::streams::swarm(seed);
+    draw_tossed(model, seed).0
+}
+
+/// [`draw`], and which coins came up heads. Each coin falls with the
+/// chance `model.swarm_bias` gives it (a fair coin when absent).
+pub fn draw_tossed(model: &Model, seed: u64) -> (Model, Heads) {
+    let mut coins =
+        Coins { rng: crate::streams::swarm(seed), bias: model.swarm_bias.unwrap_or_default(), heads: Heads::default() };
     let mut drawn = model.clone();
     drawn.swarm = false;
-    drawn.nodes = cluster_size(&mut rng, model.nodes);
-    drawn.entries_per_message_max = if rng.gen_bool(0.5) { 1 } else { model.entries_per_message_max };
-    drawn.inflight_max = if rng.gen_bool(0.5) { 1 } else { model.inflight_max };
-    drawn.partitions = family(&mut rng, model.partitions);
-    drawn.crashes = family(&mut rng, model.crashes);
+    drawn.swarm_bias = None;
+    drawn.nodes = cluster_size(&mut coins.rng, model.nodes);
+    drawn.entries_per_message_max = if coins.toss(Coin::SmallBatches) { 1 } else { model.entries_per_message_max };
+    drawn.inflight_max = if coins.toss(Coin::OneInFlight) { 1 } else { model.inflight_max };
+    drawn.partitions = coins.family(Coin::Partitions, model.partitions);
+    drawn.crashes = coins.family(Coin::Crashes, model.crashes);
     // Churn strikes by crashing: without crashes it is off, and says so.
-    drawn.leader_churn = family(&mut rng, model.leader_churn) && drawn.crashes;
-    drawn.restores = family(&mut rng, model.restores);
-    drawn.pauses = family(&mut rng, model.pauses);
-    drawn.clock_steps = family(&mut rng, model.clock_steps);
-    drawn.resource_crashes = family(&mut rng, model.resource_crashes);
-    drawn.corruption = family(&mut rng, model.corruption);
-    drawn.drift_beyond_bound = family(&mut rng, model.drift_beyond_bound);
-    drawn.loss_rate = if family(&mut rng, true) { rate(&mut rng, model.loss_rate) } else { skip(&mut rng, 0.0) };
-    drawn.dup_rate = if family(&mut rng, true) { rate(&mut rng, model.dup_rate) } else { skip(&mut rng, 0.0) };
+    drawn.leader_churn = coins.family(Coin::LeaderChurn, model.leader_churn) && drawn.crashes;
+    drawn.restores = coins.family(Coin::Restores, model.restores);
+    drawn.pauses = coins.family(Coin::Pauses, model.pauses);
+    drawn.clock_steps = coins.family(Coin::ClockSteps, model.clock_steps);
+    drawn.resource_crashes = coins.family(Coin::ResourceCrashes, model.resource_crashes);
+    drawn.corruption = coins.family(Coin::Corruption, model.corruption);
+    drawn.drift_beyond_bound = coins.family(Coin::DriftBeyondBound, model.drift_beyond_bound);
+    drawn.loss_rate =
+        if coins.toss(Coin::Loss) { rate(coins.fraction(Coin::HeavyLoss), model.loss_rate) } else { coins.skip() };
+    drawn.dup_rate =
+        if coins.toss(Coin::Dup) { rate(coins.fraction(Coin::HeavyDup), model.dup_rate) } else { coins.skip() };
     // A pause too short to matter is no pause: at least 50 ms (or the limit).
-    let pause = scaled(&mut rng, model.pause_ms_max);
+    let pause = scaled(coins.fraction(Coin::LongPauses), model.pause_ms_max);
     drawn.pause_ms_max = pause.max(model.pause_ms_max.min(50));
-    drawn.drift_ppm_max = scaled(&mut rng, model.drift_ppm_max);
+    drawn.drift_ppm_max = scaled(coins.fraction(Coin::FastDrift), model.drift_ppm_max);
     // Drawn last: a family added later leaves every earlier draw in place.
-    drawn.resource_restores = family(&mut rng, model.resource_restores);
+    drawn.resource_restores = coins.family(Coin::ResourceRestores, model.resource_restores);
     // Drawn after it, so the draws above stay what they were before the
     // family existed. Absent in the model (the standard model), it is drawn like a
     // family the model enables; only an explicit `false` keeps it off.
-    drawn.ack_crashes = Some(family(&mut rng, model.ack_crashes != Some(false)) && drawn.crashes);
+    drawn.ack_crashes = Some(coins.family(Coin::AckCrashes, model.ack_crashes != Some(false)) && drawn.crashes);
     // Drawn last of all. Half the seeds compact the log every 8 to 64
     // applied entries (never above the model's bound), so a follower back
     // from a crash, pause or partition catches up through a snapshot, which
     // at core's 256 few runs ever need (scripts/mutant-hunt.sh).
-    let compact_often = rng.gen_bool(0.5);
-    let often = SNAPSHOT_OFTEN_MIN + scaled(&mut rng, SNAPSHOT_OFTEN_MAX - SNAPSHOT_OFTEN_MIN);
+    let compact_often = coins.toss(Coin::CompactOften);
+    let often =
+        SNAPSHOT_OFTEN_MIN + scaled(coins.fraction(Coin::SparseCompaction), SNAPSHOT_OFTEN_MAX - SNAPSHOT_OFTEN_MIN);
     let limit = model.snapshot_entries.map_or(SNAPSHOT_THRESHOLD_ENTRIES_STANDARD, u64::from);
     drawn.snapshot_entries = if compact_often {
         Some(u32::try_from(often.min(limit)).expect("at most SNAPSHOT_OFTEN_MAX"))
@@ -94,17 +354,21 @@ pub fn draw(model: &Model, seed: u64) -> Model {
     // each is drawn like a family the model enables when the model allows
     // the faults it strikes with (cuts and pauses; crashes or restores);
     // `false` keeps it off.
-    drawn.renew_strikes = Some(family(&mut rng, model.renew_strikes != Some(false) && model.partitions));
-    drawn.ack_amnesia = Some(family(&mut rng, model.ack_amnesia != Some(false) && (model.crashes || model.restores)));
+    drawn.renew_strikes =
+        Some(coins.family(Coin::RenewStrikes, model.renew_strikes != Some(false) && model.partitions));
+    drawn.ack_amnesia =
+        Some(coins.family(Coin::AckAmnesia, model.ack_amnesia != Some(false) && (model.crashes || model.restores)));
     // Added after them, so drawn after them: a leader paused as it frees a
     // key a client waits for, when the model allows pauses.
-    drawn.grant_strikes = Some(family(&mut rng, model.grant_strikes != Some(false) && model.pauses));
+    drawn.grant_strikes = Some(coins.family(Coin::GrantStrikes, model.grant_strikes != Some(false) && model.pauses));
     // And after it: an election split around a voter crashed after its vote.
-    drawn.vote_strikes = Some(family(&mut rng, model.vote_strikes != Some(false) && model.crashes) && drawn.crashes);
+    drawn.vote_strikes =
+        Some(coins.family(Coin::VoteStrikes, model.vote_strikes != Some(false) && model.crashes) && drawn.crashes);
     // And after it: the resource crashed just after a takeover write.
-    drawn.fence_strikes = Some(family(&mut rng, model.fence_strikes != Some(false) && model.resource_crashes));
+    drawn.fence_strikes =
+        Some(coins.family(Coin::FenceStrikes, model.fence_strikes != Some(false) && model.resource_crashes));
     debug_assert!(drawn.validate().is_ok(), "a swarm draw of a valid model is valid");
-    drawn
+    (drawn, coins.heads)
 }
 
 /// The keys swarm draws, one `key=value` each, as `replay` prints them first.
@@ -151,30 +415,16 @@ fn cluster_size(rng: &mut ChaCha8Rng, nodes: u8) -> u8 {
     }
 }
 
-/// Whether a family is on: the model's switch and the seed's coin (always tossed).
-fn family(rng: &mut ChaCha8Rng, enabled: bool) -> bool {
-    let coin = rng.gen_bool(FAMILY_ON);
-    enabled && coin
-}
-
-/// A fraction of `limit` in steps of 1/1000, rounded down.
-fn scaled(rng: &mut ChaCha8Rng, limit: u64) -> u64 {
-    let steps = rng.gen_range(0..=FRACTION_STEPS);
+/// `steps`/1000 of `limit`, rounded down.
+fn scaled(steps: u32, limit: u64) -> u64 {
     let value = u128::from(limit) * u128::from(steps) / u128::from(FRACTION_STEPS);
     u64::try_from(value).expect("a fraction of a u64 fits")
 }
 
-/// A fraction of a per-packet rate, rounded down to five decimals and never above it.
-fn rate(rng: &mut ChaCha8Rng, limit: f64) -> f64 {
-    let steps = rng.gen_range(0..=FRACTION_STEPS);
+/// `steps`/1000 of a per-packet rate, rounded down to five decimals and never above it.
+fn rate(steps: u32, limit: f64) -> f64 {
     let value = (limit * f64::from(steps) / f64::from(FRACTION_STEPS) * RATE_STEPS).floor() / RATE_STEPS;
     value.clamp(0.0, limit)
-}
-
-/// Draws what [`rate`] would have, so an off family leaves the later draws in place.
-fn skip(rng: &mut ChaCha8Rng, value: f64) -> f64 {
-    let _ = rng.gen_range(0..=FRACTION_STEPS);
-    value
 }
 
 #[cfg(test)]

@@ -5,10 +5,13 @@
 //! it are done and keeps nothing, so a hunt of any length runs in flat memory.
 
 use crate::checker::{Counters, Exposure, Property, Violation};
+use crate::faults::steer::{Steer, ROUND_SEEDS};
+use crate::faults::swarm::{self, Bias, Heads};
 use crate::model::Model;
 use crate::run::figures::{self, SeedFigures, Sketch};
 use crate::run::scenario::for_failure;
 use crate::run::seed::run_seed;
+use fencelock::ProbeSet;
 use indicatif::ProgressBar;
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -35,6 +38,10 @@ pub struct SeedResult {
     pub figures: SeedFigures,
     /// The coverage probes the seed reached (`fencelock::probe`).
     pub probes: fencelock::ProbeSet,
+    /// Which of swarm's coins the seed tossed heads (none without swarm).
+    pub heads: Heads,
+    /// The weights its swarm coins were tossed with, when not all fair (a steered hunt).
+    pub swarm_bias: Option<Bias>,
 }
 
 /// What the `linearizable` search cost, on one seed or folded over many.
@@ -167,9 +174,54 @@ where
     });
 }
 
+/// [`sweep_each`] of a steered swarm (`faults::steer`): `seeds` in rounds of
+/// [`ROUND_SEEDS`], each round's coins weighted by what `steer` has seen of
+/// the rounds before it, and each result folded into `steer` before the
+/// next round starts. A seed `known` has probes for (a resumed record) is
+/// not run again: its probes and the heads it tossed in its round are
+/// folded in its place. Stops like [`sweep_each`], at a round's end at the latest.
+pub fn sweep_steered<I, K, F>(
+    seeds: I,
+    model: &Model,
+    how: Sweep<'_>,
+    steer: &mut Steer,
+    mut known: K,
+    mut on_result: F,
+) where
+    I: Iterator<Item = u64>,
+    K: FnMut(u64) -> Option<ProbeSet>,
+    F: FnMut(SeedResult) -> Flow,
+{
+    let mut seeds = seeds.peekable();
+    while seeds.peek().is_some() && !how.stop.load(Ordering::Relaxed) {
+        let bias = steer.bias();
+        let round_model = Model { swarm_bias: (!bias.is_fair()).then_some(bias), ..model.clone() };
+        let mut to_run = Vec::new();
+        for seed in seeds.by_ref().take(ROUND_SEEDS as usize) {
+            match known(seed) {
+                Some(probes) => steer.observe(swarm::draw_tossed(&round_model, seed).1, probes),
+                None => to_run.push(seed),
+            }
+        }
+        let mut flow = Flow::Continue;
+        sweep_each(to_run.into_iter(), &round_model, how, |result| {
+            steer.observe(result.heads, result.probes);
+            if on_result(result) == Flow::Stop {
+                flow = Flow::Stop;
+            }
+            flow
+        });
+        if flow == Flow::Stop {
+            return;
+        }
+    }
+}
+
 fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
+    let swarm_bias = model.swarm_bias;
     // A swarm seed's scenario file records the model it drew, not the draw.
-    let model = &crate::faults::swarm::resolve(model, seed);
+    let (model, heads) = swarm::resolve_tossed(model, seed);
+    let model = &model;
     let started = Instant::now();
     let outcome = run_seed(seed, model);
     let mut violations = outcome.violations.clone();
@@ -217,6 +269,8 @@ fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
         scenario,
         figures,
         probes: outcome.probes,
+        heads,
+        swarm_bias,
     }
 }
 
