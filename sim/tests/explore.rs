@@ -49,6 +49,11 @@ fn a_tiny_sweep_end_to_end_and_resumed() {
         assert!(low <= rate && rate <= high && high > 0.0, "{fenced}");
         assert!(cell["acquires_granted"].as_u64().unwrap() > 0, "{cell}");
         assert!(cell["grants_per_s"].as_f64().unwrap() > 0.0);
+        // Coverage per cell: the probes its seeds reached, each counted in at most its seeds.
+        let coverage = cell["coverage"].as_array().expect("coverage per cell");
+        let reached = coverage.iter().filter(|row| row["seeds"].as_u64().unwrap() > 0).count();
+        assert_eq!(cell["probes_reached"].as_u64(), Some(reached as u64), "{cell}");
+        assert!(reached > 10 && coverage.iter().all(|row| row["seeds"].as_u64().unwrap() <= 4), "{cell}");
     }
     // The safe protocol never lets a stale write through.
     assert_eq!(cells[0]["properties"]["fenced-write"]["failing"], 0);

@@ -4,6 +4,7 @@
 //! figures, folded seed by seed from records so a resumed sweep reports the
 //! same numbers as one run straight through.
 
+use crate::cli::coverage::Coverage;
 use crate::cli::records::Record;
 use crate::cli::summary::Summary;
 use crate::run::figures::{Histogram, SeedFigures};
@@ -165,6 +166,8 @@ impl Tally {
             fault_answered_share: (self.summary.availability.0 > 0)
                 .then(|| round6(self.summary.availability.1.fault_answered_share())),
             sim_ms: self.summary.sim_ms,
+            probes_reached: (self.summary.coverage.seeds > 0).then(|| self.summary.coverage.reached()),
+            coverage: self.summary.coverage.clone(),
         }
     }
 }
@@ -196,6 +199,12 @@ pub struct CellReport {
     /// The share of requests sent during the faults that got a final answer.
     pub fault_answered_share: Option<f64>,
     pub sim_ms: u64,
+    /// Coverage probes reached by at least one of the cell's seeds (none
+    /// when no seed reported probes: records of older versions).
+    pub probes_reached: Option<u64>,
+    /// Seeds per probe, as `hunt --json` gives it (absent with `probes_reached`).
+    #[serde(skip_serializing_if = "Coverage::is_empty")]
+    pub coverage: Coverage,
 }
 
 /// The CSV columns after the axes, and their values.
@@ -221,6 +230,7 @@ pub fn csv_header(axis_keys: &[String]) -> String {
             "fault_answered_share",
             "lease_exposures_per_seed_low",
             "lease_exposures_per_seed_high",
+            "probes_reached",
         ]
         .map(String::from),
     );
@@ -250,6 +260,7 @@ pub fn csv_row(axis_keys: &[String], cell: &CellReport) -> String {
         opt(cell.fault_answered_share),
         cell.lease_exposures_per_seed_low.to_string(),
         cell.lease_exposures_per_seed_high.to_string(),
+        cell.probes_reached.map_or(String::new(), |n| n.to_string()),
     ]);
     fields.join(",")
 }

@@ -33,6 +33,16 @@ impl Coverage {
         }
     }
 
+    /// Probes reached by at least one seed.
+    pub fn reached(&self) -> u64 {
+        self.counts.iter().filter(|seeds| **seeds > 0).count() as u64
+    }
+
+    /// No seed folded in reported its probes.
+    pub fn is_empty(&self) -> bool {
+        self.seeds == 0
+    }
+
     /// Seeds that reached `probe`.
     pub fn seeds_of(&self, probe: Probe) -> u64 {
         Probe::ALL.iter().position(|p| *p == probe).and_then(|i| self.counts.get(i).copied()).unwrap_or(0)
