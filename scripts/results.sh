@@ -141,17 +141,21 @@ def score_rows(path):
             summary = line
     return rows, summary
 
+def score_beside(left, right):
+    """Two score tables side by side: each a (label, rows, summary line); the right one's variants in its order."""
+    (left_label, left_rows, left_summary), (right_label, right_rows, right_summary) = left, right
+    print(f"| variant | breaks | {left_label} | {right_label} |\n|---|---|---|---|")
+    for name, (breaks, cell) in right_rows.items():
+        print(f"| `{name}` | `{breaks}` | {left_rows.get(name, ('', '-'))[1]} | {cell} |")
+    print(f"\n- {left_label}: {left_summary.removeprefix('score: ') or '-'}")
+    print(f"- {right_label}: {right_summary.removeprefix('score: ') or '-'}")
+
 print("\n## Mutation score, swarm\n")
 print("The same unsafe variants under swarm testing: each seed draws its own configuration within the")
 print("standard model's limits instead of running the variant's declared model. Seeds to detection")
 print("(and the detecting seed) beside the declared model's, from the table above.\n")
-plain_rows, plain_summary = score_rows(f"{tmp}/score.txt")
-swarm_rows, swarm_summary = score_rows(f"{tmp}/score-swarm.txt")
-print("| variant | breaks | declared model | swarm |\n|---|---|---|---|")
-for name, (breaks, cell) in swarm_rows.items():
-    print(f"| `{name}` | `{breaks}` | {plain_rows.get(name, ('', '-'))[1]} | {cell} |")
-print(f"\n- declared model: {plain_summary.removeprefix('score: ') or '-'}")
-print(f"- swarm: {swarm_summary.removeprefix('score: ') or '-'}")
+swarm_score = ("swarm", *score_rows(f"{tmp}/score-swarm.txt"))
+score_beside(("declared model", *score_rows(f"{tmp}/score.txt")), swarm_score)
 print(f"\n`fencesim variants --score --swarm --seeds {score_seeds}`")
 
 print("\n## Steered swarm beside plain swarm\n")
@@ -169,12 +173,7 @@ for probe in sorted(plain_cov, key=lambda p: (plain_cov[p], p))[:10]:
 print(f"| failing seeds | {plain_hunt['failing_seeds']} | {steer_hunt['failing_seeds']} |")
 print(f"\n`fencesim hunt --seeds {held_out} --jobs 2 --swarm [--steer] --json`\n")
 print("The mutation score under steering, beside plain swarm's from the table above:\n")
-steer_rows, steer_summary = score_rows(f"{tmp}/score-steer.txt")
-print("| variant | breaks | swarm | steered |\n|---|---|---|---|")
-for name, (breaks, cell) in steer_rows.items():
-    print(f"| `{name}` | `{breaks}` | {swarm_rows.get(name, ('', '-'))[1]} | {cell} |")
-print(f"\n- swarm: {swarm_summary.removeprefix('score: ') or '-'}")
-print(f"- steered: {steer_summary.removeprefix('score: ') or '-'}")
+score_beside(swarm_score, ("steered", *score_rows(f"{tmp}/score-steer.txt")))
 print(f"\n`fencesim variants --score --swarm --steer --seeds {score_seeds}`")
 
 print("\n## Mutation testing of core\n")
