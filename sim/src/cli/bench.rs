@@ -5,7 +5,10 @@
 //! (b) the full stack on the standard model: messages per wall second,
 //! simulated-to-wall speedup and seeds per second on one thread;
 //! (c) `overhead_ratio` = baseline ÷ full-stack messages per second;
-//! (d) peak memory (VmHWM) of one run of one simulated hour;
+//! (d) peak memory (VmHWM) of one run of 10 simulated minutes, one of an
+//!     hour and one of four hours, each measured from a peak reset before it
+//!     (`/proc/self/clear_refs`), shortest first: memory flat in a run's
+//!     length shows as three equal figures;
 //! (e) what the `linearizable` check adds to a run: the same seeds run again,
 //!     each history checked a second time by that family alone, timed apart.
 
@@ -29,8 +32,11 @@ const BASELINE_MESSAGES: u64 = BASELINE_NODES as u64 * BASELINE_SIM_S * 1_000;
 pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
     let seeds = parse_seeds(&args.seeds)?;
     let seed_count = seeds.end - seeds.start;
-    // The hour run goes first so the process's peak memory is its own.
-    let hour = hour_run();
+    // The long runs go first, shortest first, so each peak is its run's own
+    // (what an earlier, shorter run left allocated is below it).
+    let ten_minutes = long_run(10);
+    let hour = long_run(60);
+    let four_hours = long_run(240);
     let (baseline_messages, baseline_wall_s) = baseline();
     let baseline_msgs_per_s = baseline_messages as f64 / baseline_wall_s;
 
@@ -58,6 +64,9 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
                 "hour_run_peak_mib": hour.peak_mib,
                 "hour_run_wall_s": (hour.wall_s * 10.0).round() / 10.0,
                 "hour_run_messages": hour.messages,
+                "ten_minute_run_peak_mib": ten_minutes.peak_mib,
+                "four_hour_run_peak_mib": four_hours.peak_mib,
+                "four_hour_run_wall_s": (four_hours.wall_s * 10.0).round() / 10.0,
                 "linearizable_check_pct": (linearizable_pct * 10.0).round() / 10.0,
             })
         );
@@ -73,6 +82,13 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
             hour.peak_mib,
             hour.wall_s,
             hour.messages
+        );
+        crate::outln!(
+            "peak memory by run length: 10 simulated minutes {} MiB, 1 hour {} MiB, 4 hours {} MiB ({:.1} s wall)",
+            ten_minutes.peak_mib,
+            hour.peak_mib,
+            four_hours.peak_mib,
+            four_hours.wall_s
         );
         crate::outln!("linearizable check: adds {linearizable_pct:.1}% to a run's wall time");
     }
@@ -163,18 +179,28 @@ fn baseline() -> (u64, f64) {
     (messages, started.elapsed().as_secs_f64().max(1e-9))
 }
 
-struct HourRun {
+struct LongRun {
     peak_mib: u64,
     wall_s: f64,
     messages: u64,
 }
 
-/// One run of one simulated hour of the standard model.
-fn hour_run() -> HourRun {
-    let model = Model { safety_ms: 3_540_000, liveness_ms: 60_000, ..Model::default() };
+/// One run of `minutes` simulated minutes of the standard model (the last
+/// minute its liveness phase), with the process's peak memory reset first.
+fn long_run(minutes: u64) -> LongRun {
+    let liveness_ms = 60_000;
+    let model = Model { safety_ms: minutes * 60_000 - liveness_ms, liveness_ms, ..Model::default() };
+    reset_peak_rss();
     let started = Instant::now();
     let outcome = run_seed(0, &model);
-    HourRun { peak_mib: peak_rss_kib() / 1024, wall_s: started.elapsed().as_secs_f64(), messages: outcome.messages }
+    LongRun { peak_mib: peak_rss_kib() / 1024, wall_s: started.elapsed().as_secs_f64(), messages: outcome.messages }
+}
+
+/// Sets the process's peak resident set size back to what it holds now
+/// (Linux: `5` into `/proc/self/clear_refs`); elsewhere nothing happens,
+/// and a peak then covers the runs before it too.
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
 /// The process's peak resident set size (Linux `VmHWM`), 0 where unknown.
