@@ -6,8 +6,8 @@
 //! id (so the server's session answers a retried acquire with the original
 //! token), and keeps a conservative belief per key: "I hold this until my
 //! local time T", with T = (local time the first attempt was sent) +
-//! lease × (1 − ρ)/(1 + ρ). The derivation is in the README,
-//! "The client library's lease belief".
+//! lease × (1 − ρ)/(1 + ρ). The derivation is in docs/SPEC.md §3,
+//! "The client's lease belief".
 //!
 //! One request is pending at a time: a new request replaces the old one,
 //! whose late answers are then ignored.

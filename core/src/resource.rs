@@ -20,7 +20,8 @@
 //! service ([`LockFloor`], a linearizable read) raises every key's floor
 //! ([`ResourceState::raise_floor`]): per key, a key held at the read is fenced
 //! at its holder's token (the holder's own equal token still writes); a key
-//! free at the read rejects every token issued before it (README, seed 002).
+//! free at the read rejects every token issued before it (docs/SPEC.md §4,
+//! "The restore floor and why it is safe").
 
 use crate::types::{ClientId, Holder, Key, RequestId, Token};
 use crate::variant::Variant;

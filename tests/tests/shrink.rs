@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// A shrunk seed's trace stays well below a whole standard run's (1,700-3,000
-/// events). The target is 400 (issue 17, the README's shrink table), and
+/// events). The target is 400 (docs/RESULTS.md's shrink table), and
 /// every pin is below it now (the longest 379 lines); this bound guards
 /// against a file that was not shrunk at all, not the target.
 const SHRUNK_TRACE_LINES_MAX: usize = 1_300;

@@ -16,8 +16,8 @@
 //! Renew needs no log entry. It is acknowledged only after a read-index round
 //! confirms that this node was still leader after the request arrived; the new
 //! deadline is `confirmation time + lease` on this leader's clock. Why that is
-//! safe across leader changes, argued from the client's side (README, "The
-//! client library's lease belief"): the client's renewed belief counts from
+//! safe across leader changes, argued from the client's side (docs/SPEC.md §3,
+//! "The client's lease belief"): the client's renewed belief counts from
 //! the true instant `S` it first sent the renew. The confirming majority
 //! acknowledged a heartbeat sent after the request arrived, so after `S`; any
 //! later leader was elected by a majority that overlaps it, in a vote cast
