@@ -388,6 +388,14 @@ pub fn parse_seeds(text: &str) -> Result<Range<u64>, InputError> {
     Ok(start..end)
 }
 
+/// `--steer` weights swarm's coins: without `--swarm` it is an input error.
+pub fn check_steer(steer: bool, swarm: bool) -> Result<(), InputError> {
+    if steer && !swarm {
+        return Err(InputError("--steer steers swarm's draws: add --swarm".into()));
+    }
+    Ok(())
+}
+
 /// The one line that replays a failure, as it runs when pasted.
 pub fn replay_line(seed: u64, model_args: &ModelArgs) -> String {
     replay_line_drawn(seed, model_args, None)

@@ -166,7 +166,7 @@ impl Tally {
             fault_answered_share: (self.summary.availability.0 > 0)
                 .then(|| round6(self.summary.availability.1.fault_answered_share())),
             sim_ms: self.summary.sim_ms,
-            probes_reached: (self.summary.coverage.seeds > 0).then(|| self.summary.coverage.reached()),
+            probes_reached: (!self.summary.coverage.is_empty()).then(|| self.summary.coverage.reached()),
             coverage: self.summary.coverage.clone(),
         }
     }

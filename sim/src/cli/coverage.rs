@@ -65,8 +65,7 @@ impl Coverage {
     pub fn line(&self) -> String {
         let rows = self.rarest_first();
         let never: Vec<&str> = rows.iter().filter(|(_, s)| *s == 0).map(|(p, _)| p.name()).collect();
-        let reached = rows.len() - never.len();
-        let mut line = format!("coverage: {reached} of {} probes reached", rows.len());
+        let mut line = format!("coverage: {} of {} probes reached", self.reached(), rows.len());
         if !never.is_empty() {
             let more = never.len().saturating_sub(NEVER_NAMED);
             let named = never[..never.len().min(NEVER_NAMED)].join(", ");

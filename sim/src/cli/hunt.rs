@@ -13,7 +13,8 @@
 
 use crate::checker::Exposure;
 use crate::cli::args::{
-    exit_for, load_model, parse_seeds, replay_line, replay_line_drawn, wrote_scenario_line, HuntArgs, InputError,
+    check_steer, exit_for, load_model, parse_seeds, replay_line, replay_line_drawn, wrote_scenario_line, HuntArgs,
+    InputError,
 };
 use crate::cli::coverage::stdout_has_color;
 use crate::cli::output::try_write_line;
@@ -224,17 +225,20 @@ impl Hunt<'_> {
     /// A seed already in the records file: counted, and its failure told.
     fn resumed(&mut self, place: &Place, record: &Record) {
         self.seeds_resumed += 1;
-        self.summary.add(record.facts());
-        let replay = record.replay.clone().unwrap_or_else(|| replay_line(record.seed, &self.args.model));
+        let facts = record.facts();
         if let Some(resumed) = &mut self.resumed_probes {
-            resumed.insert(record.seed, record.facts().probes.unwrap_or_default());
+            resumed.insert(record.seed, facts.probes.unwrap_or_default());
         }
-        if record.lease_exposures > 0 {
-            self.exposure_seed.get_or_insert_with(|| (record.seed, replay.clone()));
+        self.summary.add(facts);
+        let args = self.args;
+        let replay = || record.replay.clone().unwrap_or_else(|| replay_line(record.seed, &args.model));
+        if record.lease_exposures > 0 && self.exposure_seed.is_none() {
+            self.exposure_seed = Some((record.seed, replay()));
         }
         if record.properties.is_empty() {
             return;
         }
+        let replay = replay();
         if self.args.json {
             let json = record.properties.iter().map(|&property| HuntViolationJson {
                 seed: record.seed,
@@ -250,8 +254,16 @@ impl Hunt<'_> {
         self.say(format_args!("  replay: {replay}"));
     }
 
+    /// The line that replays a seed this hunt ran: a steered seed's carries
+    /// the weights its round drew with (any other `swarm_bias` came from the
+    /// hunt's own `--set` or model, which the line already names).
+    fn replay_of(&self, result: &SeedResult) -> String {
+        let drawn = if self.args.steer { result.swarm_bias.as_ref() } else { None };
+        replay_line_drawn(result.seed, &self.args.model, drawn)
+    }
+
     fn finished(&mut self, result: SeedResult) -> Flow {
-        let replay = replay_line_drawn(result.seed, &self.args.model, result.swarm_bias.as_ref());
+        let replay = self.replay_of(&result);
         if let Some(records) = &mut self.records {
             let mut record = Record::of(&result, &self.origin, &self.variant, replay.clone());
             record.shard.clone_from(&self.shard_text);
@@ -341,7 +353,7 @@ impl Hunt<'_> {
         for violation in &failure.violations {
             self.say(format_args!("FAIL seed {}: {}", failure.seed, violation.one_line()));
         }
-        let replay = replay_line_drawn(failure.seed, &self.args.model, failure.swarm_bias.as_ref());
+        let replay = self.replay_of(failure);
         self.say(format_args!("  replay: {replay}"));
         if let Some(line) = shrunk_line {
             self.say(format_args!("  shrunk: {line}"));
@@ -364,9 +376,7 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         Some(text) => parse_shard(text, |name| std::env::var(name).ok())?,
         None => Shard::WHOLE,
     };
-    if args.steer && !model.swarm {
-        return Err(InputError("--steer steers swarm's draws: add --swarm".into()));
-    }
+    check_steer(args.steer, model.swarm)?;
     if args.steer && model.swarm_bias.is_some() {
         return Err(InputError("--steer sets swarm_bias for each round: leave it out of the model".into()));
     }
@@ -428,7 +438,8 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         // resumed hunt weights each round as the uninterrupted one did.
         let mut resumed = hunt.resumed_probes.take().unwrap_or_default();
         let all = seeds.clone().filter(move |seed| shard.contains(*seed));
-        let known = |seed: u64| resumed.remove(&seed).or_else(|| done.contains(seed).then(ProbeSet::default));
+        // Every seed in the records file is in `resumed`, with its probes.
+        let known = |seed: u64| resumed.remove(&seed);
         sweep_steered(all, &model, how, &mut steer, known, |result| hunt.finished(result));
     } else {
         let pending = seeds.clone().filter(move |seed| shard.contains(*seed) && !done.contains(*seed));

@@ -52,12 +52,8 @@ pub struct Summary {
     #[serde(serialize_with = "linearizable_json", skip_serializing_if = "nothing_judged")]
     pub linearizable: LinearizableCost,
     /// Seeds per coverage probe (`[{"probe", "seeds"}]`), over the seeds that report them.
-    #[serde(skip_serializing_if = "no_coverage")]
+    #[serde(skip_serializing_if = "Coverage::is_empty")]
     pub coverage: Coverage,
-}
-
-fn no_coverage(coverage: &Coverage) -> bool {
-    coverage.seeds == 0
 }
 
 fn nothing_counted(availability: &(u64, PhaseAvailability)) -> bool {
@@ -220,7 +216,7 @@ impl Summary {
 
     /// The coverage line after the summary's (none when no seed reported its probes).
     pub fn coverage_line(&self) -> Option<String> {
-        (self.coverage.seeds > 0).then(|| self.coverage.line())
+        (!self.coverage.is_empty()).then(|| self.coverage.line())
     }
 
     /// The last line, as `hunt` has always printed it.

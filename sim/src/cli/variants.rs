@@ -1,7 +1,7 @@
 //! `variants`: the protocol variants, and with `--score` the checker's
 //! mutation score: seeds of each unsafe variant until its first detection.
 
-use crate::cli::args::{exit_for, parse_seeds, InputError, VariantsArgs};
+use crate::cli::args::{check_steer, exit_for, parse_seeds, InputError, VariantsArgs};
 use crate::faults::steer::Steer;
 use crate::model::Model;
 use crate::plural;
@@ -46,9 +46,7 @@ pub fn variants(args: &VariantsArgs) -> Result<ExitCode, InputError> {
         return Ok(ExitCode::SUCCESS);
     }
     let seeds = parse_seeds(&args.seeds)?;
-    if args.steer && !args.swarm {
-        return Err(InputError("--steer steers swarm's draws: add --swarm".into()));
-    }
+    check_steer(args.steer, args.swarm)?;
     let seeds_max = seeds.end - seeds.start;
     quiet_panics();
     let jobs = default_jobs();

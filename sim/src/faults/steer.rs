@@ -138,6 +138,16 @@ mod tests {
     }
 
     #[test]
+    fn every_coin_is_listed_once_in_declaration_order() {
+        // A coin's weight and its heads bit are indexed by `coin as usize`.
+        for (i, coin) in Coin::ALL.iter().enumerate() {
+            assert_eq!(*coin as usize, i, "{}", coin.name());
+        }
+        let names: std::collections::BTreeSet<&str> = Coin::ALL.iter().map(|c| c.name()).collect();
+        assert_eq!(names.len(), Coin::ALL.len(), "names are distinct");
+    }
+
+    #[test]
     fn before_any_seed_every_coin_is_fair() {
         assert!(Steer::default().bias().is_fair());
     }

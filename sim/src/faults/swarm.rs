@@ -222,6 +222,10 @@ impl Heads {
     pub fn contains(self, coin: Coin) -> bool {
         self.0 & (1 << coin as u32) != 0
     }
+
+    fn insert(&mut self, coin: Coin) {
+        self.0 |= 1 << coin as u32;
+    }
 }
 
 /// A draw's stream and the chances it tosses its coins with.
@@ -239,7 +243,7 @@ impl Coins {
         let draw = u128::from(self.rng.gen::<u64>());
         let heads = draw * 1_000 < u128::from(self.bias.get(coin)) << 64;
         if heads {
-            self.heads.0 |= 1 << coin as u32;
+            self.heads.insert(coin);
         }
         heads
     }
@@ -268,7 +272,7 @@ impl Coins {
             half + ((drawn - lower) * half).checked_div(upper).unwrap_or(0)
         };
         if steps > half {
-            self.heads.0 |= 1 << coin as u32;
+            self.heads.insert(coin);
         }
         steps
     }
