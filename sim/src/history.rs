@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 pub use crate::actor::Actor;
 use crate::faults::{ChurnEvent, Fault, JobEnd, Overtake, StallPoint};
 use std::collections::BTreeMap;
+use std::fmt;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum EventKind {
@@ -271,34 +272,161 @@ pub struct Event {
     pub kind: EventKind,
 }
 
-/// The ordered history of one run, with its running hash.
-#[derive(Clone, Debug, Default)]
+/// What sees every event as it is recorded: the run's judge, when the
+/// history does not keep the events for a reader at the end.
+pub trait Tap: Send {
+    fn observe(&mut self, event: &Event);
+}
+
+/// Who reads the history while the run goes on (the reactive families
+/// that strike on what they see, and a stalled worker waiting to be
+/// overtaken). Each reader has a position; the history keeps the events
+/// its readers have yet to read, and no others unless it keeps them all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reader {
+    RenewStrikes,
+    GrantStrikes,
+    FenceStrikes,
+    Stall(ClientId),
+}
+
+/// The ordered history of one run.
+///
+/// A run that is replayed, traced, drawn or shrunk keeps every event
+/// ([`History::new`]). A hunt's run keeps none ([`History::streamed`]):
+/// each event goes to its [`Tap`] (the checker, the coverage probes, the
+/// trace hash) as it is recorded, and stays only until every reader that
+/// follows the run has read it, so a run's memory does not grow with its
+/// length. Both see the same events in the same order.
+#[derive(Default)]
 pub struct History {
+    /// The events from `first_seq` on.
     events: Vec<Event>,
+    first_seq: u64,
+    keep_all: bool,
+    readers: BTreeMap<Reader, u64>,
+    tap: Option<Box<dyn Tap>>,
+}
+
+impl Clone for History {
+    /// A copy of the events; the tap stays with the run.
+    fn clone(&self) -> History {
+        History {
+            events: self.events.clone(),
+            first_seq: self.first_seq,
+            keep_all: self.keep_all,
+            readers: self.readers.clone(),
+            tap: None,
+        }
+    }
+}
+
+impl fmt::Debug for History {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("History")
+            .field("first_seq", &self.first_seq)
+            .field("kept", &self.events.len())
+            .field("keep_all", &self.keep_all)
+            .field("readers", &self.readers)
+            .finish()
+    }
 }
 
 impl History {
+    /// A history that keeps every event.
     pub fn new() -> History {
-        History::default()
+        History { keep_all: true, ..History::default() }
     }
 
-    /// Appends an event and tells it to `tracing` (`tell`).
+    /// This history, also handing each event to `tap` as it is recorded.
+    pub fn tapped(mut self, tap: Box<dyn Tap>) -> History {
+        self.tap = Some(tap);
+        self
+    }
+
+    /// A history that hands each event to `tap` and keeps only what a reader has yet to read.
+    pub fn streamed(tap: Box<dyn Tap>) -> History {
+        History { keep_all: false, tap: Some(tap), ..History::default() }
+    }
+
+    /// Appends an event, tells it to `tracing` (`tell`) and to the tap.
     pub fn record(&mut self, at_us: u64, kind: EventKind) {
-        let seq = self.events.len() as u64;
-        let event = Event { seq, at_us, kind };
+        let event = Event { seq: self.len(), at_us, kind };
         tell(&event);
-        self.events.push(event);
+        if let Some(tap) = &mut self.tap {
+            tap.observe(&event);
+        }
+        if self.keep_all || !self.readers.is_empty() {
+            self.events.push(event);
+        } else {
+            self.first_seq += 1;
+        }
     }
 
+    /// Whether every event is kept (a replay's history) rather than streamed to a tap.
+    pub fn keeps_all(&self) -> bool {
+        self.keep_all
+    }
+
+    /// How many events were recorded.
+    pub fn len(&self) -> u64 {
+        self.first_seq + self.events.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// How many events are held now (a streamed history holds those its readers have yet to read).
+    pub fn kept(&self) -> usize {
+        self.events.len()
+    }
+
+    /// The events kept: every event of a history that keeps them all.
     pub fn events(&self) -> &[Event] {
+        debug_assert!(self.keep_all, "a streamed history keeps only what its readers have yet to read");
         &self.events
+    }
+
+    /// `reader` follows the run from the next event on (again, if it did).
+    pub fn follow(&mut self, reader: Reader) {
+        self.readers.insert(reader, self.len());
+    }
+
+    /// `reader` stops following the run.
+    pub fn unfollow(&mut self, reader: Reader) {
+        self.readers.remove(&reader);
+        self.forget_read();
+    }
+
+    /// What `pick` takes from each event `reader` has not read yet, oldest first.
+    pub fn read<T>(&mut self, reader: Reader, pick: impl Fn(&Event) -> Option<T>) -> Vec<T> {
+        let end = self.len();
+        let from = self.readers.insert(reader, end).unwrap_or_else(|| panic!("{reader:?} reads without following"));
+        let skip = (from - self.first_seq) as usize;
+        let picked = self.events[skip..].iter().filter_map(pick).collect();
+        self.forget_read();
+        picked
+    }
+
+    /// Drops the events every reader has read, unless the history keeps them all.
+    fn forget_read(&mut self) {
+        if self.keep_all {
+            return;
+        }
+        let low = self.readers.values().copied().min().unwrap_or(self.len());
+        let drop = (low - self.first_seq) as usize;
+        if drop > 0 {
+            self.events.drain(..drop);
+            self.first_seq = low;
+        }
     }
 
     /// The key of every request that names one, by client and request id:
     /// what a reply, an answer or a give-up is about.
     pub fn requests_keys(&self) -> BTreeMap<(ClientId, RequestId), Key> {
         let mut keys = BTreeMap::new();
-        for event in &self.events {
+        for event in self.events() {
             if let EventKind::Requested { client, request, body, .. } = &event.kind {
                 if let Some(key) = request_key(body) {
                     keys.insert((*client, *request), key.clone());
@@ -592,5 +720,67 @@ impl EventKind {
                 )
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    struct Seen(Arc<Mutex<Vec<u64>>>);
+
+    impl Tap for Seen {
+        fn observe(&mut self, event: &Event) {
+            self.0.lock().unwrap().push(event.seq);
+        }
+    }
+
+    fn healed(history: &mut History, at_us: u64) {
+        history.record(at_us, EventKind::Healed);
+    }
+
+    #[test]
+    fn a_streamed_history_keeps_only_what_its_readers_have_yet_to_read() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut history = History::streamed(Box::new(Seen(seen.clone())));
+        healed(&mut history, 1);
+        assert_eq!((history.len(), history.kept()), (1, 0), "no reader: nothing is kept");
+        history.follow(Reader::GrantStrikes);
+        healed(&mut history, 2);
+        history.follow(Reader::Stall(ClientId(1)));
+        healed(&mut history, 3);
+        assert_eq!(history.kept(), 2);
+        let at = |e: &Event| Some(e.at_us);
+        assert_eq!(history.read(Reader::GrantStrikes, at), vec![2, 3]);
+        assert_eq!(history.kept(), 1, "the stalled worker has yet to read the third event");
+        assert_eq!(history.read(Reader::Stall(ClientId(1)), at), vec![3]);
+        assert_eq!(history.kept(), 0);
+        healed(&mut history, 4);
+        history.unfollow(Reader::GrantStrikes);
+        assert_eq!(history.read(Reader::Stall(ClientId(1)), at), vec![4]);
+        history.unfollow(Reader::Stall(ClientId(1)));
+        healed(&mut history, 5);
+        assert_eq!((history.len(), history.kept()), (5, 0));
+        assert_eq!(*seen.lock().unwrap(), vec![0, 1, 2, 3, 4], "the tap sees every event in order");
+    }
+
+    #[test]
+    fn a_kept_history_keeps_every_event_whatever_its_readers_read() {
+        let mut history = History::new();
+        history.follow(Reader::RenewStrikes);
+        for at_us in 0..4 {
+            healed(&mut history, at_us);
+        }
+        assert_eq!(history.read(Reader::RenewStrikes, |e| Some(e.seq)), vec![0, 1, 2, 3]);
+        history.unfollow(Reader::RenewStrikes);
+        assert_eq!(history.events().len(), 4);
+        assert_eq!(history.clone().events().len(), 4, "a copy has the events");
+    }
+
+    #[test]
+    #[should_panic(expected = "reads without following")]
+    fn a_reader_that_does_not_follow_cannot_read() {
+        History::new().read(Reader::FenceStrikes, |e| Some(e.seq));
     }
 }

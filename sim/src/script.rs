@@ -89,7 +89,7 @@ where
                     queues.insert(ClientId(c), tx);
                     receivers.insert(ClientId(c), rx);
                 }
-                let supervisor = Supervisor::start(seed, thread_model, &[], Some(receivers));
+                let supervisor = Supervisor::start(seed, thread_model, &[], Some(receivers), History::new());
                 let mut sim = Sim { supervisor, queues };
                 story(&mut sim).await;
                 sim.finish().await;

@@ -307,7 +307,7 @@ impl Report {
 }
 
 /// One family of properties, fed every event of the history in order.
-trait Family {
+trait Family: Send {
     /// Judges `event` against the applied state as it was just before it
     /// (`facts`), online.
     fn observe(&mut self, ctx: &state::Context, facts: &state::Facts, event: &Event, report: &mut Report);
@@ -362,6 +362,13 @@ impl Checker {
             family.observe(&self.ctx, &facts, event, &mut self.report);
         }
         self.ctx.absorb(event, &facts);
+    }
+
+    /// Runs the end-of-run checks for a run that ended at `run_end_us` (a
+    /// run judged as it went learns its end last) and returns the verdict.
+    pub fn finish_at(mut self, run_end_us: u64) -> Verdict {
+        self.ctx.config.run_end_us = run_end_us;
+        self.finish()
     }
 
     /// Runs the end-of-run checks and returns the verdict.

@@ -16,7 +16,7 @@ use crate::checker::{check_linearizable, CheckConfig};
 use crate::cli::args::{parse_seeds, BenchArgs, InputError};
 use crate::model::Model;
 use crate::plural;
-use crate::run::seed::run_seed;
+use crate::run::seed::{run_seed, run_seed_streamed};
 use crate::run::sweep::sweep;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
@@ -192,7 +192,7 @@ fn long_run(minutes: u64) -> LongRun {
     let model = Model { safety_ms: minutes * 60_000 - liveness_ms, liveness_ms, ..Model::default() };
     reset_peak_rss();
     let started = Instant::now();
-    let outcome = run_seed(0, &model);
+    let outcome = run_seed_streamed(0, &model);
     LongRun { peak_mib: peak_rss_kib() / 1024, wall_s: started.elapsed().as_secs_f64(), messages: outcome.messages }
 }
 

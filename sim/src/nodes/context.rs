@@ -3,7 +3,7 @@
 //! init closure, so it outlives kills and restarts.
 
 use crate::faults::{StallPoint, UntilOvertaken};
-use crate::history::{Actor, EventKind, History};
+use crate::history::{Actor, Event, EventKind, History, Reader};
 use crate::machine::clock::{now_us, LocalClock, SharedClock};
 use crate::machine::disk::{Disk, NodeImage, ResourceImage, SharedDisk};
 use crate::machine::net::{Addr, Net};
@@ -169,7 +169,8 @@ pub const LOCAL_START_US: u64 = 1_000_000_000;
 pub const FSYNC_US: u64 = 1_000;
 
 impl Ctx {
-    pub fn new(seed: u64, model: Model, net: Net, clock_rates: &BTreeMap<Actor, i64>) -> Ctx {
+    /// A run's world recording into `history` (one that keeps every event, or streams them to a judge).
+    pub fn new(seed: u64, model: Model, net: Net, clock_rates: &BTreeMap<Actor, i64>, history: History) -> Ctx {
         let clock = |actor: Actor| {
             let rate_ppm = clock_rates.get(&actor).copied().unwrap_or(0);
             Arc::new(Mutex::new(LocalClock::new(0, LOCAL_START_US, rate_ppm)))
@@ -185,7 +186,7 @@ impl Ctx {
             node_disks: (0..nodes).map(|_| Arc::new(Mutex::new(Disk::new(NodeImage::default(), FSYNC_US)))).collect(),
             resource_disk: Arc::new(Mutex::new(Disk::new(resource_image, FSYNC_US))),
             shared: Arc::new(Mutex::new(Shared {
-                history: History::new(),
+                history,
                 roles: BTreeMap::new(),
                 incarnations: BTreeMap::new(),
                 applies: BTreeMap::new(),
@@ -216,6 +217,21 @@ impl Ctx {
             *shared.applies.entry(*node).or_insert(0) += 1;
         }
         shared.history.record(at_us, kind);
+    }
+
+    /// `reader` follows the history from the next event on.
+    pub fn follow_history(&self, reader: Reader) {
+        self.shared().history.follow(reader);
+    }
+
+    /// `reader` stops following the history.
+    pub fn unfollow_history(&self, reader: Reader) {
+        self.shared().history.unfollow(reader);
+    }
+
+    /// What `pick` takes from each event `reader` has not read yet, oldest first.
+    pub fn read_history<T>(&self, reader: Reader, pick: impl Fn(&Event) -> Option<T>) -> Vec<T> {
+        self.shared().history.read(reader, pick)
     }
 
     /// Counts a new life of `actor` and returns its number (0 for the first).

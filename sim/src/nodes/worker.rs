@@ -8,7 +8,7 @@
 //! same request id, and crashes while holding a lock.
 
 use crate::faults::{JobEnd, Overtake, StallPoint, UntilOvertaken};
-use crate::history::{Actor, EventKind, GiveUp, WritePath, WriteVerdict};
+use crate::history::{Actor, EventKind, GiveUp, Reader, WritePath, WriteVerdict};
 use crate::machine::clock::{local_now, now_us, SharedClock};
 use crate::machine::net::{Addr, Delivery, Mailbox};
 use crate::machine::timer::{self, Deadline};
@@ -278,22 +278,19 @@ impl Worker {
             end,
         };
         self.ctx.record(stalled);
-        let mut seen = self.ctx.shared().history.events().len();
+        let reader = Reader::Stall(self.id);
+        self.ctx.follow_history(reader);
         let deadline_us = now_us() + ms_max * 1_000;
         while now_us() < deadline_us {
             madsim::time::sleep(Duration::from_micros((deadline_us - now_us()).min(1_000))).await;
-            let overtaken = {
-                let shared = self.ctx.shared();
-                let events = &shared.history.events()[seen..];
-                seen += events.len();
-                events.iter().any(|event| overtakes(&event.kind, key, token, on))
-            };
-            if overtaken {
+            let overtaken = self.ctx.read_history(reader, |event| overtakes(&event.kind, key, token, on).then_some(()));
+            if !overtaken.is_empty() {
                 let left_us = deadline_us.saturating_sub(now_us());
                 madsim::time::sleep(Duration::from_micros((after_ms * 1_000).min(left_us))).await;
                 break;
             }
         }
+        self.ctx.unfollow_history(reader);
         self.ctx.record(EventKind::Resumed { actor: Actor::Client(self.id) });
     }
 

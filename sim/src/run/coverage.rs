@@ -4,7 +4,7 @@
 //! resource was sent and how it answered, restores. The servers' own
 //! probes and the disks' come with the run's record; this adds the rest.
 
-use crate::history::{Actor, EventKind, History, WritePath, WriteVerdict};
+use crate::history::{Actor, Event, EventKind, WritePath, WriteVerdict};
 use fencelock::raft::Role;
 use fencelock::{Key, NodeId, Probe, ProbeSet, Term, Token};
 use std::collections::BTreeMap;
@@ -25,25 +25,30 @@ impl Mapping {
     }
 }
 
-/// The probes `history` shows.
-pub fn of_history(history: &History) -> ProbeSet {
-    let mut probes = ProbeSet::default();
-    let mut candidates: BTreeMap<Term, NodeId> = BTreeMap::new();
-    let mut roles: BTreeMap<NodeId, Role> = BTreeMap::new();
-    let mut clocks: BTreeMap<Actor, Mapping> = BTreeMap::new();
-    let mut accepted: BTreeMap<Key, (Token, WritePath)> = BTreeMap::new();
-    for event in history.events() {
+/// The probes a history shows, read as it is recorded.
+#[derive(Default)]
+pub struct Watch {
+    probes: ProbeSet,
+    candidates: BTreeMap<Term, NodeId>,
+    roles: BTreeMap<NodeId, Role>,
+    clocks: BTreeMap<Actor, Mapping>,
+    accepted: BTreeMap<Key, (Token, WritePath)>,
+}
+
+impl Watch {
+    pub fn observe(&mut self, event: &Event) {
+        let probes = &mut self.probes;
         match &event.kind {
             EventKind::Role { node, role, term, .. } => {
-                roles.insert(*node, *role);
-                if *role == Role::Candidate && *candidates.entry(*term).or_insert(*node) != *node {
+                self.roles.insert(*node, *role);
+                if *role == Role::Candidate && *self.candidates.entry(*term).or_insert(*node) != *node {
                     probes.insert(Probe::TwoCandidatesOneTerm);
                 }
             }
             EventKind::Clock { actor, local_us, rate_ppm, .. } => {
                 let now = Mapping { at_us: event.at_us, local_us: *local_us, rate_ppm: *rate_ppm };
-                let leads = matches!(actor, Actor::Server(node) if roles.get(node) == Some(&Role::Leader));
-                if let Some(before) = clocks.insert(*actor, now) {
+                let leads = matches!(actor, Actor::Server(node) if self.roles.get(node) == Some(&Role::Leader));
+                if let Some(before) = self.clocks.insert(*actor, now) {
                     if leads && i128::from(*local_us) < before.local_at(event.at_us) {
                         probes.insert(Probe::ClockStepBackOnLeader);
                     }
@@ -51,7 +56,7 @@ pub fn of_history(history: &History) -> ProbeSet {
             }
             EventKind::WriteDone { key, token, path, verdict, .. } => match verdict {
                 WriteVerdict::Accepted => {
-                    if let Some((last_token, last_path)) = accepted.insert(key.clone(), (*token, *path)) {
+                    if let Some((last_token, last_path)) = self.accepted.insert(key.clone(), (*token, *path)) {
                         if *path != last_path && *token > last_token {
                             probes.insert(Probe::SecondPathHigherToken);
                         }
@@ -71,5 +76,9 @@ pub fn of_history(history: &History) -> ProbeSet {
             _ => {}
         }
     }
-    probes
+
+    /// The probes the events so far showed.
+    pub fn probes(&self) -> ProbeSet {
+        self.probes
+    }
 }

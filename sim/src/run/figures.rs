@@ -155,16 +155,11 @@ pub struct SeedFigures {
 
 /// Acquires and stretches, read from a history.
 pub fn availability(history: &History) -> (Histogram, u64) {
-    let mut reader = Reader::default();
+    let mut reader = Availability::default();
     for event in history.events() {
         reader.observe(event);
     }
-    let end_us = history.events().last().map_or(0, |e| e.at_us);
-    let keys: Vec<Key> = reader.keys.keys().cloned().collect();
-    for key in keys {
-        reader.settle(&key, end_us, true);
-    }
-    (reader.acquire_us, reader.unheld_waiting_us_max)
+    reader.finish(history.events().last().map_or(0, |e| e.at_us))
 }
 
 #[derive(Default)]
@@ -175,8 +170,9 @@ struct KeyState {
     stretch_from_us: Option<u64>,
 }
 
+/// Acquires and stretches, read from a history as it is recorded.
 #[derive(Default)]
-struct Reader {
+pub struct Availability {
     /// Open acquires: first send and key.
     acquires: BTreeMap<(ClientId, RequestId), (u64, Key)>,
     keys: BTreeMap<Key, KeyState>,
@@ -185,8 +181,8 @@ struct Reader {
     unheld_waiting_us_max: u64,
 }
 
-impl Reader {
-    fn observe(&mut self, event: &Event) {
+impl Availability {
+    pub fn observe(&mut self, event: &Event) {
         let at = event.at_us;
         match &event.kind {
             // A retry (same request id) keeps the first send's time.
@@ -224,6 +220,16 @@ impl Reader {
             }
             _ => {}
         }
+    }
+
+    /// The acquire latencies and the longest unheld stretch, the stretches
+    /// still open closed at `end_us` (the history's last event).
+    pub fn finish(mut self, end_us: u64) -> (Histogram, u64) {
+        let keys: Vec<Key> = self.keys.keys().cloned().collect();
+        for key in keys {
+            self.settle(&key, end_us, true);
+        }
+        (self.acquire_us, self.unheld_waiting_us_max)
     }
 
     fn key(&mut self, key: &Key) -> &mut KeyState {

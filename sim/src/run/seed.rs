@@ -3,15 +3,16 @@
 
 use crate::checker::{self, CheckConfig, Counters, Exposure, Property, Violation};
 use crate::faults::{self, FaultEvent};
-use crate::history::History;
+use crate::history::{Event, History, Tap};
 use crate::machine::net::NetStats;
 use crate::model::Model;
+use crate::run::figures::{self, Histogram};
 use crate::run::log::{LogSettings, Record};
 use crate::run::{coverage, trace};
 use crate::world::{self, salvage, RunRecord};
 use fencelock::ProbeSet;
 use serde::Serialize;
-use std::sync::{mpsc, PoisonError};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use tracing::Dispatch;
 
 /// Everything one run produced, as reported by `replay --json`.
@@ -34,8 +35,18 @@ pub struct Outcome {
     pub exposures: Vec<Exposure>,
     #[serde(skip)]
     pub counters: Counters,
+    /// Every event, when the run kept them (`run_seed`); empty for a hunt's run (`run_seed_streamed`).
     #[serde(skip)]
     pub history: History,
+    /// Events recorded (the trace's lines), kept or not.
+    #[serde(skip)]
+    pub events: u64,
+    /// Acquire latency, first send to `Granted`, microseconds of true time.
+    #[serde(skip)]
+    pub acquire_us: Histogram,
+    /// The longest stretch any key had no committed holder while a client waited for it.
+    #[serde(skip)]
+    pub unheld_waiting_us_max: u64,
     #[serde(skip)]
     pub plan: Vec<FaultEvent>,
     /// The coverage probes the run reached (`fencelock::probe`).
@@ -75,6 +86,35 @@ pub fn run_plan_told(seed: u64, model: &Model, plan: Vec<FaultEvent>, log: &LogS
 /// With a `dispatch`, the run's thread tells its events to it (and only
 /// that thread: seeds run in parallel elsewhere stay untold).
 fn run_plan_with(seed: u64, model: &Model, plan: Vec<FaultEvent>, dispatch: Option<Dispatch>) -> Outcome {
+    run_recording(seed, model, plan, dispatch, Keep::All)
+}
+
+/// Whether a run keeps its events for the caller once judged.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    /// Every event, for a trace, a timeline or a shrink.
+    All,
+    /// None: the run is judged as it goes and keeps only what its own
+    /// readers have yet to read, so its memory does not grow with its length.
+    Nothing,
+}
+
+/// `run_seed` for a hunt: the run is judged as it is recorded and keeps no
+/// history (`Outcome::history` is empty); everything else is as `run_seed`
+/// gives it, trace hash included.
+pub fn run_seed_streamed(seed: u64, model: &Model) -> Outcome {
+    let model = &faults::swarm::resolve(model, seed);
+    let plan = faults::plan(model, seed);
+    run_recording(seed, model, plan, None, Keep::Nothing)
+}
+
+fn run_recording(seed: u64, model: &Model, plan: Vec<FaultEvent>, dispatch: Option<Dispatch>, keep: Keep) -> Outcome {
+    let judge = Arc::new(Mutex::new(Judge::new(model)));
+    let tap = Box::new(TapOf(judge.clone()));
+    let history = match keep {
+        Keep::All => History::new().tapped(tap),
+        Keep::Nothing => History::streamed(tap),
+    };
     let thread_model = model.clone();
     let thread_plan = plan.clone();
     let (salvage, salvaged) = mpsc::channel();
@@ -85,7 +125,7 @@ fn run_plan_with(seed: u64, model: &Model, plan: Vec<FaultEvent>, dispatch: Opti
             salvage::catch_on_this_thread(salvage);
             let run = move || {
                 let runtime = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
-                runtime.block_on(world::simulate(seed, thread_model, thread_plan))
+                runtime.block_on(world::simulate(seed, thread_model, thread_plan, history))
             };
             match dispatch {
                 Some(dispatch) => tracing::dispatcher::with_default(&dispatch, run),
@@ -94,53 +134,115 @@ fn run_plan_with(seed: u64, model: &Model, plan: Vec<FaultEvent>, dispatch: Opti
         })
         .expect("spawning a seed thread")
         .join();
+    // The run's thread is gone: nothing else holds the judge now.
+    let judge = std::mem::replace(&mut *judge.lock().unwrap_or_else(PoisonError::into_inner), Judge::new(model));
     match result {
-        Ok(record) => judge(seed, model, plan, record),
+        Ok(record) => judge.outcome(seed, model, plan, record),
         Err(panic) => {
-            // The thread is gone: nothing else holds the world's state now.
             let history = salvaged.try_iter().last().map(|shared| {
                 let mut shared = shared.lock().unwrap_or_else(PoisonError::into_inner);
                 std::mem::take(&mut shared.history)
             });
-            panicked(seed, model, plan, panic_message(panic.as_ref()), history.unwrap_or_default())
+            panicked(seed, model, plan, panic_message(panic.as_ref()), history.unwrap_or_default(), judge)
         }
     }
 }
 
-pub(crate) fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: RunRecord) -> Outcome {
-    let config = CheckConfig { run_end_us: record.sim_us, ..CheckConfig::for_model(model) };
-    let verdict = checker::check(&record.history, config);
-    let counters = verdict.counters;
-    let probes = record.probes.union(coverage::of_history(&record.history));
-    Outcome {
-        seed,
-        variant: model.variant.name().to_string(),
-        ok: verdict.violations.is_empty(),
-        violations: verdict.violations,
-        trace_hash: trace::hash_hex(trace::hash(record.history.events())),
-        sim_ms: record.sim_us / 1_000,
-        messages: record.net.sent,
-        grants: counters.grants,
-        writes_accepted: counters.writes_accepted,
-        stale_writes_rejected: counters.stale_writes_rejected_status + counters.stale_writes_rejected_ledger,
-        elections: counters.elections,
-        first_leader_ms: counters.first_leader_us.map(|us| us / 1_000),
-        lease_exposures: counters.lease_exposures,
-        exposures: verdict.exposures,
-        counters,
-        history: record.history,
-        plan,
-        probes,
+/// Everything a run is judged by, fed each event as it is recorded: the
+/// checker, the coverage probes the history shows, the trace hash and the
+/// figures `explore` keeps.
+struct Judge {
+    checker: checker::Checker,
+    coverage: coverage::Watch,
+    hash: trace::Hasher,
+    availability: figures::Availability,
+    events: u64,
+    last_at_us: u64,
+}
+
+/// The judge as a history's tap (the run's thread feeds it; the seed's thread reads it after).
+struct TapOf(Arc<Mutex<Judge>>);
+
+impl Tap for TapOf {
+    fn observe(&mut self, event: &Event) {
+        self.0.lock().expect("only the run's thread feeds the judge").observe(event);
     }
+}
+
+impl Judge {
+    fn new(model: &Model) -> Judge {
+        Judge {
+            checker: checker::Checker::new(CheckConfig::for_model(model)),
+            coverage: coverage::Watch::default(),
+            hash: trace::Hasher::default(),
+            availability: figures::Availability::default(),
+            events: 0,
+            last_at_us: 0,
+        }
+    }
+
+    fn observe(&mut self, event: &Event) {
+        self.checker.observe(event);
+        self.coverage.observe(event);
+        self.hash.observe(event);
+        self.availability.observe(event);
+        self.events += 1;
+        self.last_at_us = event.at_us;
+    }
+
+    fn outcome(self, seed: u64, model: &Model, plan: Vec<FaultEvent>, record: RunRecord) -> Outcome {
+        let verdict = self.checker.finish_at(record.sim_us);
+        let counters = verdict.counters;
+        let (acquire_us, unheld_waiting_us_max) = self.availability.finish(self.last_at_us);
+        Outcome {
+            seed,
+            variant: model.variant.name().to_string(),
+            ok: verdict.violations.is_empty(),
+            violations: verdict.violations,
+            trace_hash: trace::hash_hex(self.hash.finish()),
+            sim_ms: record.sim_us / 1_000,
+            messages: record.net.sent,
+            grants: counters.grants,
+            writes_accepted: counters.writes_accepted,
+            stale_writes_rejected: counters.stale_writes_rejected_status + counters.stale_writes_rejected_ledger,
+            elections: counters.elections,
+            first_leader_ms: counters.first_leader_us.map(|us| us / 1_000),
+            lease_exposures: counters.lease_exposures,
+            exposures: verdict.exposures,
+            counters,
+            history: record.history,
+            events: self.events,
+            acquire_us,
+            unheld_waiting_us_max,
+            plan,
+            probes: record.probes.union(self.coverage.probes()),
+        }
+    }
+}
+
+/// Judges a run whose history kept every event and fed no judge (a script's, a real run's).
+pub(crate) fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: RunRecord) -> Outcome {
+    let mut judge = Judge::new(model);
+    for event in record.history.events() {
+        judge.observe(event);
+    }
+    judge.outcome(seed, model, plan, record)
 }
 
 /// A run that panicked: the history it recorded up to the panic is checked
 /// (the after-heal properties aside: the run was cut short) and traced, and the panic is the
 /// last violation, at the last recorded instant.
-fn panicked(seed: u64, model: &Model, plan: Vec<FaultEvent>, message: String, history: History) -> Outcome {
-    let at_us = history.events().last().map_or(0, |event| event.at_us);
+fn panicked(
+    seed: u64,
+    model: &Model,
+    plan: Vec<FaultEvent>,
+    message: String,
+    history: History,
+    judge: Judge,
+) -> Outcome {
+    let at_us = judge.last_at_us;
     let record = RunRecord { history, net: NetStats::default(), sim_us: at_us, probes: Default::default() };
-    let mut outcome = judge(seed, model, plan, record);
+    let mut outcome = judge.outcome(seed, model, plan, record);
     outcome.violations.retain(|v| !v.property.after_heal());
     outcome.violations.push(Violation {
         property: Property::Panic,

@@ -8,9 +8,9 @@ use crate::checker::{Counters, Exposure, Property, Violation};
 use crate::faults::steer::{Steer, ROUND_SEEDS};
 use crate::faults::swarm::{self, Bias, Heads};
 use crate::model::Model;
-use crate::run::figures::{self, SeedFigures, Sketch};
+use crate::run::figures::{SeedFigures, Sketch};
 use crate::run::scenario::for_failure;
-use crate::run::seed::run_seed;
+use crate::run::seed::run_seed_streamed;
 use fencelock::ProbeSet;
 use indicatif::ProgressBar;
 use std::collections::BTreeMap;
@@ -223,10 +223,10 @@ fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
     let (model, heads) = swarm::resolve_tossed(model, seed);
     let model = &model;
     let started = Instant::now();
-    let outcome = run_seed(seed, model);
+    let outcome = run_seed_streamed(seed, model);
     let mut violations = outcome.violations.clone();
     if twice {
-        let again = run_seed(seed, model);
+        let again = run_seed_streamed(seed, model);
         if again.trace_hash != outcome.trace_hash {
             violations.push(Violation {
                 property: Property::Determinism,
@@ -241,12 +241,11 @@ fn one_seed(seed: u64, model: &Model, twice: bool) -> SeedResult {
             });
         }
     }
-    let (acquire_us, unheld_waiting_us_max) = figures::availability(&outcome.history);
     let figures = SeedFigures {
         grants: outcome.grants,
         stale_writes_rejected: outcome.stale_writes_rejected,
-        acquire_us,
-        unheld_waiting_us_max,
+        acquire_us: outcome.acquire_us.clone(),
+        unheld_waiting_us_max: outcome.unheld_waiting_us_max,
         phases: outcome.counters.phases,
     };
     let scenario = if violations.is_empty() {

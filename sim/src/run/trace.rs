@@ -11,18 +11,40 @@ const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
 /// The trace hash of a history.
 pub fn hash(events: &[Event]) -> u64 {
-    let mut hash = FNV_OFFSET;
-    let mut buffer = Vec::with_capacity(256);
+    let mut hasher = Hasher::default();
     for event in events {
-        buffer.clear();
-        let bytes = postcard::to_extend(event, std::mem::take(&mut buffer)).expect("events always encode");
-        for &byte in &bytes {
-            hash ^= u64::from(byte);
-            hash = hash.wrapping_mul(FNV_PRIME);
-        }
-        buffer = bytes;
+        hasher.observe(event);
     }
-    hash
+    hasher.finish()
+}
+
+/// The trace hash, taken event by event as a run records them.
+pub struct Hasher {
+    hash: u64,
+    buffer: Vec<u8>,
+}
+
+impl Default for Hasher {
+    fn default() -> Hasher {
+        Hasher { hash: FNV_OFFSET, buffer: Vec::with_capacity(256) }
+    }
+}
+
+impl Hasher {
+    pub fn observe(&mut self, event: &Event) {
+        let bytes = postcard::to_extend(event, std::mem::take(&mut self.buffer)).expect("events always encode");
+        for &byte in &bytes {
+            self.hash ^= u64::from(byte);
+            self.hash = self.hash.wrapping_mul(FNV_PRIME);
+        }
+        self.buffer = bytes;
+        self.buffer.clear();
+    }
+
+    /// The hash of the events so far.
+    pub fn finish(&self) -> u64 {
+        self.hash
+    }
 }
 
 pub fn hash_hex(hash: u64) -> String {

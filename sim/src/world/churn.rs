@@ -22,7 +22,7 @@
 //! still depend on the seed and model alone.
 
 use crate::faults::{ChurnEvent, Fault};
-use crate::history::Event;
+use crate::history::{Event, Reader};
 use crate::machine::disk::NodeImage;
 use crate::machine::net::Addr;
 use fencelock::{NodeId, Term};
@@ -54,12 +54,12 @@ pub(super) trait Cluster {
     fn acks_watched(&self) -> bool;
     /// The acknowledgements servers reported since the last call, oldest first.
     fn take_acks(&mut self) -> Vec<crate::nodes::context::AckSent>;
-    /// How many events the history holds so far.
-    fn history_len(&self) -> usize;
-    /// What `pick` takes from each event of the history from position
-    /// `from` on, oldest first, and the position after the last event read:
-    /// how the renew, grant and fence strikes follow a run as it is recorded.
-    fn history_since<T>(&self, from: usize, pick: impl Fn(&Event) -> Option<T>) -> (Vec<T>, usize);
+    /// `reader` follows the history from the next event on: how the renew,
+    /// grant and fence strikes follow a run as it is recorded.
+    fn follow_history(&self, reader: Reader);
+    fn unfollow_history(&self, reader: Reader);
+    /// What `pick` takes from each event `reader` has not read yet, oldest first.
+    fn read_history<T>(&self, reader: Reader, pick: impl Fn(&Event) -> Option<T>) -> Vec<T>;
     /// Crashes the resource (whatever it has not synced is lost).
     fn crash_resource(&mut self);
     fn restart_resource(&mut self);

@@ -21,7 +21,7 @@
 
 use super::churn::Cluster;
 use crate::faults::{ChurnEvent, Fault};
-use crate::history::{Event, EventKind};
+use crate::history::{Event, EventKind, Reader};
 use fencelock::{ApplyResult, Command, Key, Token, WriteVerdict};
 use std::collections::BTreeMap;
 
@@ -61,8 +61,9 @@ pub(super) struct FenceStrike {
     down_ms: u64,
     /// Strikes restore the resource from its last backup instead of crashing it.
     restore: bool,
-    /// The history read so far (from the start of the run, so expiries older than an episode are known).
-    read_to: usize,
+    /// Whether it follows the history (from the start of the run, so
+    /// expiries older than an episode are known): when the run may strike.
+    follows: bool,
     /// Each key whose last lock ended by expiry, with that lock's token.
     expired: BTreeMap<Key, Token>,
     /// The instant the struck resource comes back.
@@ -70,13 +71,14 @@ pub(super) struct FenceStrike {
 }
 
 impl FenceStrike {
-    pub(super) fn new() -> FenceStrike {
+    /// The family of a run that `follows` the history from its start (see [`Reader`]).
+    pub(super) fn new(follows: bool) -> FenceStrike {
         FenceStrike {
             until_us: 0,
             strikes_left: 0,
             down_ms: 0,
             restore: false,
-            read_to: 0,
+            follows,
             expired: BTreeMap::new(),
             back_us: None,
         }
@@ -101,32 +103,31 @@ impl FenceStrike {
         self.strikes_left = strikes;
         self.down_ms = down_ms;
         self.restore = restore;
-        let (traffic, read_to) = cluster.history_since(self.read_to, FenceTraffic::of);
-        self.read_to = read_to;
-        for event in traffic {
+        assert!(self.follows, "a run that may strike follows the history from its start");
+        for event in cluster.read_history(Reader::FenceStrikes, FenceTraffic::of) {
             self.follow(&event);
         }
     }
 
-    /// Brings the resource back when due, then crashes it after the first
-    /// takeover write since the last look.
+    /// Brings the resource back when due, reads the history since the last
+    /// look (every look, so that what it keeps is little) and, during an
+    /// episode, crashes the resource after the first takeover write.
     pub(super) fn step(&mut self, now_us: u64, cluster: &mut impl Cluster) {
         if self.back_us.is_some_and(|at_us| at_us <= now_us) {
             self.back_us = None;
             cluster.restart_resource();
         }
-        if !self.watching(now_us) {
+        if !self.follows {
             return;
         }
-        let (traffic, read_to) = cluster.history_since(self.read_to, FenceTraffic::of);
-        self.read_to = read_to;
-        for event in traffic {
+        let watching = self.watching(now_us);
+        for event in cluster.read_history(Reader::FenceStrikes, FenceTraffic::of) {
             if let FenceTraffic::Accepted { ref key, token, at_us } = event {
                 let over = self.expired.get(key).copied().filter(|expired| *expired < token);
                 if let Some(expired) = over {
                     // A restore needs a backup: without one the strike waits for the next takeover.
                     let ready = !self.restore || cluster.resource_backed_up();
-                    if self.strikes_left > 0 && self.back_us.is_none() && ready {
+                    if watching && self.strikes_left > 0 && self.back_us.is_none() && ready {
                         let (down_ms, restore) = (self.down_ms, self.restore);
                         let after_us = now_us - at_us;
                         let key = key.clone();

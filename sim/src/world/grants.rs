@@ -24,7 +24,7 @@
 
 use super::churn::Cluster;
 use crate::faults::{ChurnEvent, Fault};
-use crate::history::{Event, EventKind};
+use crate::history::{Event, EventKind, Reader};
 use fencelock::service::ClientRequest;
 use fencelock::{ApplyResult, ClientId, Command, Key, NodeId, RequestId};
 use std::collections::BTreeMap;
@@ -83,8 +83,9 @@ pub(super) struct GrantStrike {
     until_us: u64,
     strikes_left: u64,
     pause_ms: u64,
-    /// The history read so far (from the start of the run, so waits older than an episode are known).
-    read_to: usize,
+    /// Whether it follows the history (from the start of the run, so waits
+    /// older than an episode are known): when the run may strike.
+    follows: bool,
     /// Each client's request that waits for a key, while it waits.
     waiting: BTreeMap<ClientId, Waiting>,
     /// The true instant the last victim wakes: no other strike before.
@@ -92,15 +93,9 @@ pub(super) struct GrantStrike {
 }
 
 impl GrantStrike {
-    pub(super) fn new() -> GrantStrike {
-        GrantStrike {
-            until_us: 0,
-            strikes_left: 0,
-            pause_ms: 0,
-            read_to: 0,
-            waiting: BTreeMap::new(),
-            busy_until_us: 0,
-        }
+    /// The family of a run that `follows` the history from its start (see [`Reader`]).
+    pub(super) fn new(follows: bool) -> GrantStrike {
+        GrantStrike { until_us: 0, strikes_left: 0, pause_ms: 0, follows, waiting: BTreeMap::new(), busy_until_us: 0 }
     }
 
     fn watching(&self, now_us: u64) -> bool {
@@ -120,24 +115,23 @@ impl GrantStrike {
         self.until_us = now_us + for_ms * 1_000;
         self.strikes_left = strikes;
         self.pause_ms = pause_ms;
-        let (traffic, read_to) = cluster.history_since(self.read_to, LockTraffic::of);
-        self.read_to = read_to;
-        for event in traffic {
+        assert!(self.follows, "a run that may strike follows the history from its start");
+        for event in cluster.read_history(Reader::GrantStrikes, LockTraffic::of) {
             self.follow(&event);
         }
     }
 
-    /// Reads the history since the last look and pauses the first live
+    /// Reads the history since the last look (every look, so that what it
+    /// keeps is little) and, during an episode, pauses the first live
     /// leader that freed a key a client waits for there.
     pub(super) fn step(&mut self, now_us: u64, cluster: &mut impl Cluster) {
-        if !self.watching(now_us) {
+        if !self.follows {
             return;
         }
-        let (traffic, read_to) = cluster.history_since(self.read_to, LockTraffic::of);
-        self.read_to = read_to;
-        for event in traffic {
+        let watching = self.watching(now_us);
+        for event in cluster.read_history(Reader::GrantStrikes, LockTraffic::of) {
             if let LockTraffic::Freed { node, ref key, at_us } = event {
-                if self.strikes_left > 0 && now_us >= self.busy_until_us {
+                if watching && self.strikes_left > 0 && now_us >= self.busy_until_us {
                     self.strike(now_us, node, key, at_us, cluster);
                 }
             }

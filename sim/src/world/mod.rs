@@ -39,10 +39,11 @@ pub struct RunRecord {
     pub probes: fencelock::ProbeSet,
 }
 
-/// Runs one seed to the end of its liveness phase. Must be called inside a
-/// fresh madsim runtime's `block_on`.
-pub async fn simulate(seed: u64, model: Model, plan: Vec<FaultEvent>) -> RunRecord {
-    let mut supervisor = Supervisor::start(seed, model, &plan, None);
+/// Runs one seed to the end of its liveness phase, recording into `history`
+/// (one that keeps every event, or streams them to a judge). Must be called
+/// inside a fresh madsim runtime's `block_on`.
+pub async fn simulate(seed: u64, model: Model, plan: Vec<FaultEvent>, history: History) -> RunRecord {
+    let mut supervisor = Supervisor::start(seed, model, &plan, None, history);
     let ctx = supervisor.ctx.clone();
     let safety_end_us = ctx.model.safety_ms * 1_000;
     for event in plan.into_iter().filter(|e| e.at_ms > 0 || !is_initial_rate(&e.fault)) {

@@ -18,7 +18,7 @@
 
 use super::churn::Cluster;
 use crate::faults::{ChurnEvent, Fault, RENEW_CUT_AFTER_PAUSE_MS_MAX};
-use crate::history::{Event, EventKind};
+use crate::history::{Event, EventKind, Reader};
 use crate::machine::net::Addr;
 use fencelock::service::ClientReply;
 use fencelock::{ClientId, NodeId};
@@ -57,22 +57,13 @@ pub(super) struct RenewStrike {
     until_us: u64,
     strikes_left: u64,
     pause_ms: u64,
-    /// The history read so far: renewals before it are not this episode's.
-    read_to: usize,
     /// The side cut off now, and the instant its links come back.
     cut: Option<(Vec<Addr>, u64)>,
 }
 
 impl RenewStrike {
     pub(super) fn new(seed: u64) -> RenewStrike {
-        RenewStrike {
-            rng: crate::streams::renew_strike(seed),
-            until_us: 0,
-            strikes_left: 0,
-            pause_ms: 0,
-            read_to: 0,
-            cut: None,
-        }
+        RenewStrike { rng: crate::streams::renew_strike(seed), until_us: 0, strikes_left: 0, pause_ms: 0, cut: None }
     }
 
     fn watching(&self, now_us: u64) -> bool {
@@ -94,7 +85,7 @@ impl RenewStrike {
         self.until_us = now_us + for_ms * 1_000;
         self.strikes_left = strikes;
         self.pause_ms = pause_ms;
-        self.read_to = cluster.history_len();
+        cluster.follow_history(Reader::RenewStrikes);
     }
 
     /// Reconnects the side whose time is up, then strikes the first leader
@@ -109,10 +100,11 @@ impl RenewStrike {
             }
         }
         if !self.watching(now_us) {
+            // Renewals before the next episode are not its own.
+            cluster.unfollow_history(Reader::RenewStrikes);
             return;
         }
-        let (renewals, read_to) = cluster.history_since(self.read_to, Renewal::of);
-        self.read_to = read_to;
+        let renewals = cluster.read_history(Reader::RenewStrikes, Renewal::of);
         if self.cut.is_some() {
             return;
         }

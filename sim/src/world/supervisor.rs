@@ -12,7 +12,7 @@ use super::restores::{Backups, ClusterRestore};
 use super::votes::VoteStrike;
 use super::{salvage, RunRecord};
 use crate::faults::{ChurnEvent, Fault, FaultEvent};
-use crate::history::{Actor, Event, EventKind};
+use crate::history::{Actor, Event, EventKind, History, Reader};
 use crate::machine::clock::{init_true_time, now_us};
 use crate::machine::disk::{NodeImage, NodeOp};
 use crate::machine::net::{Addr, Net, NetConfig};
@@ -32,6 +32,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The madsim side of every process, with what the operator keeps.
+/// Which strike families follow the history from the run's start.
+#[derive(Clone, Copy)]
+struct Follows {
+    grants: bool,
+    fences: bool,
+}
+
 pub(crate) struct Supervisor {
     pub(crate) ctx: Arc<Ctx>,
     pub(super) handle: Handle,
@@ -105,6 +112,7 @@ impl Supervisor {
         model: Model,
         plan: &[FaultEvent],
         script_queues: Option<BTreeMap<ClientId, CommandQueue>>,
+        history: History,
     ) -> Supervisor {
         init_true_time();
         let net_config = NetConfig {
@@ -116,9 +124,22 @@ impl Supervisor {
         let net = Net::new(net_config, streams::net(seed));
         net.spawn_router();
         let clock_rates = initial_clock_rates(plan);
-        let mut ctx = Ctx::new(seed, model, net, &clock_rates);
+        // The grant and fence strikes follow the history from its start when
+        // the run may strike: when its plan has them, or anything may happen (a script).
+        let may_strike = |family: fn(&Fault) -> bool| history.keeps_all() || plan.iter().any(|e| family(&e.fault));
+        let follows = Follows {
+            grants: may_strike(|f| matches!(f, Fault::GrantStrikes { .. })),
+            fences: may_strike(|f| matches!(f, Fault::FenceStrikes { .. })),
+        };
+        let mut ctx = Ctx::new(seed, model, net, &clock_rates, history);
         ctx.script_queues = script_queues.map(Mutex::new);
         let ctx = Arc::new(ctx);
+        if follows.grants {
+            ctx.follow_history(Reader::GrantStrikes);
+        }
+        if follows.fences {
+            ctx.follow_history(Reader::FenceStrikes);
+        }
         salvage::offer(&ctx.shared);
         // Every clock's starting mapping is in the history: the checker
         // converts local lease ends to true time with it.
@@ -130,7 +151,7 @@ impl Supervisor {
             let rate_ppm = clock_rates.get(&actor).copied().unwrap_or(0);
             ctx.record(clock_event(&ctx, actor, rate_ppm));
         }
-        Supervisor::build(ctx, Handle::current())
+        Supervisor::build(ctx, Handle::current(), follows)
     }
 
     /// Ends the run and hands back what it recorded.
@@ -164,7 +185,7 @@ impl Supervisor {
         self.ctx.net.close();
     }
 
-    fn build(ctx: Arc<Ctx>, handle: Handle) -> Supervisor {
+    fn build(ctx: Arc<Ctx>, handle: Handle, follows: Follows) -> Supervisor {
         let servers = (0..ctx.model.nodes)
             .map(|n| spawn_node(&handle, &ctx, format!("n{n}"), move |c| server::run(c, NodeId(n))))
             .collect();
@@ -188,9 +209,9 @@ impl Supervisor {
             acks: Some(AckCrash::new(ctx_seed)),
             renews: Some(RenewStrike::new(ctx_seed)),
             amnesia: Some(Amnesia::new(ctx_seed)),
-            grants: Some(GrantStrike::new()),
+            grants: Some(GrantStrike::new(follows.grants)),
             votes: Some(VoteStrike::new(ctx_seed)),
-            fences: Some(FenceStrike::new()),
+            fences: Some(FenceStrike::new(follows.fences)),
             pause_ends: Vec::new(),
             restarts_due: Vec::new(),
         }
@@ -324,6 +345,10 @@ impl Supervisor {
         }
         self.paused.lock().expect("pause lock").remove(&actor);
         self.handle.kill(self.node_of(actor).id());
+        if let Actor::Client(client) = actor {
+            // A worker killed in a stall reads no more.
+            self.ctx.unfollow_history(Reader::Stall(client));
+        }
         self.down.insert(actor, ());
         self.ctx.record(EventKind::Crashed { actor });
     }
@@ -475,9 +500,13 @@ impl Supervisor {
         self.acks = Some(AckCrash::new(self.ctx.seed));
         self.renews = Some(RenewStrike::new(self.ctx.seed));
         self.amnesia = Some(Amnesia::new(self.ctx.seed));
-        self.grants = Some(GrantStrike::new());
+        // No episode starts after the heal: nothing follows the history for one.
+        self.grants = Some(GrantStrike::new(false));
         self.votes = Some(VoteStrike::new(self.ctx.seed));
-        self.fences = Some(FenceStrike::new());
+        self.fences = Some(FenceStrike::new(false));
+        for reader in [Reader::GrantStrikes, Reader::FenceStrikes, Reader::RenewStrikes] {
+            self.ctx.unfollow_history(reader);
+        }
         self.ctx.watch_acks(false);
         self.ctx.watch_votes(false);
         let down: Vec<Actor> = self.down.keys().copied().collect();
@@ -623,14 +652,16 @@ impl Cluster for Supervisor {
         self.ctx.take_acks()
     }
 
-    fn history_len(&self) -> usize {
-        self.ctx.shared().history.events().len()
+    fn follow_history(&self, reader: Reader) {
+        self.ctx.follow_history(reader);
     }
 
-    fn history_since<T>(&self, from: usize, pick: impl Fn(&Event) -> Option<T>) -> (Vec<T>, usize) {
-        let shared = self.ctx.shared();
-        let events = shared.history.events();
-        (events.get(from..).unwrap_or_default().iter().filter_map(pick).collect(), events.len())
+    fn unfollow_history(&self, reader: Reader) {
+        self.ctx.unfollow_history(reader);
+    }
+
+    fn read_history<T>(&self, reader: Reader, pick: impl Fn(&Event) -> Option<T>) -> Vec<T> {
+        self.ctx.read_history(reader, pick)
     }
 
     fn crash_resource(&mut self) {
