@@ -298,7 +298,6 @@ pub enum Reader {
 /// trace hash) as it is recorded, and stays only until every reader that
 /// follows the run has read it, so a run's memory does not grow with its
 /// length. Both see the same events in the same order.
-#[derive(Default)]
 pub struct History {
     /// The events from `first_seq` on.
     events: Vec<Event>,
@@ -306,6 +305,13 @@ pub struct History {
     keep_all: bool,
     readers: BTreeMap<Reader, u64>,
     tap: Option<Box<dyn Tap>>,
+}
+
+impl Default for History {
+    /// A history that keeps every event, as [`History::new`].
+    fn default() -> History {
+        History { events: Vec::new(), first_seq: 0, keep_all: true, readers: BTreeMap::new(), tap: None }
+    }
 }
 
 impl Clone for History {
@@ -335,7 +341,7 @@ impl fmt::Debug for History {
 impl History {
     /// A history that keeps every event.
     pub fn new() -> History {
-        History { keep_all: true, ..History::default() }
+        History::default()
     }
 
     /// This history, also handing each event to `tap` as it is recorded.
@@ -346,7 +352,7 @@ impl History {
 
     /// A history that hands each event to `tap` and keeps only what a reader has yet to read.
     pub fn streamed(tap: Box<dyn Tap>) -> History {
-        History { keep_all: false, tap: Some(tap), ..History::default() }
+        History { keep_all: false, tap: Some(tap), ..History::new() }
     }
 
     /// Appends an event, tells it to `tracing` (`tell`) and to the tap.
@@ -384,7 +390,7 @@ impl History {
 
     /// The events kept: every event of a history that keeps them all.
     pub fn events(&self) -> &[Event] {
-        debug_assert!(self.keep_all, "a streamed history keeps only what its readers have yet to read");
+        assert!(self.keep_all, "a streamed history keeps only what its readers have yet to read: run the seed with `run_seed` to keep its events");
         &self.events
     }
 

@@ -133,7 +133,7 @@ impl LinearizableChecker {
             .min()
     }
 
-    fn with_lease_end(&self, op: &Op) -> Op {
+    fn set_lease_end(&self, op: &mut Op) {
         let lease_ms = match (&op.call, op.answer) {
             (Call::Acquire { lease_ms, .. }, _) => *lease_ms,
             (_, Some(ClientReply::Renewed { lease_ms })) => lease_ms,
@@ -141,8 +141,8 @@ impl LinearizableChecker {
         };
         // A leader's deadline was set at most about a lease before its answer.
         let since_us = op.inv_us.saturating_sub(2 * self.lease_ms * 1_000);
-        let clock_excuse = self.bad_clock_between(since_us, op.resp_us).is_some();
-        Op { lease_end_min_us: self.lease_end_min_us(op.inv_us, lease_ms), clock_excuse, ..op.clone() }
+        op.clock_excuse = self.bad_clock_between(since_us, op.resp_us).is_some();
+        op.lease_end_min_us = self.lease_end_min_us(op.inv_us, lease_ms);
     }
 }
 
@@ -182,9 +182,13 @@ impl Family for LinearizableChecker {
 
     /// Judges every key and the tokens across keys.
     fn finish(&mut self, _ctx: &Context, report: &mut Report) {
-        let ops: Vec<Op> = self.log.ops().iter().map(|op| self.with_lease_end(op)).collect();
+        // The operations move from the log to their keys: one copy of each at a time.
+        let mut ops = self.log.take_ops();
+        for op in &mut ops {
+            self.set_lease_end(op);
+        }
         tokens::check(&ops, report);
-        let keys = ops::per_key(&ops, self.log.restores_at_us());
+        let keys = ops::per_key(ops, self.log.restores_at_us());
         for (key, list) in &keys {
             let client_ops = list.iter().filter(|op| op.call != Call::Restore).count() as u64;
             let counters = &mut report.counters;

@@ -125,8 +125,9 @@ impl OpLog {
         }
     }
 
-    pub fn ops(&self) -> &[Op] {
-        &self.ops
+    /// The operations gathered so far, taken out of the log.
+    pub fn take_ops(&mut self) -> Vec<Op> {
+        std::mem::take(&mut self.ops)
     }
 
     pub fn restores_at_us(&self) -> &[u64] {
@@ -147,10 +148,15 @@ fn call_of(body: &ClientRequest) -> Option<(Key, Call)> {
 }
 
 /// Each key's operations (restores included), ordered by first send.
-pub(crate) fn per_key(ops: &[Op], restores_at_us: &[u64]) -> BTreeMap<Key, Vec<Op>> {
+pub(crate) fn per_key(ops: Vec<Op>, restores_at_us: &[u64]) -> BTreeMap<Key, Vec<Op>> {
     let mut keys: BTreeMap<Key, Vec<Op>> = BTreeMap::new();
     for op in ops {
-        keys.entry(op.key.clone()).or_default().push(op.clone());
+        match keys.get_mut(&op.key) {
+            Some(list) => list.push(op),
+            None => {
+                keys.insert(op.key.clone(), vec![op]);
+            }
+        }
     }
     for (key, list) in keys.iter_mut() {
         let copies: Vec<Op> = list.iter().flat_map(|op| lost_in_restores(op, restores_at_us)).collect();

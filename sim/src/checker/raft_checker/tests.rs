@@ -265,3 +265,29 @@ fn replaying_the_same_noops_after_a_restart_a_snapshot_or_a_node_restore_is_fine
         .check();
     assert_clean(&verdict);
 }
+
+/// The runs a node's applied indices are kept as answer what a map of every
+/// index to its first apply would: over random applies, restarts and jumps.
+#[test]
+fn applied_runs_answer_as_a_map_of_every_index() {
+    use super::Applied;
+    use rand::{Rng, SeedableRng};
+    use std::collections::BTreeMap;
+    for seed in 0..50 {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let (mut runs, mut every) = (Applied::default(), BTreeMap::new());
+        for at_us in 0..300u64 {
+            let index = LogIndex(rng.gen_range(1..120));
+            runs.insert(index, at_us);
+            every.entry(index).or_insert(at_us);
+        }
+        for i in 0..130 {
+            let index = LogIndex(i);
+            assert_eq!(runs.contains(index), every.contains_key(&index), "seed {seed}, {index:?}");
+            if !every.contains_key(&index) {
+                let above = every.range(LogIndex(i + 1)..).next().map(|(k, v)| (*k, *v));
+                assert_eq!(runs.first_above(index), above, "seed {seed}, {index:?}");
+            }
+        }
+    }
+}
