@@ -1,13 +1,15 @@
 //! Real processes' histories, merged into one simulator history.
 //!
-//! Every server and worker writes JSON lines (`fencelock-node`'s
-//! `history.rs`): `{"seq", "at_us", "local_us", "kind"}`, where `at_us` is
-//! CLOCK_MONOTONIC, which every process on the machine shares, and `kind`
-//! uses the simulator's event names and fields. The runner's own events
-//! (faults, crashes, pauses, the heal) are simulator events on the same
-//! clock. Merged on `at_us` (ties: the runner first, then servers, then
-//! workers, each in its own order) and shifted so that the run starts at 0,
-//! they are a `History` the checker judges like a simulated one.
+//! Every server and worker, and the operator's restores of the resource,
+//! write JSON lines (`fencelock-node`'s `history.rs`): `{"seq", "at_us",
+//! "local_us", "kind"}`, where `at_us` is CLOCK_MONOTONIC, which every
+//! process on the machine shares, and `kind` uses the simulator's event
+//! names and fields. The runner's own events (faults, crashes, pauses, the
+//! heal) are simulator events on the same clock. Merged on `at_us` (ties:
+//! the runner first, then servers, then workers, then the resource's
+//! restores, each in its own order) and shifted so that the run starts at
+//! 0 (instants named in an event, like a restore's backup, with them), they
+//! are a `History` the checker judges like a simulated one.
 
 use crate::actor::Actor;
 use crate::history::{EventKind, History};
@@ -32,9 +34,12 @@ pub struct Stamped {
     pub kind: EventKind,
 }
 
-/// A history file's writer.
+/// A history file's writer (`resource.jsonl`: the operator's restores of the resource).
 pub fn actor_of_file(name: &str) -> Option<Actor> {
     let stem = name.strip_suffix(".jsonl")?;
+    if stem == "resource" {
+        return Some(Actor::Resource);
+    }
     if let Some(n) = stem.strip_prefix("node-") {
         return n.parse().ok().map(|n| Actor::Server(NodeId(n)));
     }
@@ -107,6 +112,16 @@ fn shift_local(kind: EventKind, t0_us: u64) -> EventKind {
         }
         EventKind::BeliefStart { client, key, token, until_local_us } => {
             EventKind::BeliefStart { client, key, token, until_local_us: until_local_us.saturating_sub(t0_us) }
+        }
+        // A restore names its backup by the instant the history has for it.
+        EventKind::NodeRestored { node, backup_at_us } => {
+            EventKind::NodeRestored { node, backup_at_us: backup_at_us.saturating_sub(t0_us) }
+        }
+        EventKind::ResourceRestored { restore, backup_at_us } => {
+            EventKind::ResourceRestored { restore, backup_at_us: backup_at_us.saturating_sub(t0_us) }
+        }
+        EventKind::ClusterRestored { epoch, backup_at_us, token_floor } => {
+            EventKind::ClusterRestored { epoch, backup_at_us: backup_at_us.saturating_sub(t0_us), token_floor }
         }
         other => other,
     }
