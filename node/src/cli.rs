@@ -181,6 +181,19 @@ enum ClusterCommand {
         #[arg(long)]
         dir: PathBuf,
     },
+    /// With every server stopped: restore the whole cluster from the copies
+    /// of its data dirs in FROM (FROM/node-N), as restore number EPOCH.
+    Restore {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long)]
+        from: PathBuf,
+        /// This whole-cluster restore's number, from 1, above every earlier one's.
+        #[arg(long)]
+        epoch: u32,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -315,6 +328,9 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Serve { config, id, clock, restore_from } => serve(&config, id, clock, restore_from).await,
         Command::Cluster(ClusterCommand::Up { nodes, dir, admin, history }) => up(nodes, &dir, admin, history).await,
         Command::Cluster(ClusterCommand::Down { dir }) => down(&dir),
+        Command::Cluster(ClusterCommand::Restore { target, from, epoch, json }) => {
+            restore_cluster(&target.load()?, &from, epoch, json)
+        }
         Command::Lock(command) => lock(command).await,
         Command::Status { target, json } => status(&target.load()?, json).await,
         Command::Admin(command) => admin_command(command).await,
@@ -459,6 +475,29 @@ async fn up(nodes: usize, dir: &Path, admin: bool, history: bool) -> Result<(), 
         );
     }
     println!("leader node {} (term {}) elected in {} ms", leader.node.0, leader.term.0, elapsed.as_millis());
+    Ok(())
+}
+
+fn restore_cluster(cluster: &Cluster, from: &Path, epoch: u32, json: bool) -> Result<(), Failure> {
+    if epoch == 0 {
+        return Err(Failure::Input("--epoch counts whole-cluster restores from 1, got 0".to_string()));
+    }
+    if !from.is_dir() {
+        return Err(Failure::Input(format!("--from {}: not a directory", from.display())));
+    }
+    let restored = crate::operator::restore_cluster(cluster, from, epoch).map_err(Failure::Runtime)?;
+    if json {
+        println!("{}", serde_json::to_string(&restored).unwrap_or_default());
+    } else {
+        println!(
+            "restored {} nodes to index {} (term {}), epoch {}, tokens above {}",
+            cluster.nodes.len(),
+            restored.index.0,
+            restored.term.0,
+            restored.epoch,
+            restored.token_floor.0
+        );
+    }
     Ok(())
 }
 

@@ -1,7 +1,8 @@
-//! The operator's backups and restores of the protected resource, as
-//! processes of their own (`fencelock-node resource backup|restore`): what
-//! `fencesim real` runs for the simulator's `BackupResource` and
-//! `RestoreResource`.
+//! The operator's backups and restores, as processes of their own: of the
+//! protected resource (`fencelock-node resource backup|restore`) and of the
+//! whole cluster (`fencelock-node cluster restore`), what `fencesim real`
+//! runs for the simulator's `BackupResource`, `RestoreResource` and
+//! `RestoreCluster`.
 //!
 //! A restore is the simulator's restored resource (`sim/src/nodes/resource.rs`)
 //! told by an operator's tool: the backup's rows go back, marked restored, so
@@ -11,16 +12,23 @@
 //! the cluster's history (`resource.jsonl`), so a real run's checker sees
 //! the restore where the simulator's would.
 //!
-//! `ResourceRestored` is recorded before the restore's transaction begins:
-//! a write committed in between is then judged as kept by the restore
-//! although it went back with it, the side on which the checker can only
-//! be stricter about what still fences, never blind to a stale write.
+//! `ResourceRestored` is recorded before the restore's transaction begins,
+//! never after a write the restored image served: a write committed in
+//! between is placed after the restore although it went back with it.
+//! Under the default protocol that changes no verdict, as the floor fences
+//! every token issued before it on either side (docs/NODE.md, "Where real
+//! runs and the simulator differ").
 
 use crate::client::{FloorOptions, FloorReader};
 use crate::clock::true_us;
 use crate::config::Cluster;
 use crate::history::{EventKind, HistoryWriter};
 use crate::resource::{RaisedFloor, SqlResource};
+use crate::storage::Storage;
+use fencelock::raft::{DurableState, HardState, Payload, Snapshot};
+use fencelock::{LockState, LogIndex, Term, Token, Variant};
+use serde::Serialize;
+use std::path::Path;
 
 /// The history file of the resource's restores (`resource.jsonl`).
 pub const HISTORY_NAME: &str = "resource";
@@ -76,4 +84,76 @@ pub async fn restore(cluster: &Cluster, options: &RestoreOptions) -> Result<Opti
 
 async fn open(cluster: &Cluster, url: &str) -> Result<SqlResource, String> {
     SqlResource::open_variant(url, cluster.variant).await.map_err(|e| format!("resource {url}: {e}"))
+}
+
+/// What a whole-cluster restore wrote to every member.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ClusterRestored {
+    /// Whole-cluster restores so far, from 1 (the operator keeps the count).
+    pub epoch: u32,
+    /// The committed index and term of the backup's state machine.
+    pub index: LogIndex,
+    pub term: Term,
+    /// The token counter the restored cluster issues above.
+    pub token_floor: Token,
+}
+
+/// `etcdctl snapshot restore` on every member, with every server stopped:
+/// the committed state of the most advanced of the backups in `backup`
+/// (one copy of each member's data dir, `backup/node-N`), one snapshot of
+/// it with a fresh term above every earlier one, and the token counter
+/// raised into restore epoch `epoch` so no token is ever issued twice
+/// (ARCHITECTURE.md, "Tokens across restores"); the simulator's
+/// `world/restores.rs`, made real.
+pub fn restore_cluster(cluster: &Cluster, backup: &Path, epoch: u32) -> Result<ClusterRestored, String> {
+    let mut best: Option<(LogIndex, Term, LockState)> = None;
+    for node in &cluster.nodes {
+        let dir = backup.join(format!("node-{}", node.id.0));
+        if !dir.is_dir() {
+            continue;
+        }
+        let image = Storage::read_image(&dir, &cluster.cluster_id, node.id).map_err(|e| e.to_string())?;
+        let committed = committed_state(&image, cluster.variant);
+        if best.as_ref().map_or(true, |(index, _, _)| committed.0 > *index) {
+            best = Some(committed);
+        }
+    }
+    let (index, backup_term, mut state) = best.ok_or_else(|| format!("{}: no backup of any node", backup.display()))?;
+    let epoch_base = Token::epoch_base(epoch);
+    // The one place `restore-naive` changes here: the counter stays as backed up.
+    if cluster.variant != Variant::RestoreNaive {
+        state.raise_token_floor(epoch_base);
+    }
+    let token_floor = state.token_last();
+    let term = Term(backup_term.0.max(epoch_base.0));
+    let image = DurableState {
+        hard_state: HardState { term, vote: None, commit: index },
+        snapshot: Some(Snapshot { index, term: backup_term, state }),
+        entries: Vec::new(),
+        restored_from_backup: false,
+    };
+    for node in &cluster.nodes {
+        Storage::write_image(&node.data_dir, &cluster.cluster_id, node.id, &image).map_err(|e| e.to_string())?;
+    }
+    Ok(ClusterRestored { epoch, index, term: backup_term, token_floor })
+}
+
+/// The state machine a disk's durable part commits to: its snapshot plus
+/// its committed entries, applied (the simulator's `committed_state`).
+fn committed_state(image: &DurableState, variant: Variant) -> (LogIndex, Term, LockState) {
+    let (mut index, mut term, mut state) = match &image.snapshot {
+        Some(s) => (s.index, s.term, s.state.clone()),
+        None => (LogIndex(0), Term(0), LockState::new(Token(0))),
+    };
+    for entry in &image.entries {
+        if entry.index <= index || entry.index > image.hard_state.commit {
+            continue;
+        }
+        if let Payload::Command(command) = &entry.payload {
+            state.apply(command, variant);
+        }
+        index = entry.index;
+        term = entry.term;
+    }
+    (index, term, state)
 }

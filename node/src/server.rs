@@ -24,7 +24,8 @@
 //!   connection is gone the reply is bounced (`on_bounced`), as the
 //!   simulator's network bounces a reply to a crashed client.
 //! - Admin requests (cluster file `admin = true`) stand in for the
-//!   simulator's faults: isolate peers, skew the local clock, read status.
+//!   simulator's faults: isolate peers (or cut what goes to some, one way),
+//!   skew the local clock, read status.
 //! - Floor reads (`Envelope::FloorRead`, from a restored resource's owner or
 //!   an operator tool, see `crate::client::FloorReader`) are answered on the
 //!   connection they came in on, like replies. When that connection is gone

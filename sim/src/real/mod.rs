@@ -7,18 +7,21 @@
 //! the run's directory, or a PostgreSQL server), and plays the seed's plan
 //! (`faults::plan`) on real time: pauses are SIGSTOP and SIGCONT, crashes
 //! SIGKILL and a restart from disk, partitions the servers' admin request
-//! to drop Raft traffic, clock faults a new mapping of a process's local
-//! clock (admin request or control file: the OS clock is never touched), a
+//! to drop Raft traffic (one-way cuts between servers: the sender drops
+//! what it sends), clock faults a new mapping of a process's local clock
+//! (admin request or control file: the OS clock is never touched), a
 //! planned stall of the holder a real stop of the worker between its lease
-//! check and its write. After `safety_ms` every fault is healed; after the
+//! check and its write, backups and restores of a server, the cluster or
+//! the resource the operator's own steps (`restores.rs`). After `safety_ms`
+//! every fault is healed; after the
 //! liveness phase every process is stopped by its PID, and their histories,
 //! merged on CLOCK_MONOTONIC (`merge.rs`), are judged by `checker` under
 //! the same property ids as a simulated run.
 //!
 //! The fault schedule is the seed's; what the OS schedules around it is
 //! not, so a real run is not reproducible byte for byte. Faults a real run
-//! cannot play (one-way cuts, message loss, a client's cable, disk faults,
-//! restores from backups, the reactive families) are reported as skipped.
+//! cannot play (a worker's links cut, message loss, slow disks, the
+//! resource's crashes, the reactive families) are reported as skipped.
 //!
 //! **Architecture Invariant:** this is the one module that reads real time
 //! and starts processes; no simulated run reaches it.
@@ -111,9 +114,13 @@ pub fn unplayable(fault: &Fault) -> Option<&'static str> {
         Fault::CrashResource | Fault::RestartResource => {
             Some("each write is a synced transaction of the database; no process to crash")
         }
-        // `restores.rs`: a copy of the data directory, a tool process for the resource.
-        Fault::BackupNode { .. } | Fault::RestoreNode { .. } | Fault::BackupResource | Fault::RestoreResource => None,
-        Fault::BackupCluster | Fault::RestoreCluster => Some("whole-cluster restores are not played for real"),
+        // `restores.rs`: copies of data directories, tool processes for the cluster and the resource.
+        Fault::BackupNode { .. }
+        | Fault::RestoreNode { .. }
+        | Fault::BackupCluster
+        | Fault::RestoreCluster
+        | Fault::BackupResource
+        | Fault::RestoreResource => None,
         Fault::DiskStall { .. } => Some("a real disk's fsync is not slowed"),
         _ => Some("a reactive family of the simulator (it watches every message)"),
     }
@@ -166,6 +173,9 @@ struct Runner<'a> {
     node_backups: BTreeMap<NodeId, u64>,
     /// Servers restored from a backup, and when: recovering for a while.
     recovering: BTreeMap<NodeId, u64>,
+    /// When the cluster's last backup was recorded, and the whole-cluster restores so far.
+    cluster_backup_at_us: Option<u64>,
+    cluster_restores: u32,
     down: BTreeSet<NodeId>,
     /// Processes the runner stopped for a pause (not a worker's own stall).
     paused: BTreeSet<Actor>,
@@ -251,6 +261,8 @@ pub fn prepare(options: &RealOptions) -> Result<Prepared<'_>, String> {
         resource_restores: 0,
         node_backups: BTreeMap::new(),
         recovering: BTreeMap::new(),
+        cluster_backup_at_us: None,
+        cluster_restores: 0,
         down: BTreeSet::new(),
         paused: BTreeSet::new(),
         incarnations: BTreeMap::new(),
@@ -380,6 +392,8 @@ impl Runner<'_> {
             Fault::RestoreResource => self.restore_resource()?,
             Fault::BackupNode { node } => self.back_up_node(node, recorded_us)?,
             Fault::RestoreNode { node } => self.restore_node(node)?,
+            Fault::BackupCluster => self.back_up_cluster(recorded_us)?,
+            Fault::RestoreCluster => self.restore_cluster()?,
             Fault::Partition { sides } => {
                 let side_of = |node: NodeId| sides.iter().position(|side| side.contains(&Addr::Server(node)));
                 for a in 0..self.model.nodes {

@@ -16,6 +16,14 @@
 //! - `RestoreNode`: the server is killed, restarted with `serve
 //!   --restore-from` on the copy (its log marked restored from a stale
 //!   backup: it rejoins through recovery), and `NodeRestored` is recorded.
+//! - `BackupCluster`: a copy of every server's data directory.
+//! - `RestoreCluster`: every server is killed, `fencelock-node cluster
+//!   restore` writes one snapshot of the most advanced copy's committed
+//!   state to every data directory (a fresh term, the token counter raised
+//!   into the new restore epoch unless the variant is `restore-naive`),
+//!   `ClusterRestored` is recorded with the token floor the tool reports,
+//!   and every server starts again. Per-server backups are of the cluster
+//!   generation before it and are dropped, as in the simulator.
 //!
 //! The simulator never lets a majority of servers recover from stale
 //! backups at once (`world/restores.rs`, `may_restore`); a real run cannot
@@ -26,7 +34,7 @@
 use super::{now_us, Runner};
 use crate::actor::Actor;
 use crate::history::EventKind;
-use fencelock::NodeId;
+use fencelock::{NodeId, Token};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -38,6 +46,8 @@ const BACKUP_WAIT_US: u64 = 5_000_000;
 const RECOVERING_US: u64 = 3_000_000;
 /// The shortest floor read a restore tool is given, near the run's end.
 const FLOOR_WAIT_MS_MIN: u64 = 1_000;
+/// How long a whole-cluster restore's tool may take (it reads and writes a few small files).
+const CLUSTER_RESTORE_WAIT_US: u64 = 20_000_000;
 
 /// The operator's tool processes of a run, each killed by its PID at the end.
 #[derive(Default)]
@@ -191,6 +201,58 @@ impl Runner<'_> {
         Ok(())
     }
 
+    /// A copy of every server's data directory, taken as they run.
+    pub(super) fn back_up_cluster(&mut self, fault_at_us: u64) -> Result<(), String> {
+        for n in 0..self.model.nodes {
+            let node = NodeId(n);
+            let data = self.data_dir(node);
+            if data.is_dir() {
+                copy_files(&data, &self.cluster_backup_dir().join(format!("node-{n}")))?;
+            }
+        }
+        self.cluster_backup_at_us = Some(fault_at_us);
+        Ok(())
+    }
+
+    /// Every server killed, the cluster restored from its backup by
+    /// `fencelock-node cluster restore`, and every server started again;
+    /// nothing without a backup, as in the simulator.
+    pub(super) fn restore_cluster(&mut self) -> Result<(), String> {
+        let Some(backup_at_us) = self.cluster_backup_at_us else { return Ok(()) };
+        for n in 0..self.model.nodes {
+            self.crash(NodeId(n));
+        }
+        let epoch = self.cluster_restores + 1;
+        let args = vec![
+            "cluster".to_string(),
+            "restore".to_string(),
+            "--config".to_string(),
+            self.config.display().to_string(),
+            format!("--from={}", self.cluster_backup_dir().display()),
+            format!("--epoch={epoch}"),
+            "--json".to_string(),
+        ];
+        match run_tool(&self.options.node_bin, &args) {
+            Ok(token_floor) => {
+                self.cluster_restores = epoch;
+                self.node_backups.clear();
+                self.recovering.clear();
+                self.record(EventKind::ClusterRestored { epoch, backup_at_us, token_floor });
+            }
+            // A restore that cannot be done is the run's error, not a verdict on the protocol.
+            Err(why) => return Err(format!("the whole-cluster restore failed: {why}")),
+        }
+        let down: Vec<NodeId> = self.down.iter().copied().collect();
+        for node in down {
+            self.restart(node)?;
+        }
+        Ok(())
+    }
+
+    fn cluster_backup_dir(&self) -> PathBuf {
+        self.options.dir.join("backups").join("cluster")
+    }
+
     fn data_dir(&self, node: NodeId) -> PathBuf {
         self.options.dir.join(format!("node-{}", node.0))
     }
@@ -222,4 +284,40 @@ fn copy_files(from: &Path, to: &Path) -> Result<(), String> {
             .map_err(|e| format!("{}: cannot sync: {e}", target.display()))?;
     }
     Ok(())
+}
+
+/// Runs `exe args…` to its end (at most [`CLUSTER_RESTORE_WAIT_US`]) and
+/// reads the token floor from the JSON line it prints.
+fn run_tool(exe: &Path, args: &[String]) -> Result<Token, String> {
+    let mut child = Command::new(exe)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    let deadline = now_us() + CLUSTER_RESTORE_WAIT_US;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if now_us() < deadline => std::thread::sleep(std::time::Duration::from_millis(1)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("no end within 20 s".to_string());
+            }
+        }
+    }
+    let output = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(format!("{}: {}", output.status, stderr.lines().last().unwrap_or("no output")));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let told: serde_json::Value = serde_json::from_str(stdout.trim()).map_err(|e| format!("{e}: {stdout}"))?;
+    told.get("token_floor")
+        .and_then(serde_json::Value::as_u64)
+        .map(Token)
+        .ok_or_else(|| format!("no token_floor in {stdout}"))
 }
