@@ -4,7 +4,7 @@
 //!
 //! The plan is written here, not drawn. The resource is backed up early;
 //! the holder of the one key is stopped between its lease check and its
-//! write for six leases, and the others take the key and write above its
+//! write for ten leases, and the others take the key and write above its
 //! token. Every other worker is then paused, the resource is restored from
 //! the backup (its highest token goes back below the stopped holder's) and
 //! the stopped holder wakes and writes, while nobody else can. Under the
@@ -14,6 +14,12 @@
 //! late write, and the checker names `fenced-write`. Meanwhile server 1
 //! crashes and comes back from its stale backup, and server 0 stops
 //! sending to server 2 for a second.
+//!
+//! A second plan restores the whole cluster from a backup taken two
+//! seconds earlier, while three workers keep taking the key: the default
+//! protocol raises the token counter into the new restore epoch, while
+//! `restore-naive` issues the backup's tokens again and the checker names
+//! `token-monotonic`.
 
 use fencelock::resource::WriteVerdict;
 use fencelock::{ClientId, NodeId, Token, Variant};
@@ -29,10 +35,15 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 const LEASE_MS: u64 = 500;
-const STALL_MS: u64 = 6 * LEASE_MS;
+const STALL_MS: u64 = 10 * LEASE_MS;
+/// The stall is armed at 1 s; the holder to take it wakes 5 s after it did.
+const STALL_ARMED_AT_MS: u64 = 1_000;
 /// The restore: after the stopped holder's lease ran out and the others
-/// wrote above it, before it wakes (its stall began at 1 s at the earliest).
-const RESTORE_AT_MS: u64 = 3_500;
+/// wrote above it, before it wakes (it took the stall at 1 s at the earliest).
+const RESTORE_AT_MS: u64 = 5_500;
+/// How long the other workers are held, from just before the restore:
+/// past the stopped holder's waking, however late it took the stall.
+const HOLD_MS: u64 = 3_500;
 
 /// One real cluster at a time: the two cores are shared.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -42,18 +53,18 @@ fn plan() -> Vec<FaultEvent> {
     let mut plan = vec![
         at(500, Fault::BackupNode { node: NodeId(1) }),
         at(800, Fault::BackupResource),
-        at(1_000, Fault::StallHolder { ms: STALL_MS }),
-        at(2_000, Fault::Crash { node: NodeId(1), torn: false }),
-        at(2_600, Fault::RestoreNode { node: NodeId(1) }),
+        at(STALL_ARMED_AT_MS, Fault::StallHolder { ms: STALL_MS }),
     ];
     // Every worker but the stopped one (already stopped, so the pause passes
     // it by) is held from just before the restore until after the late write.
     for c in 0..3 {
-        plan.push(at(RESTORE_AT_MS - 100, Fault::Pause { actor: Actor::Client(ClientId(c)), ms: 2_500 }));
+        plan.push(at(RESTORE_AT_MS - 100, Fault::Pause { actor: Actor::Client(ClientId(c)), ms: HOLD_MS }));
     }
     plan.push(at(RESTORE_AT_MS, Fault::RestoreResource));
-    plan.push(at(4_200, Fault::OneWay { from: Addr::Server(NodeId(0)), to: Addr::Server(NodeId(2)) }));
-    plan.push(at(5_200, Fault::Heal));
+    plan.push(at(6_000, Fault::Crash { node: NodeId(1), torn: false }));
+    plan.push(at(6_600, Fault::RestoreNode { node: NodeId(1) }));
+    plan.push(at(7_000, Fault::OneWay { from: Addr::Server(NodeId(0)), to: Addr::Server(NodeId(2)) }));
+    plan.push(at(8_000, Fault::Heal));
     plan
 }
 
@@ -63,8 +74,8 @@ fn model(variant: Variant) -> Model {
         clients: 3,
         keys: 1,
         lease_ms: LEASE_MS,
-        safety_ms: 6_500,
-        liveness_ms: 3_000,
+        safety_ms: 9_500,
+        liveness_ms: 2_500,
         // Only the planned stall: the workload draws none of its own.
         stalls: false,
         variant,
@@ -85,20 +96,20 @@ fn processes_naming(dir: &Path) -> Vec<u32> {
         .collect()
 }
 
-/// Runs the plan under `variant` and checks what every run must show:
-/// each fault played, the restores and the floor in the history, no
-/// process left. Returns the run and the stopped holder's late write.
-fn run(variant: Variant) -> (RealRun, WriteVerdict) {
+/// Plays `plan` on `model`, one real run at a time, and checks that every
+/// fault was played and that no process of the run outlives it.
+fn play(model: Model, plan: Vec<FaultEvent>) -> RealRun {
     let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let temp = tempfile::tempdir().expect("temp dir");
     let dir: PathBuf = temp.path().join("run");
+    let planned = plan.len();
     let options = RealOptions {
         seed: 11,
-        model: model(variant),
+        model,
         resource: None,
         dir: dir.clone(),
         node_bin: PathBuf::from(env!("CARGO_BIN_EXE_fencelock-node")),
-        plan: Some(plan()),
+        plan: Some(plan),
         stop: Arc::new(AtomicBool::new(false)),
     };
     let run = real::run(&options).expect("the run starts and ends");
@@ -106,8 +117,16 @@ fn run(variant: Variant) -> (RealRun, WriteVerdict) {
         eprintln!("VIOLATION {violation}");
     }
     assert!(processes_naming(&dir).is_empty(), "every process of the run is stopped, tools included");
-    assert_eq!(run.played.len(), plan().len(), "every planned fault is played");
+    assert_eq!(run.played.len(), planned, "every planned fault is played");
     assert!(run.skipped.is_empty());
+    run
+}
+
+/// Runs the resource plan under `variant` and checks what every run of it
+/// must show: the restores and the floor in the history, and a stopped
+/// holder overtaken before the restore. Returns the run and its late write.
+fn run(variant: Variant) -> (RealRun, WriteVerdict) {
+    let run = play(model(variant), plan());
     let events = run.outcome.history.events();
 
     // The restore names the backup the runner recorded, so the checker pairs them.
@@ -193,4 +212,55 @@ fn a_naive_restore_takes_the_stopped_holders_write_and_is_caught() {
     assert!(!run.outcome.ok);
     let caught = run.outcome.violations.iter().any(|v| v.property == Property::FencedWrite);
     assert!(caught, "fenced-write names the flaw: {:?}", run.outcome.violations);
+}
+
+/// The cluster backed up at 1.5 s and restored from it at 3.5 s.
+fn cluster_plan() -> Vec<FaultEvent> {
+    vec![
+        FaultEvent { at_ms: 1_500, fault: Fault::BackupCluster },
+        FaultEvent { at_ms: 3_500, fault: Fault::RestoreCluster },
+    ]
+}
+
+fn cluster_model(variant: Variant) -> Model {
+    Model { safety_ms: 5_000, liveness_ms: 2_000, ..model(variant) }
+}
+
+/// The tokens granted (first applies of a Grant) after the cluster restore, and the restore's event.
+fn cluster_restore(run: &RealRun) -> (EventKind, Vec<Token>) {
+    let events = run.outcome.history.events();
+    let restored =
+        events.iter().find(|e| matches!(e.kind, EventKind::ClusterRestored { .. })).expect("the cluster was restored");
+    let granted = events
+        .iter()
+        .filter(|e| e.at_us > restored.at_us)
+        .filter_map(|e| match &e.kind {
+            EventKind::Applied { result: fencelock::ApplyResult::Granted { token }, .. } => Some(*token),
+            _ => None,
+        })
+        .collect();
+    (restored.kind.clone(), granted)
+}
+
+#[test]
+fn a_cluster_restore_raises_the_token_floor_into_a_new_epoch() {
+    let run = play(cluster_model(Variant::Default), cluster_plan());
+    let (restored, granted) = cluster_restore(&run);
+    let EventKind::ClusterRestored { epoch, token_floor, .. } = restored else { unreachable!() };
+    assert_eq!(epoch, 1);
+    assert!(token_floor >= Token::epoch_base(1), "the floor is in epoch 1: {token_floor}");
+    assert!(!granted.is_empty(), "the restored cluster grants again");
+    assert!(granted.iter().all(|t| *t > token_floor), "every later token is above the floor: {granted:?}");
+    assert!(run.outcome.ok, "the default protocol passes: {:?}", run.outcome.violations);
+}
+
+#[test]
+fn a_naive_cluster_restore_issues_tokens_again_and_is_caught() {
+    let run = play(cluster_model(Variant::RestoreNaive), cluster_plan());
+    let (restored, granted) = cluster_restore(&run);
+    let EventKind::ClusterRestored { token_floor, .. } = restored else { unreachable!() };
+    assert!(token_floor < Token::epoch_base(1), "the naive restore keeps the backup's counter: {token_floor}");
+    assert!(!granted.is_empty(), "the restored cluster grants again");
+    let caught = run.outcome.violations.iter().any(|v| v.property == Property::TokenMonotonic);
+    assert!(caught, "token-monotonic names the flaw: {:?}", run.outcome.violations);
 }
