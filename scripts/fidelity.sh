@@ -26,7 +26,7 @@ JOBS=1
 AGAIN=""
 SECONDS_EACH=20
 SIM_SEEDS=200
-VARIANTS="default sink-unfenced second-path-unfenced release-ignores-token expire-ignores-token no-lease-restart-on-new-leader grant-after-expired-wait renew-without-leadership-check resource-restore-naive amnesia-rejoin"
+VARIANTS="default sink-unfenced second-path-unfenced release-ignores-token expire-ignores-token no-lease-restart-on-new-leader grant-after-expired-wait renew-without-leadership-check resource-restore-naive restore-naive amnesia-rejoin"
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) RUNS="$2"; shift 2 ;;

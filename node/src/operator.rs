@@ -114,7 +114,11 @@ pub fn restore_cluster(cluster: &Cluster, backup: &Path, epoch: u32) -> Result<C
         }
         let image = Storage::read_image(&dir, &cluster.cluster_id, node.id).map_err(|e| e.to_string())?;
         let committed = committed_state(&image, cluster.variant);
-        if best.as_ref().map_or(true, |(index, _, _)| committed.0 > *index) {
+        let ahead = match &best {
+            Some((index, _, _)) => committed.0 > *index,
+            None => true,
+        };
+        if ahead {
             best = Some(committed);
         }
     }
