@@ -329,7 +329,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Cluster(ClusterCommand::Up { nodes, dir, admin, history }) => up(nodes, &dir, admin, history).await,
         Command::Cluster(ClusterCommand::Down { dir }) => down(&dir),
         Command::Cluster(ClusterCommand::Restore { target, from, epoch, json }) => {
-            restore_cluster(&target.load()?, &from, epoch, json)
+            restore_cluster(&target, &from, epoch, json)
         }
         Command::Lock(command) => lock(command).await,
         Command::Status { target, json } => status(&target.load()?, json).await,
@@ -351,13 +351,13 @@ async fn resource_command(command: ResourceCommand) -> Result<(), Failure> {
             Ok(())
         }
         ResourceCommand::Restore { target, resource, label, restore, backup_at_us, wait_ms } => {
-            let cluster = target.load()?;
             if restore == 0 {
                 return Err(Failure::Input("--restore counts restores from 1, got 0".to_string()));
             }
             if !(1..=3_600_000).contains(&wait_ms) {
                 return Err(Failure::Input(format!("--wait-ms must be in 1..=3600000, got {wait_ms}")));
             }
+            let cluster = target.load()?;
             let options =
                 crate::operator::RestoreOptions { url: resource, label: label.clone(), restore, backup_at_us, wait_ms };
             match crate::operator::restore(&cluster, &options).await.map_err(Failure::Runtime)? {
@@ -478,13 +478,14 @@ async fn up(nodes: usize, dir: &Path, admin: bool, history: bool) -> Result<(), 
     Ok(())
 }
 
-fn restore_cluster(cluster: &Cluster, from: &Path, epoch: u32, json: bool) -> Result<(), Failure> {
+fn restore_cluster(target: &Target, from: &Path, epoch: u32, json: bool) -> Result<(), Failure> {
     if epoch == 0 {
         return Err(Failure::Input("--epoch counts whole-cluster restores from 1, got 0".to_string()));
     }
     if !from.is_dir() {
         return Err(Failure::Input(format!("--from {}: not a directory", from.display())));
     }
+    let cluster = &target.load()?;
     let restored = crate::operator::restore_cluster(cluster, from, epoch).map_err(Failure::Runtime)?;
     if json {
         println!("{}", serde_json::to_string(&restored).unwrap_or_default());

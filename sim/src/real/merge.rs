@@ -217,4 +217,21 @@ mod tests {
         assert!(error.contains("client-1.jsonl:1: not a simulator event"), "{error}");
         let _ = std::fs::remove_dir_all(&dir);
     }
+
+    #[test]
+    fn a_restore_names_its_backup_on_the_merged_clock() {
+        assert_eq!(actor_of_file("resource.jsonl"), Some(Actor::Resource));
+        let backup =
+            Stamped { at_us: 1_250_000, kind: EventKind::Fault { fault: crate::faults::Fault::BackupResource } };
+        let restored =
+            Stamped { at_us: 1_900_000, kind: EventKind::ResourceRestored { restore: 1, backup_at_us: 1_250_000 } };
+        let history = merge(vec![vec![backup], vec![restored]], 1_000_000);
+        let events = history.events();
+        assert_eq!(events[0].at_us, 250_000);
+        assert_eq!(
+            events[1].kind,
+            EventKind::ResourceRestored { restore: 1, backup_at_us: 250_000 },
+            "the backup's instant shifts with the history, so the checker pairs the two"
+        );
+    }
 }
