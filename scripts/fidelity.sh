@@ -10,7 +10,10 @@
 # protocol (default: --runs), J real runs at a time (separate clusters).
 # --again "a b" runs only those variants again and keeps the other rows'
 # results from the last campaign (target/fidelity/); the page says which.
+# A row whose results are not there is carried from the page as it was
+# last written (it keeps each row's figures in a comment at its end).
 # --again none writes the page from the last campaign's results alone.
+# Binaries and results go under $CARGO_TARGET_DIR when it is set.
 #
 # Every real run starts its processes on 127.0.0.1 and stops them by PID
 # (fencesim real does); its directory is removed after it is judged.
@@ -23,7 +26,7 @@ JOBS=1
 AGAIN=""
 SECONDS_EACH=20
 SIM_SEEDS=200
-VARIANTS="default sink-unfenced second-path-unfenced release-ignores-token expire-ignores-token no-lease-restart-on-new-leader grant-after-expired-wait renew-without-leadership-check"
+VARIANTS="default sink-unfenced second-path-unfenced release-ignores-token expire-ignores-token no-lease-restart-on-new-leader grant-after-expired-wait renew-without-leadership-check resource-restore-naive restore-naive amnesia-rejoin"
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) RUNS="$2"; shift 2 ;;
@@ -38,8 +41,9 @@ while [ $# -gt 0 ]; do
 done
 
 cargo build --release -q -p fencesim -p fencelock-node
-F=target/release/fencesim
-OUT=target/fidelity
+TARGET="${CARGO_TARGET_DIR:-target}"
+F="$TARGET/release/fencesim"
+OUT="$TARGET/fidelity"
 if [ -z "$AGAIN" ]; then
   rm -rf "$OUT"
 fi
@@ -70,38 +74,97 @@ done
 
 wall_s=$(( $(date -u +%s) - started ))
 python3 - "$OUT" "$RUNS" "$SECONDS_EACH" "$SIM_SEEDS" "$wall_s" "$VARIANTS" "$DEFAULT_RUNS" "$JOBS" "$AGAIN" <<'EOF'
-import json, os, sys, datetime
+import json, os, re, sys, datetime
 out, runs, seconds, sim_seeds, wall_s, variants = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6].split()
 default_runs, jobs = int(sys.argv[7]), int(sys.argv[8])
 again = [v for v in sys.argv[9].split() if v != "none"]
 runs_of = lambda v: default_runs if v == "default" else runs
-rows = []
-when = {}
-totals = {"grants": 0, "stale": 0, "elections": 0, "exposures": 0, "ms": 0, "played": 0, "skipped": 0}
-for variant in variants:
-    real = []
-    for seed in range(runs_of(variant)):
-        with open(f"{out}/real-{variant}-{seed}.json") as f:
-            real.append(json.load(f))
+PAGE = "docs/FIDELITY.md"
+MARK = "<!-- fidelity-data "
+TOTALS = ("grants", "stale", "elections", "exposures", "ms", "played", "skipped")
+
+def page_rows():
+    """Each row as the page last wrote it: from its data comment, or (a page
+    written before it kept one) from its table, without per-row totals."""
+    try:
+        text = open(PAGE).read()
+    except FileNotFoundError:
+        return {}, None
+    if MARK in text:
+        data = json.loads(text.split(MARK, 1)[1].split(" -->", 1)[0])
+        return data["rows"], data.get("earlier")
+    rows = {}
+    for m in re.finditer(r"^\| `([a-z-]+)` \| (\d+) of (\d+) \| (never|run \d+) \| ([^|]*) \| (\d+) \| (\d+) of (\d+) \| (never|\d+) \|$", text, re.M):
+        v = m.group(1)
+        rows[v] = {"det": int(m.group(2)), "n": int(m.group(3)),
+                   "first": None if m.group(4) == "never" else int(m.group(4).split()[1]),
+                   "props": m.group(5).strip(), "mean_s": float(m.group(6)), "sdet": int(m.group(7)),
+                   "sim_seeds": int(m.group(8)), "sfirst": None if m.group(9) == "never" else int(m.group(9)),
+                   "when": None, "totals": None}
+    for stamp, names in re.findall(r"(\d{4}-\d\d-\d\d \d\d:\d\d UTC) \(([^)]*)\)", text.split("ended by:", 1)[-1].split("\n\n", 1)[0]):
+        for v in re.findall(r"`([a-z-]+)`", names):
+            if v in rows:
+                rows[v]["when"] = stamp
+    nums = lambda pattern: [int(x) for x in re.search(pattern, text, re.S).groups()]
+    try:
+        ms_s, n = nums(r"Real time judged: (\d+) s \([^)]*\) over (\d+) runs")
+        played, skipped = nums(r"faults played (\d+), skipped (\d+)")
+        grants, stale, elections, exposures = nums(r"(\d+) grants, (\d+) stale writes rejected,\s*(\d+) elections, (\d+) lease exposures")
+        earlier = {"runs": n, "rows": sorted(rows), "grants": grants, "stale": stale, "elections": elections,
+                   "exposures": exposures, "ms": ms_s * 1000, "played": played, "skipped": skipped}
+    except AttributeError:
+        earlier = None
+    return rows, earlier
+
+def measured(variant):
+    """The row of `variant` from this campaign's results, or None without them."""
+    n = runs_of(variant)
+    paths = [f"{out}/real-{variant}-{seed}.json" for seed in range(n)]
+    if not all(os.path.exists(p) for p in paths) or not os.path.exists(f"{out}/sim-{variant}.json"):
+        return None
+    real = [json.load(open(p)) for p in paths]
     failed = [r for r in real if not r["ok"]]
-    first = next((i for i, r in enumerate(real) if not r["ok"]), None)
-    props = sorted({v["property"] for r in failed for v in r["violations"]})
-    with open(f"{out}/sim-{variant}.json") as f:
-        sim = json.load(f)
-    sim_failing = sim["failing_seeds"]
-    sim_first = min((v["seed"] for v in sim["violations"]), default=None)
+    sim = json.load(open(f"{out}/sim-{variant}.json"))
+    totals = dict.fromkeys(TOTALS, 0)
     for r in real:
         totals["ms"] += r["sim_ms"]
         if variant == "default":
             totals["grants"] += r["grants"]; totals["stale"] += r["stale_writes_rejected"]
             totals["elections"] += r["elections"]; totals["exposures"] += r["lease_exposures"]
         totals["played"] += len(r["faults"]); totals["skipped"] += len(r["real"]["skipped"])
-    mean_s = sum(r["sim_ms"] for r in real) / len(real) / 1000
-    last = max(os.path.getmtime(f"{out}/real-{variant}-{seed}.json") for seed in range(runs_of(variant)))
-    when[variant] = datetime.datetime.fromtimestamp(last, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    rows.append((variant, len(failed), runs_of(variant), first, ", ".join(props) or "—", sim_failing, sim_first, mean_s))
-def first_text(i):
-    return "never" if i is None else f"run {i}"
+    last = max(os.path.getmtime(p) for p in paths)
+    return {"det": len(failed), "n": n, "first": next((i for i, r in enumerate(real) if not r["ok"]), None),
+            "props": ", ".join(sorted({v["property"] for r in failed for v in r["violations"]})) or "—",
+            "mean_s": sum(r["sim_ms"] for r in real) / n / 1000, "sdet": sim["failing_seeds"], "sim_seeds": sim_seeds,
+            "sfirst": min((v["seed"] for v in sim["violations"]), default=None),
+            "when": datetime.datetime.fromtimestamp(last, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "totals": totals}
+
+previous, earlier = page_rows()
+rows, carried = {}, []
+for variant in variants:
+    row = measured(variant)
+    if row is None:
+        if variant not in previous:
+            sys.exit(f"error: no results for {variant} in {out} and no row for it in {PAGE}")
+        row = previous[variant]
+        carried.append(variant)
+    rows[variant] = row
+# Totals: rows with their own figures add them; rows carried from a page
+# that kept none are covered by that page's totals, as it last wrote them.
+totals = dict.fromkeys(TOTALS, 0)
+counted_runs = 0
+for variant, row in rows.items():
+    if row["totals"] is not None:
+        counted_runs += row["n"]
+        for k in TOTALS:
+            totals[k] += row["totals"][k]
+uncounted = [v for v, row in rows.items() if row["totals"] is None]
+if uncounted and earlier is None:
+    sys.exit(f"error: rows {uncounted} carry no totals and the page has none to cover them")
+earlier = earlier if uncounted else None
+
+first_text = lambda i: "never" if i is None else f"run {i}"
 now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 cores = os.cpu_count()
 load = open("/proc/loadavg").read().split()[0]
@@ -113,34 +176,45 @@ lines = [
     f"Measured {now} on {cores} cores (load average {load} when written); this invocation took {wall_s} s of wall time.",
     f"Last command: `scripts/fidelity.sh --runs {runs} --default-runs {default_runs} --seconds {seconds} --sim-seeds {sim_seeds} --jobs {jobs}" + (f" --again \"{' '.join(again)}\"" if again else "") + "`",
     f"({jobs} real runs at a time)." + (f" Run again since, alone: {', '.join(f'`{v}`' for v in again)} (`--again`)." if again else ""),
+]
+if carried:
+    lines.append("Carried from the page as last written, not run by this invocation: " + ", ".join(f"`{v}`" for v in carried) + ".")
+lines += [
     "",
     "Each variant: real runs (`fencesim real --variant V --seed N --seconds S --set liveness_ms=5000`, seeds from 0:",
     "3 or 5 real server processes, one worker process per client, SQLite; S s of faults, then 5 s healed:",
     "the table gives each row's mean length) and",
-    f"{sim_seeds} simulated seeds (`fencesim hunt --variant V --seeds 0..{sim_seeds}`) on the same model.",
+    "simulated seeds (`fencesim hunt --variant V --seeds 0..M`) on the same model.",
     "A detection is a run the checker fails. Where the two disagree, [NODE.md](NODE.md)",
     "(\"Where real runs and the simulator differ, and why\") says what a real run cannot do.",
     "",
     "| variant | real: detections | real: first | real: properties | real: s per run | simulated: detections | simulated: first seed |",
     "|---|---|---|---|---|---|---|",
 ]
-for variant, det, n, first, props, sdet, sfirst, mean_s in rows:
-    lines.append(f"| `{variant}` | {det} of {n} | {first_text(first)} | {props} | {mean_s:.0f} | {sdet} of {sim_seeds} | {'never' if sfirst is None else sfirst} |")
-hours = totals["ms"] / 3_600_000
+for variant, r in rows.items():
+    lines.append(f"| `{variant}` | {r['det']} of {r['n']} | {first_text(r['first'])} | {r['props']} | {r['mean_s']:.0f} | {r['sdet']} of {r['sim_seeds']} | {'never' if r['sfirst'] is None else r['sfirst']} |")
 by_time = {}
-for variant, stamp in when.items():
-    by_time.setdefault(stamp, []).append(f"`{variant}`")
+for variant, row in rows.items():
+    by_time.setdefault(row["when"] or "an earlier campaign", []).append(f"`{variant}`")
 lines += [
     "",
     "Each row's real runs ended by: " + "; ".join(f"{stamp} ({', '.join(vs)})" for stamp, vs in sorted(by_time.items())) + ".",
     "",
-    f"Real time judged: {totals['ms'] / 1000:.0f} s ({hours:.2f} h) over {sum(r[2] for r in rows)} runs;",
-    f"faults played {totals['played']}, skipped {totals['skipped']} (kinds a real run cannot play: docs/CLI.md, `fencesim real`).",
-    f"The default protocol's runs: {totals['grants']} grants, {totals['stale']} stale writes rejected,",
-    f"{totals['elections']} elections, {totals['exposures']} lease exposures.",
-    "",
 ]
-with open("docs/FIDELITY.md", "w") as f:
+say = lambda t, n: (f"Real time judged: {t['ms'] / 1000:.0f} s ({t['ms'] / 3_600_000:.2f} h) over {n} runs;",
+                    f"faults played {t['played']}, skipped {t['skipped']} (kinds a real run cannot play: docs/CLI.md, `fencesim real`).",
+                    f"The default protocol's runs: {t['grants']} grants, {t['stale']} stale writes rejected,",
+                    f"{t['elections']} elections, {t['exposures']} lease exposures.")
+if counted_runs:
+    lines += list(say(totals, counted_runs))
+if earlier is not None:
+    rows_then = ", ".join(f"`{v}`" for v in earlier["rows"])
+    lines += ([""] if counted_runs else []) + [
+        f"Rows carried without figures of their own ({', '.join(f'`{v}`' for v in uncounted)}) are counted in the totals",
+        f"the page last gave for its rows then ({rows_then}), which include runs of rows run again since:"]
+    lines += list(say(earlier, earlier["runs"]))
+lines += ["", MARK + json.dumps({"rows": rows, "earlier": earlier}, sort_keys=True) + " -->", ""]
+with open(PAGE, "w") as f:
     f.write("\n".join(lines))
 print("\n".join(lines))
 EOF

@@ -355,17 +355,16 @@ impl fmt::Display for Variant {
 impl Variant {
     /// Whether real processes (`fencelock-node`, `fencesim real`) can run
     /// this variant, and if not, why. Every variant is a switch in this
-    /// crate that servers, clients and the resource read, except these
-    /// four: two fake the resource's durability (a SQL resource keeps its
-    /// fence in a synced transaction and does not pretend otherwise), one
-    /// is the simulator's whole-cluster restore, and one is the simulator
-    /// worker's own token.
+    /// crate that servers, clients and the resource read (or, for
+    /// `restore-naive`, the operator's whole-cluster restore tool), except
+    /// these three: two fake the resource's durability (a SQL resource
+    /// keeps its fence in a synced transaction and does not pretend
+    /// otherwise), and one is the simulator worker's own token.
     pub fn runs_real(self) -> Result<(), &'static str> {
         match self {
             Variant::SinkMaxInMemory | Variant::ResourceSyncLazy => {
                 Err("it fakes the resource's durability, which a SQL resource does not")
             }
-            Variant::RestoreNaive => Err("it is about a whole-cluster restore, which real runs do not perform"),
             Variant::ClientClockToken => {
                 Err("the simulator's workers make its tokens; real workers write with the cluster's")
             }

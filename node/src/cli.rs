@@ -50,6 +50,11 @@ enum Command {
         /// restart keeps its machine's clock).
         #[arg(long)]
         clock: Option<ClockMap>,
+        /// First replace the data dir with this backup of it (a copy of the
+        /// data dir, or `storage`'s backup), marked restored from a stale
+        /// backup: the node rejoins through recovery.
+        #[arg(long)]
+        restore_from: Option<PathBuf>,
     },
     /// Start or stop a local cluster.
     #[command(subcommand)]
@@ -69,6 +74,9 @@ enum Command {
     Admin(AdminCommand),
     /// Run one workload worker (what `fencesim real` starts per client).
     Worker(WorkerArgs),
+    /// The operator's backups and restores of the protected resource.
+    #[command(subcommand)]
+    Resource(ResourceCommand),
     /// Start 3 local nodes and measure acquire→release round trips.
     Bench {
         #[arg(long, default_value_t = 4)]
@@ -120,6 +128,40 @@ struct WorkerArgs {
 }
 
 #[derive(Subcommand, Debug)]
+enum ResourceCommand {
+    /// Take a consistent backup of the resource under LABEL (replacing an older one).
+    Backup {
+        #[command(flatten)]
+        target: Target,
+        /// The protected resource: `sqlite:PATH`, a path, or `postgres://…`.
+        #[arg(long)]
+        resource: String,
+        #[arg(long, default_value = "backup")]
+        label: String,
+    },
+    /// Restore the resource from backup LABEL as restore number RESTORE: it
+    /// refuses writes until its floor is raised from the lock service, which
+    /// this command then reads and raises.
+    Restore {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long)]
+        resource: String,
+        #[arg(long, default_value = "backup")]
+        label: String,
+        /// This restore's number, from 1, above every earlier restore's.
+        #[arg(long)]
+        restore: u64,
+        /// When the backup was taken (CLOCK_MONOTONIC µs), for the history.
+        #[arg(long, default_value_t = 0)]
+        backup_at_us: u64,
+        /// How long the floor read may take in all.
+        #[arg(long, default_value_t = 60_000)]
+        wait_ms: u64,
+    },
+}
+
+#[derive(Subcommand, Debug)]
 enum ClusterCommand {
     /// Write DIR/cluster.toml (or reuse it: restart from disk) and start every server in the background.
     Up {
@@ -138,6 +180,19 @@ enum ClusterCommand {
     Down {
         #[arg(long)]
         dir: PathBuf,
+    },
+    /// With every server stopped: restore the whole cluster from the copies
+    /// of its data dirs in FROM (FROM/node-N), as restore number EPOCH.
+    Restore {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long)]
+        from: PathBuf,
+        /// This whole-cluster restore's number, from 1, above every earlier one's.
+        #[arg(long)]
+        epoch: u32,
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -182,6 +237,15 @@ enum LockCommand {
 enum AdminCommand {
     /// Make server ID drop all Raft traffic to and from PEERS (none: heal).
     Isolate {
+        #[arg(long)]
+        id: u8,
+        #[arg(long, value_delimiter = ',')]
+        peers: Vec<u8>,
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Make server ID drop the Raft messages it sends to PEERS, one way (none: heal).
+    Cut {
         #[arg(long)]
         id: u8,
         #[arg(long, value_delimiter = ',')]
@@ -261,14 +325,53 @@ impl Cli {
 
 pub async fn run(cli: Cli) -> Result<(), Failure> {
     match cli.command {
-        Command::Serve { config, id, clock } => serve(&config, id, clock).await,
+        Command::Serve { config, id, clock, restore_from } => serve(&config, id, clock, restore_from).await,
         Command::Cluster(ClusterCommand::Up { nodes, dir, admin, history }) => up(nodes, &dir, admin, history).await,
         Command::Cluster(ClusterCommand::Down { dir }) => down(&dir),
+        Command::Cluster(ClusterCommand::Restore { target, from, epoch, json }) => {
+            restore_cluster(&target, &from, epoch, json)
+        }
         Command::Lock(command) => lock(command).await,
         Command::Status { target, json } => status(&target.load()?, json).await,
         Command::Admin(command) => admin_command(command).await,
         Command::Bench { clients, seconds, nodes, json } => bench_command(nodes, clients, seconds, json).await,
         Command::Worker(args) => worker_command(args).await,
+        Command::Resource(command) => resource_command(command).await,
+    }
+}
+
+async fn resource_command(command: ResourceCommand) -> Result<(), Failure> {
+    match command {
+        ResourceCommand::Backup { target, resource, label } => {
+            let cluster = target.load()?;
+            match crate::operator::backup(&cluster, &resource, &label).await.map_err(Failure::Runtime)? {
+                Some(path) => println!("backed up {label} to {}", path.display()),
+                None => println!("backed up {label}"),
+            }
+            Ok(())
+        }
+        ResourceCommand::Restore { target, resource, label, restore, backup_at_us, wait_ms } => {
+            if restore == 0 {
+                return Err(Failure::Input("--restore counts restores from 1, got 0".to_string()));
+            }
+            if !(1..=3_600_000).contains(&wait_ms) {
+                return Err(Failure::Input(format!("--wait-ms must be in 1..=3600000, got {wait_ms}")));
+            }
+            let cluster = target.load()?;
+            let options =
+                crate::operator::RestoreOptions { url: resource, label: label.clone(), restore, backup_at_us, wait_ms };
+            match crate::operator::restore(&cluster, &options).await.map_err(Failure::Runtime)? {
+                Some(raised) => println!(
+                    "restored {label} (restore {restore}); floor of restore {} raised from node {}: token {}, {} keys held",
+                    raised.restore,
+                    raised.from.0,
+                    raised.floor.token_last.0,
+                    raised.floor.held.len()
+                ),
+                None => println!("restored {label} (restore {restore}); no floor awaited"),
+            }
+            Ok(())
+        }
     }
 }
 
@@ -297,9 +400,10 @@ async fn worker_command(args: WorkerArgs) -> Result<(), Failure> {
     crate::worker::run(&cluster, options).await.map_err(Failure::Input)
 }
 
-async fn serve(config: &Path, id: u8, clock: Option<ClockMap>) -> Result<(), Failure> {
+async fn serve(config: &Path, id: u8, clock: Option<ClockMap>, restore_from: Option<PathBuf>) -> Result<(), Failure> {
     let cluster = Cluster::load(config).map_err(Failure::Input)?;
-    let prepared = server::prepare(cluster, NodeId(id), clock).await.map_err(serve_failure)?;
+    let start = server::Start { clock, restore_from };
+    let prepared = server::prepare(cluster, NodeId(id), start).await.map_err(serve_failure)?;
     tracing::info!("node {id} serving");
     server::run(prepared).await.map_err(serve_failure)
 }
@@ -371,6 +475,30 @@ async fn up(nodes: usize, dir: &Path, admin: bool, history: bool) -> Result<(), 
         );
     }
     println!("leader node {} (term {}) elected in {} ms", leader.node.0, leader.term.0, elapsed.as_millis());
+    Ok(())
+}
+
+fn restore_cluster(target: &Target, from: &Path, epoch: u32, json: bool) -> Result<(), Failure> {
+    if epoch == 0 {
+        return Err(Failure::Input("--epoch counts whole-cluster restores from 1, got 0".to_string()));
+    }
+    if !from.is_dir() {
+        return Err(Failure::Input(format!("--from {}: not a directory", from.display())));
+    }
+    let cluster = &target.load()?;
+    let restored = crate::operator::restore_cluster(cluster, from, epoch).map_err(Failure::Runtime)?;
+    if json {
+        println!("{}", serde_json::to_string(&restored).unwrap_or_default());
+    } else {
+        println!(
+            "restored {} nodes to index {} (term {}), epoch {}, tokens above {}",
+            cluster.nodes.len(),
+            restored.index.0,
+            restored.term.0,
+            restored.epoch,
+            restored.token_floor.0
+        );
+    }
     Ok(())
 }
 
@@ -530,6 +658,9 @@ async fn admin_command(command: AdminCommand) -> Result<(), Failure> {
     let (id, request, target) = match command {
         AdminCommand::Isolate { id, peers, target } => {
             (id, AdminRequest::Isolate { peers: peers.into_iter().map(NodeId).collect() }, target)
+        }
+        AdminCommand::Cut { id, peers, target } => {
+            (id, AdminRequest::Cut { peers: peers.into_iter().map(NodeId).collect() }, target)
         }
         AdminCommand::Clock { id, offset_ms, rate_ppm, target } => {
             (id, AdminRequest::Clock { offset_ms, rate_ppm }, target)

@@ -433,7 +433,8 @@ impl std::error::Error for FloorError {}
 
 /// What one attempt of a floor read got.
 enum Asked {
-    Floor(LockFloor),
+    /// A floor, answered to this read id.
+    Floor(LockFloor, u64),
     NotLeader(Option<NodeId>),
     /// The server leads but cannot serve the read now.
     Unavailable,
@@ -457,12 +458,27 @@ enum Asked {
 /// A connection carries one attempt at a time. An attempt that times out
 /// closes its connection: its answer may be half read, and the stream would
 /// be out of step.
+///
+/// With a history ([`FloorReader::with_history`]) each attempt is recorded
+/// as a `FloorAsked` line for the restore [`FloorReader::read_for`] names.
 pub struct FloorReader {
     options: FloorOptions,
     addrs: Vec<SocketAddr>,
     connections: Vec<Option<tokio::net::TcpStream>>,
     /// The low 32 bits of the last read id sent.
     read_last: u32,
+    history: HistoryWriter,
+    /// The restore the reads are for (named in the history).
+    restore: u64,
+}
+
+/// A floor a [`FloorReader`] read: the lock service's answer, the server
+/// that gave it and the read id it answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FloorRead {
+    pub floor: LockFloor,
+    pub from: NodeId,
+    pub read: u64,
 }
 
 impl FloorReader {
@@ -473,12 +489,37 @@ impl FloorReader {
             addrs: cluster.nodes.iter().map(|n| n.addr).collect(),
             connections: cluster.nodes.iter().map(|_| None).collect(),
             read_last: 0,
+            history: HistoryWriter::none(),
+            restore: 0,
         }
+    }
+
+    /// This reader, recording each attempt in `history`.
+    pub fn with_history(mut self, history: HistoryWriter) -> FloorReader {
+        self.history = history;
+        self
+    }
+
+    /// Names the restore the next reads are for, in the history.
+    pub fn read_for(&mut self, restore: u64) {
+        self.restore = restore;
+    }
+
+    /// Records `kind` in this reader's history, now.
+    pub fn record(&mut self, kind: EventKind) {
+        let now_us = crate::clock::true_us();
+        self.history.record(now_us, now_us, kind);
+        self.history.flush();
     }
 
     /// Asks the cluster for its floor until a leader answers one, or gives
     /// up after `read_timeout_ms` or `attempts_max`.
     pub async fn read_floor(&mut self) -> Result<LockFloor, FloorError> {
+        self.read_floor_answered().await.map(|read| read.floor)
+    }
+
+    /// [`FloorReader::read_floor`], with the server that answered and the read id.
+    pub async fn read_floor_answered(&mut self) -> Result<FloorRead, FloorError> {
         let first_of_call = self.read_last.checked_add(1).ok_or(FloorError::ReadsExhausted)?;
         let nodes = self.addrs.len();
         let next = |node: NodeId| NodeId(u8::try_from((usize::from(node.0) + 1) % nodes).expect("NODES_MAX fits a u8"));
@@ -489,8 +530,9 @@ impl FloorReader {
         while attempts < self.options.attempts_max.max(1) && tokio::time::Instant::now() < deadline {
             attempts += 1;
             self.read_last = self.read_last.checked_add(1).ok_or(FloorError::ReadsExhausted)?;
+            self.record(EventKind::FloorAsked { restore: self.restore, read: self.read_id(self.read_last), to });
             match self.ask(to, first_of_call).await {
-                Asked::Floor(floor) => return Ok(floor),
+                Asked::Floor(floor, read) => return Ok(FloorRead { floor, from: to, read }),
                 // A named leader is asked at once, as in the simulator.
                 Asked::NotLeader(Some(leader)) if usize::from(leader.0) < nodes => to = leader,
                 // Refused at once (a dead server) or no leader known: the next
@@ -528,7 +570,7 @@ impl FloorReader {
                     Ok(Some(NodeFrame::Lock(Envelope::FloorReply { read: r, answer }))) => {
                         let ours = r >> 32 == asker && r as u32 >= first_of_call;
                         match answer {
-                            FloorAnswer::Floor(floor) if ours => return Some(Asked::Floor(floor)),
+                            FloorAnswer::Floor(floor) if ours => return Some(Asked::Floor(floor, r)),
                             // Only the answer to the attempt in flight moves the read on.
                             _ if r != read => {}
                             FloorAnswer::Floor(_) => unreachable!("the attempt in flight is of this call"),

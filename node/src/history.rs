@@ -5,7 +5,7 @@
 //! fault types. So this is node's own serde enum with the same variant and
 //! field names, for the kinds a real process can observe (a server's role
 //! changes, replies and applied commands; a client's requests, answers and
-//! beliefs). A line is `{"seq":…,"at_us":…,"local_us":…,"kind":{…}}`:
+//! beliefs; a restore of the resource and its floor read). A line is `{"seq":…,"at_us":…,"local_us":…,"kind":{…}}`:
 //! `at_us` is CLOCK_MONOTONIC (`std::time::Instant`, shared by every process
 //! on the machine, so lines of several processes merge into one true order)
 //! and `local_us` is the writer's own clock, which an admin request may skew.
@@ -127,6 +127,28 @@ pub enum EventKind {
     Clock {
         local_us: u64,
         rate_ppm: i64,
+    },
+    /// The operator restored the resource from its backup taken at
+    /// `backup_at_us` (CLOCK_MONOTONIC); `restore` counts its restores from 1.
+    ResourceRestored {
+        restore: u64,
+        backup_at_us: u64,
+    },
+    /// The restored resource's owner asked server `to` for the floor (read `read`).
+    FloorAsked {
+        restore: u64,
+        read: u64,
+        to: NodeId,
+    },
+    /// The restored resource raised its floors from the read `read` that
+    /// `from` answered, durably: it serves writes again. `held` are the keys
+    /// held at the read with their tokens.
+    FloorRaised {
+        restore: u64,
+        read: u64,
+        from: NodeId,
+        token_last: Token,
+        held: Vec<(Key, Token)>,
     },
 }
 

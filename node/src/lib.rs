@@ -16,6 +16,7 @@
 //! - `resource` — the protected resource in SQLite or PostgreSQL, one transaction per write.
 //! - `storage` — a server's durable Raft state in checksummed, fsync'd files.
 //! - `worker` — a workload worker as its own process, for `fencesim real`.
+//! - `operator` — the operator's backups and restores of the resource, each a process of its own.
 //! - `cli` — the `fencelock-node` command line (cluster up/down, lock, status, bench).
 
 pub mod bench;
@@ -26,6 +27,7 @@ pub mod cluster;
 pub mod config;
 pub mod history;
 pub mod net;
+pub mod operator;
 pub mod resource;
 pub mod server;
 pub mod storage;

@@ -62,6 +62,11 @@ pub enum AdminRequest {
     ClockMap {
         map: crate::clock::ClockMap,
     },
+    /// Drop every Raft message sent to these peers, one way: what they send
+    /// still arrives (replaces the set; empty heals).
+    Cut {
+        peers: Vec<NodeId>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -24,7 +24,8 @@
 //!   connection is gone the reply is bounced (`on_bounced`), as the
 //!   simulator's network bounces a reply to a crashed client.
 //! - Admin requests (cluster file `admin = true`) stand in for the
-//!   simulator's faults: isolate peers, skew the local clock, read status.
+//!   simulator's faults: isolate peers (or cut what goes to some, one way),
+//!   skew the local clock, read status.
 //! - Floor reads (`Envelope::FloorRead`, from a restored resource's owner or
 //!   an operator tool, see `crate::client::FloorReader`) are answered on the
 //!   connection they came in on, like replies. When that connection is gone
@@ -41,6 +42,7 @@ use fencelock::service::{LockServer, Output, ServiceConfig};
 use fencelock::wire::Envelope;
 use fencelock::{ClientId, LockState, LogIndex, NodeId, Token};
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
@@ -100,12 +102,23 @@ pub struct Prepared {
     clock: LocalClock,
 }
 
-/// Opens node `id`'s storage and binds its address. With `clock`, the
-/// server's local clock takes that mapping (a machine clock that outlives
-/// the process: `fencesim real` restarts a server on the clock it had).
-pub async fn prepare(cluster: Cluster, id: NodeId, clock: Option<ClockMap>) -> Result<Prepared, ServeError> {
+/// How a server starts, besides its cluster file and id.
+#[derive(Clone, Debug, Default)]
+pub struct Start {
+    /// The machine clock it starts on (a restart keeps its machine's clock).
+    pub clock: Option<ClockMap>,
+    /// A backup of its data dir to restore first (`Storage::restore_from`):
+    /// the node comes back from a stale copy of its own disk.
+    pub restore_from: Option<PathBuf>,
+}
+
+/// Opens node `id`'s storage (restored from a backup first, if `start`
+/// says so) and binds its address. With a clock in `start`, the server's
+/// local clock takes that mapping (a machine clock that outlives the
+/// process: `fencesim real` restarts a server on the clock it had).
+pub async fn prepare(cluster: Cluster, id: NodeId, start: Start) -> Result<Prepared, ServeError> {
     let mut local = LocalClock::new();
-    if let Some(map) = clock {
+    if let Some(map) = start.clock {
         local.set_map(map).map_err(|e| ServeError::Input(format!("--clock: {e}")))?;
     }
     let node = cluster.node(id).ok_or_else(|| {
@@ -116,8 +129,11 @@ pub async fn prepare(cluster: Cluster, id: NodeId, clock: Option<ClockMap>) -> R
             cluster.nodes.len()
         ))
     })?;
-    let (storage, durable) =
-        Storage::open(&node.data_dir, &cluster.cluster_id, id).map_err(|e| ServeError::Input(e.to_string()))?;
+    let opened = match &start.restore_from {
+        Some(backup) => Storage::restore_from(backup, &node.data_dir, &cluster.cluster_id, id),
+        None => Storage::open(&node.data_dir, &cluster.cluster_id, id),
+    };
+    let (storage, durable) = opened.map_err(|e| ServeError::Input(e.to_string()))?;
     let (snapshot_index, state) = match &durable.snapshot {
         Some(snapshot) => (snapshot.index, snapshot.state.clone()),
         None => (LogIndex(0), LockState::new(Token(0))),
@@ -166,6 +182,8 @@ struct Node {
     /// Where each awaited floor answer goes, by read id (askers put their own id in it).
     floor_routes: BTreeMap<u64, ConnId>,
     isolated: BTreeSet<NodeId>,
+    /// Peers this server's Raft messages are dropped for, one way (`admin cut`).
+    cut_to: BTreeSet<NodeId>,
     history: HistoryWriter,
     soft: SoftState,
 }
@@ -190,6 +208,7 @@ pub async fn run(prepared: Prepared) -> Result<(), ServeError> {
         routes: BTreeMap::new(),
         floor_routes: BTreeMap::new(),
         isolated: BTreeSet::new(),
+        cut_to: BTreeSet::new(),
         history,
         soft,
     };
@@ -370,6 +389,10 @@ impl Node {
                 self.isolated = peers.into_iter().filter(|p| *p != self.id).collect();
                 AdminReply::Done
             }
+            AdminRequest::Cut { peers } => {
+                self.cut_to = peers.into_iter().filter(|p| *p != self.id).collect();
+                AdminReply::Done
+            }
             AdminRequest::Clock { offset_ms, rate_ppm } => match self.clock.set(offset_ms, rate_ppm) {
                 Ok(()) => {
                     self.record_clock();
@@ -489,7 +512,7 @@ impl Node {
 
     fn send_all(&mut self, messages: Vec<Message>) {
         for message in messages {
-            if self.isolated.contains(&message.to) {
+            if self.isolated.contains(&message.to) || self.cut_to.contains(&message.to) {
                 continue;
             }
             let Some(link) = self.peers.get(&message.to) else { continue };

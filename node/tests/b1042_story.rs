@@ -130,7 +130,7 @@ async fn story(url: &str, between: Between) {
 
             let mut reader = FloorReader::new(&cluster.cluster, FloorOptions::standard(100));
             let raised = db.raise_floor_from(&mut reader).await.expect("the floor is read and raised");
-            let Some(RaisedFloor { restore, floor }) = raised else { panic!("the restored image awaited a floor") };
+            let Some(RaisedFloor { restore, floor, .. }) = raised else { panic!("the restored image awaited a floor") };
             assert_eq!(restore, 1);
             assert!(floor.token_last >= grant_b.token, "the read is after B's grant: {floor:?}");
             assert_eq!(floor.held, vec![(invoice(), Fence { token: grant_b.token, holder: grant_b.holder })]);

@@ -1,6 +1,7 @@
 //! Bad input to the real binary ends with exit code 2 and one line on
 //! stderr, never a panic: a cluster file with duplicate ids, a corrupt
-//! cluster file, a data directory of another cluster, bad flags.
+//! cluster file, a data directory of another cluster, bad flags (of the
+//! operator's restores too).
 
 mod common;
 
@@ -61,4 +62,10 @@ fn bad_flags_are_one_line() {
     assert_one_line_exit_2(&run(&["bench", "--clients", "0"]), "--clients");
     assert_one_line_exit_2(&run(&["lock", "renew", "k", "--token", "x", "--dir", "/tmp"]), "invalid value");
     assert_one_line_exit_2(&run(&["frobnicate"]), "unrecognized subcommand");
+    let restore = ["resource", "restore", "--resource", "sqlite:/tmp/x-never", "--config", "/tmp/x-never.toml"];
+    assert_one_line_exit_2(&run(&[&restore[..], &["--restore", "0"]].concat()), "--restore counts restores from 1");
+    assert_one_line_exit_2(&run(&[&restore[..], &["--restore", "1", "--wait-ms", "0"]].concat()), "--wait-ms");
+    let cluster_restore = ["cluster", "restore", "--from", "/tmp", "--config", "/tmp/x-never.toml"];
+    assert_one_line_exit_2(&run(&[&cluster_restore[..], &["--epoch", "0"]].concat()), "--epoch counts");
+    assert_one_line_exit_2(&run(&["admin", "cut", "--id", "0", "--peers", "x", "--dir", "/tmp"]), "invalid value");
 }

@@ -7,10 +7,15 @@
 //! this one races several. It checks what must hold for any commit order:
 //! the ledger (in commit order) never goes down in token, it holds exactly
 //! the accepted writes, and the fence is the highest accepted token.
+//!
+//! A restore through one connection is seen by every other at once (the
+//! workers of a real run and the operator's restore tool are separate
+//! processes on one database): their next write is answered `Unavailable`
+//! until the floor is raised, and never lands in the image the restore replaced.
 
 mod support;
 
-use fencelock::resource::{Write, WritePath, WriteVerdict};
+use fencelock::resource::{Fence, LockFloor, Write, WritePath, WriteVerdict};
 use fencelock::{ClientId, Holder, Key, RequestId, Token};
 use fencelock_node::resource::SqlResource;
 use rand::{Rng, SeedableRng};
@@ -108,12 +113,40 @@ async fn a_write_sent_twice_at_once_takes_effect_once(url: String) {
     assert_eq!(state.ledger(&Key::new("invoice/B-1043")).len() as u64, TWIN_WRITES);
 }
 
+async fn a_restore_is_seen_by_every_connection(url: String) {
+    let mut operator = SqlResource::open(&url).await.expect("open");
+    let mut worker = SqlResource::open(&url).await.expect("open");
+    let write = |request: u64, token: u64| Write {
+        key: Key::new("invoice/B-1044"),
+        token: Token(token),
+        holder: Holder { client: ClientId(7), request: RequestId(token) },
+        request: RequestId(request),
+        path: WritePath::Status,
+        value: format!("token {token}"),
+    };
+    assert_eq!(worker.write(&write(1, 5)).await.expect("write"), WriteVerdict::Accepted);
+    let backup = operator.backup("shared").await.expect("backup");
+    assert_eq!(worker.write(&write(2, 9)).await.expect("write"), WriteVerdict::Accepted);
+    operator.restore(&backup, 1).await.expect("restore");
+    assert_eq!(worker.write(&write(3, 9)).await.expect("write"), WriteVerdict::Unavailable, "the worker sees the mark");
+    let floor = LockFloor {
+        token_last: Token(9),
+        held: vec![(Key::new("invoice/B-1044"), Fence { token: Token(9), holder: write(3, 9).holder })],
+    };
+    assert!(operator.raise_floor(1, &floor).await.expect("raise"));
+    assert_eq!(worker.write(&write(3, 9)).await.expect("write"), WriteVerdict::Accepted, "the holder writes again");
+    assert_eq!(worker.write(&write(4, 5)).await.expect("write"), WriteVerdict::RejectedStale { highest: Token(9) });
+    let state = operator.state().await.expect("state");
+    assert_eq!(state.value(&Key::new("invoice/B-1044")), "token 9", "the worker wrote to the restored image");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sqlite_serializes_concurrent_writers() {
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite:{}", dir.path().join("shop.db").display());
     racing_writers_keep_the_ledger_in_token_order(url.clone()).await;
-    a_write_sent_twice_at_once_takes_effect_once(url).await;
+    a_write_sent_twice_at_once_takes_effect_once(url.clone()).await;
+    a_restore_is_seen_by_every_connection(url).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -121,4 +154,5 @@ async fn postgres_serializes_concurrent_writers() {
     let Some(base) = support::postgres_url() else { return };
     racing_writers_keep_the_ledger_in_token_order(support::fresh_postgres_url(&base, "concurrent_race").await).await;
     a_write_sent_twice_at_once_takes_effect_once(support::fresh_postgres_url(&base, "concurrent_twins").await).await;
+    a_restore_is_seen_by_every_connection(support::fresh_postgres_url(&base, "concurrent_restore").await).await;
 }

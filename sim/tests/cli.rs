@@ -318,7 +318,7 @@ fn real_refuses_what_it_cannot_run_before_starting_anything() {
             &["real", "--variant", "sink-max-in-memory"],
             "cannot run as real processes: it fakes the resource's durability",
         ),
-        (&["real", "--variant", "restore-naive"], "cannot run as real processes"),
+        (&["real", "--variant", "client-clock-token"], "cannot run as real processes"),
         (&["real", "--swarm"], "real runs take one model"),
         (&["real", "--seconds", "0"], "--seconds must be in 1..=3600, got 0"),
         (&["real", "--resource", "mysql://x"], "--resource must be postgres://… or sqlite:PATH"),

@@ -41,10 +41,10 @@
 mod postgres;
 mod sqlite;
 
-use crate::client::{FloorError, FloorReader};
+use crate::client::{FloorError, FloorRead, FloorReader};
 use fencelock::resource::WRITES_REMEMBERED_PER_CLIENT;
 use fencelock::resource::{check_token, Fence, LockFloor, ResourceState, Write, WritePath, WriteVerdict};
-use fencelock::{ClientId, Holder, Key, RequestId, Token, Variant};
+use fencelock::{ClientId, Holder, Key, NodeId, RequestId, Token, Variant};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -191,6 +191,17 @@ impl SqlResource {
         }
     }
 
+    /// The backup [`SqlResource::backup`] took under `label`, to restore from
+    /// another process than the one that took it.
+    pub fn backup_named(&self, label: &str) -> Result<Backup, ResourceError> {
+        check_label(label)?;
+        let path = match self {
+            SqlResource::Sqlite(resource) => Some(resource.backup_path(label)),
+            SqlResource::Postgres(_) => None,
+        };
+        Ok(Backup { label: label.to_string(), path })
+    }
+
     /// The operator's restore: puts `backup` back as the whole image and marks
     /// it restored by restore number `restore`, in one step, so that no write
     /// is served from the old image before its floor is raised. Like
@@ -242,9 +253,10 @@ impl SqlResource {
     pub async fn raise_floor_from(&mut self, reader: &mut FloorReader) -> Result<Option<RaisedFloor>, ResourceError> {
         for _ in 0..FLOOR_ROUNDS_MAX {
             let Some(restore) = self.awaiting_floor().await? else { return Ok(None) };
-            let floor = reader.read_floor().await?;
+            reader.read_for(restore);
+            let FloorRead { floor, from, read } = reader.read_floor_answered().await?;
             if self.raise_floor(restore, &floor).await? {
-                return Ok(Some(RaisedFloor { restore, floor }));
+                return Ok(Some(RaisedFloor { restore, floor, from, read }));
             }
         }
         Err(ResourceError::FloorOvertaken { rounds: FLOOR_ROUNDS_MAX })
@@ -271,6 +283,9 @@ pub struct RaisedFloor {
     /// The restore it was read for.
     pub restore: u64,
     pub floor: LockFloor,
+    /// The server that answered the read, and the read's id.
+    pub from: NodeId,
+    pub read: u64,
 }
 
 /// What a write found in its transaction before it was judged.

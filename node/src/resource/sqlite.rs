@@ -1,10 +1,11 @@
 //! The protected resource in one SQLite file: each write one `BEGIN IMMEDIATE`
-//! transaction, backups by `VACUUM INTO`, restores by putting a backup file
-//! back in place (already marked restored) with a rename.
+//! transaction, backups by `VACUUM INTO`, restores by copying a backup's rows
+//! over the live ones (marked restored) in one `BEGIN IMMEDIATE` transaction.
 //!
-//! The file belongs to one process: a restore swaps the file under this
-//! process's connection only, and another process with the file open would
-//! go on with the old one until it reopens it.
+//! Any number of processes may share the file (`fencesim real` runs one
+//! worker process per client and the operator's restores as processes of
+//! their own): a restore is a transaction of the live file, so every
+//! connection sees the old image or the restored, marked one.
 //!
 //! rusqlite is synchronous; every call runs in `spawn_blocking` on the one
 //! connection, behind a mutex (module doc of `resource`).
@@ -72,6 +73,11 @@ impl SqliteResource {
         &self.path
     }
 
+    /// Where the backup labelled `label` is (or will be) written.
+    pub(super) fn backup_path(&self, label: &str) -> PathBuf {
+        backup_path(&self.path, label)
+    }
+
     pub(super) async fn write(&mut self, write: &Write) -> Result<WriteVerdict, ResourceError> {
         let write = write.clone();
         let variant = self.variant;
@@ -95,9 +101,8 @@ impl SqliteResource {
 
     pub(super) async fn restore(&mut self, backup: &Backup, restore: u64) -> Result<(), ResourceError> {
         let source = backup.path.clone().ok_or_else(|| ResourceError::Label(backup.label.clone()))?;
-        let live = self.path.clone();
         let mark = restore_awaits_floor(self.variant).then(|| to_sql(restore, "restore")).transpose()?;
-        self.with_connection(move |connection| restore_file(connection, &source, &live, mark)).await
+        self.with_connection(move |connection| restore_file(connection, &source, mark)).await
     }
 
     pub(super) async fn awaiting_floor(&mut self) -> Result<Option<u64>, ResourceError> {
@@ -248,45 +253,44 @@ fn raise_floor_once(connection: &mut Connection, restore: u64, floor: &LockFloor
     Ok(true)
 }
 
-/// Puts the backup file at `source` in place of the live file `live`.
+/// The tables of an image, parents before the tables that refer to them.
+const TABLES: [&str; 5] = ["resource_meta", "resource_key", "ledger_line", "answered_client", "answered_write"];
+
+/// Puts the rows of the backup file at `source` in place of the live rows,
+/// marked restored (`mark`), in one `BEGIN IMMEDIATE` transaction.
 ///
-/// The copy is marked restored (`mark`) before it replaces the live file, and
-/// it replaces it by a rename: no connection ever sees the backup's image
-/// unmarked. The live connection is closed first, and any journal the live
-/// file left behind is removed, because SQLite would roll a hot journal of
-/// the old file back into the restored one.
-fn restore_file(
-    connection: &mut Connection,
-    source: &Path,
-    live: &Path,
-    mark: Option<i64>,
-) -> Result<(), ResourceError> {
-    let staging = sibling(live, ".restoring");
-    remove_if_present(&staging)?;
-    std::fs::copy(source, &staging)?;
-    {
-        let staged = connect(&staging)?;
-        if let Some(restore) = mark {
-            staged.execute(SET_RESTORED, [restore])?;
-        }
-        staged.close().map_err(|(_, error)| error)?;
+/// Every process with the file open sees the old image or the restored one,
+/// marked, and never the backup's rows unmarked: the swap is a transaction
+/// of the live file, not a rename under the other connections' feet (a
+/// process that kept the old file open would go on writing to it).
+fn restore_file(connection: &mut Connection, source: &Path, mark: Option<i64>) -> Result<(), ResourceError> {
+    if !source.is_file() {
+        // ATTACH would create an empty database and restore nothing.
+        let missing = std::io::Error::new(std::io::ErrorKind::NotFound, format!("no backup at {}", source.display()));
+        return Err(missing.into());
     }
-    std::fs::File::open(&staging)?.sync_all()?;
-    let closed = std::mem::replace(connection, Connection::open_in_memory()?);
-    closed.close().map_err(|(_, error)| error)?;
-    let swapped = swap_in(&staging, live);
-    // Whether or not the swap happened, the resource goes on with the live
-    // file: the restored image if it did, the old one (and an error) if not.
-    *connection = connect(live)?;
-    swapped
+    let source = source.to_str().ok_or_else(|| ResourceError::Url(source.display().to_string()))?;
+    connection.execute("ATTACH DATABASE ?1 AS backup", [source])?;
+    let restored = copy_rows(connection, mark);
+    let detached = connection.execute("DETACH DATABASE backup", []);
+    restored?;
+    detached?;
+    Ok(())
 }
 
-/// Moves the marked copy over the live file, leaving no journal of the old one behind.
-fn swap_in(staging: &Path, live: &Path) -> Result<(), ResourceError> {
-    for suffix in ["-journal", "-wal", "-shm"] {
-        remove_if_present(&sibling(live, suffix))?;
+/// The backup's rows over the live ones, in one transaction.
+fn copy_rows(connection: &mut Connection, mark: Option<i64>) -> Result<(), ResourceError> {
+    let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    for table in TABLES.iter().rev() {
+        tx.execute(&format!("DELETE FROM main.{table}"), [])?;
     }
-    std::fs::rename(staging, live)?;
+    for table in TABLES {
+        tx.execute(&format!("INSERT INTO main.{table} SELECT * FROM backup.{table}"), [])?;
+    }
+    if let Some(restore) = mark {
+        tx.execute(SET_RESTORED, [restore])?;
+    }
+    tx.commit()?;
     Ok(())
 }
 

@@ -216,6 +216,26 @@ impl Storage {
         Storage::open(dir, cluster_id, node)
     }
 
+    /// The durable image of node `node`'s data dir `dir` (or of a copy of
+    /// one), read without changing anything: a torn last record is left out,
+    /// as [`Storage::open`] would cut it.
+    pub fn read_image(dir: &Path, cluster_id: &str, node: NodeId) -> Result<DurableState, StorageError> {
+        let path = dir.join(WAL_FILE);
+        let bytes = log_file::read_file(&path)?;
+        Ok(log_file::replay(&path, &bytes, cluster_id, node)?.image)
+    }
+
+    /// Replaces node `node`'s data dir `dir` with `image`, whole and durably:
+    /// a whole-cluster restore writes one snapshot to every member, with the
+    /// server stopped. A dir that holds another cluster's or node's log is refused.
+    pub fn write_image(dir: &Path, cluster_id: &str, node: NodeId, image: &DurableState) -> Result<(), StorageError> {
+        check_cluster_id(dir, cluster_id)?;
+        prepare_dir(dir)?;
+        check_replaceable(dir, cluster_id, node)?;
+        log_file::write_whole(dir, &Header::new(cluster_id, node), image)?;
+        Ok(())
+    }
+
     /// Writes the durable image (as of the last sync) into `dest` as a data
     /// dir of its own, replacing an earlier backup of this node there. It
     /// holds the same state as a copy of the files, rewritten compactly and whole.

@@ -1,13 +1,15 @@
 //! Real processes' histories, merged into one simulator history.
 //!
-//! Every server and worker writes JSON lines (`fencelock-node`'s
-//! `history.rs`): `{"seq", "at_us", "local_us", "kind"}`, where `at_us` is
-//! CLOCK_MONOTONIC, which every process on the machine shares, and `kind`
-//! uses the simulator's event names and fields. The runner's own events
-//! (faults, crashes, pauses, the heal) are simulator events on the same
-//! clock. Merged on `at_us` (ties: the runner first, then servers, then
-//! workers, each in its own order) and shifted so that the run starts at 0,
-//! they are a `History` the checker judges like a simulated one.
+//! Every server and worker, and the operator's restores of the resource,
+//! write JSON lines (`fencelock-node`'s `history.rs`): `{"seq", "at_us",
+//! "local_us", "kind"}`, where `at_us` is CLOCK_MONOTONIC, which every
+//! process on the machine shares, and `kind` uses the simulator's event
+//! names and fields. The runner's own events (faults, crashes, pauses, the
+//! heal) are simulator events on the same clock. Merged on `at_us` (ties:
+//! the runner first, then servers, then workers, then the resource's
+//! restores, each in its own order) and shifted so that the run starts at
+//! 0 (instants named in an event, like a restore's backup, with them), they
+//! are a `History` the checker judges like a simulated one.
 
 use crate::actor::Actor;
 use crate::history::{EventKind, History};
@@ -32,9 +34,12 @@ pub struct Stamped {
     pub kind: EventKind,
 }
 
-/// A history file's writer.
+/// A history file's writer (`resource.jsonl`: the operator's restores of the resource).
 pub fn actor_of_file(name: &str) -> Option<Actor> {
     let stem = name.strip_suffix(".jsonl")?;
+    if stem == "resource" {
+        return Some(Actor::Resource);
+    }
     if let Some(n) = stem.strip_prefix("node-") {
         return n.parse().ok().map(|n| Actor::Server(NodeId(n)));
     }
@@ -107,6 +112,16 @@ fn shift_local(kind: EventKind, t0_us: u64) -> EventKind {
         }
         EventKind::BeliefStart { client, key, token, until_local_us } => {
             EventKind::BeliefStart { client, key, token, until_local_us: until_local_us.saturating_sub(t0_us) }
+        }
+        // A restore names its backup by the instant the history has for it.
+        EventKind::NodeRestored { node, backup_at_us } => {
+            EventKind::NodeRestored { node, backup_at_us: backup_at_us.saturating_sub(t0_us) }
+        }
+        EventKind::ResourceRestored { restore, backup_at_us } => {
+            EventKind::ResourceRestored { restore, backup_at_us: backup_at_us.saturating_sub(t0_us) }
+        }
+        EventKind::ClusterRestored { epoch, backup_at_us, token_floor } => {
+            EventKind::ClusterRestored { epoch, backup_at_us: backup_at_us.saturating_sub(t0_us), token_floor }
         }
         other => other,
     }
@@ -201,5 +216,22 @@ mod tests {
         let error = read_file(&path, actor, 500).expect_err("an unknown kind");
         assert!(error.contains("client-1.jsonl:1: not a simulator event"), "{error}");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_restore_names_its_backup_on_the_merged_clock() {
+        assert_eq!(actor_of_file("resource.jsonl"), Some(Actor::Resource));
+        let backup =
+            Stamped { at_us: 1_250_000, kind: EventKind::Fault { fault: crate::faults::Fault::BackupResource } };
+        let restored =
+            Stamped { at_us: 1_900_000, kind: EventKind::ResourceRestored { restore: 1, backup_at_us: 1_250_000 } };
+        let history = merge(vec![vec![backup], vec![restored]], 1_000_000);
+        let events = history.events();
+        assert_eq!(events[0].at_us, 250_000);
+        assert_eq!(
+            events[1].kind,
+            EventKind::ResourceRestored { restore: 1, backup_at_us: 250_000 },
+            "the backup's instant shifts with the history, so the checker pairs the two"
+        );
     }
 }

@@ -7,24 +7,28 @@
 //! the run's directory, or a PostgreSQL server), and plays the seed's plan
 //! (`faults::plan`) on real time: pauses are SIGSTOP and SIGCONT, crashes
 //! SIGKILL and a restart from disk, partitions the servers' admin request
-//! to drop Raft traffic, clock faults a new mapping of a process's local
-//! clock (admin request or control file: the OS clock is never touched), a
+//! to drop Raft traffic (one-way cuts between servers: the sender drops
+//! what it sends), clock faults a new mapping of a process's local clock
+//! (admin request or control file: the OS clock is never touched), a
 //! planned stall of the holder a real stop of the worker between its lease
-//! check and its write. After `safety_ms` every fault is healed; after the
+//! check and its write, backups and restores of a server, the cluster or
+//! the resource the operator's own steps (`restores.rs`). After `safety_ms`
+//! every fault is healed; after the
 //! liveness phase every process is stopped by its PID, and their histories,
 //! merged on CLOCK_MONOTONIC (`merge.rs`), are judged by `checker` under
 //! the same property ids as a simulated run.
 //!
 //! The fault schedule is the seed's; what the OS schedules around it is
 //! not, so a real run is not reproducible byte for byte. Faults a real run
-//! cannot play (one-way cuts, message loss, a client's cable, disk faults,
-//! restores from backups, the reactive families) are reported as skipped.
+//! cannot play (a worker's links cut, message loss, slow disks, the
+//! resource's crashes, the reactive families) are reported as skipped.
 //!
 //! **Architecture Invariant:** this is the one module that reads real time
 //! and starts processes; no simulated run reaches it.
 
 pub mod merge;
 pub mod procs;
+mod restores;
 
 use crate::actor::Actor;
 use crate::checker::{Property, Violation};
@@ -38,6 +42,7 @@ use crate::world::RunRecord;
 use fencelock::{ClientId, NodeId};
 use merge::{RoleWatch, Stamped};
 use procs::Procs;
+use restores::Tools;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -76,7 +81,7 @@ pub struct RealRun {
     /// The faults of the plan that were played, and those a real run cannot play.
     pub played: Vec<FaultEvent>,
     pub skipped: Vec<FaultEvent>,
-    /// Processes started (servers, workers, restarts).
+    /// Processes started (servers, workers, restarts, the operator's backup and restore tools).
     pub processes: u64,
     /// Processes still running at the end, all stopped by PID.
     pub stopped_at_end: usize,
@@ -102,17 +107,20 @@ pub fn unplayable(fault: &Fault) -> Option<&'static str> {
         Fault::StallUntilOvertaken(stall) if stall.before == StallPoint::Write => None,
         Fault::Pause { actor: Actor::Resource, .. } => Some("the resource is a database file, not a process"),
         Fault::Pause { .. } => None,
-        Fault::OneWay { .. } => Some("the admin request cuts both directions of a link"),
+        // A server drops what it sends to the other one (`admin cut`).
+        Fault::OneWay { from: Addr::Server(_), to: Addr::Server(_) } => None,
+        Fault::OneWay { .. } => Some("a worker's links are not cut"),
         Fault::CutClient { .. } => Some("a worker's links are not cut"),
         Fault::CrashResource | Fault::RestartResource => {
             Some("each write is a synced transaction of the database; no process to crash")
         }
+        // `restores.rs`: copies of data directories, tool processes for the cluster and the resource.
         Fault::BackupNode { .. }
         | Fault::RestoreNode { .. }
         | Fault::BackupCluster
         | Fault::RestoreCluster
         | Fault::BackupResource
-        | Fault::RestoreResource => Some("restores from backups are not played for real"),
+        | Fault::RestoreResource => None,
         Fault::DiskStall { .. } => Some("a real disk's fsync is not slowed"),
         _ => Some("a reactive family of the simulator (it watches every message)"),
     }
@@ -154,6 +162,20 @@ struct Runner<'a> {
     clocks: BTreeMap<Actor, LocalClock>,
     /// The servers each server drops Raft traffic with.
     isolated: BTreeMap<NodeId, BTreeSet<NodeId>>,
+    /// The servers each server drops what it sends to, one way.
+    cut: BTreeMap<NodeId, BTreeSet<NodeId>>,
+    /// The operator's backup and restore processes.
+    tools: Tools,
+    /// When the resource's last backup was recorded (CLOCK_MONOTONIC µs).
+    resource_backup_at_us: Option<u64>,
+    resource_restores: u64,
+    /// When each server's last backup was recorded.
+    node_backups: BTreeMap<NodeId, u64>,
+    /// Servers restored from a backup, and when: recovering for a while.
+    recovering: BTreeMap<NodeId, u64>,
+    /// When the cluster's last backup was recorded, and the whole-cluster restores so far.
+    cluster_backup_at_us: Option<u64>,
+    cluster_restores: u32,
     down: BTreeSet<NodeId>,
     /// Processes the runner stopped for a pause (not a worker's own stall).
     paused: BTreeSet<Actor>,
@@ -185,6 +207,7 @@ impl Prepared<'_> {
         runner.t0_us = now_us();
         let interrupted = runner.play(playable)?;
         let stopped_at_end = runner.procs.kill_all();
+        runner.tools.kill_all();
         for mut admin in runner.admins.drain(..) {
             let _ = admin.kill();
             let _ = admin.wait();
@@ -232,6 +255,14 @@ pub fn prepare(options: &RealOptions) -> Result<Prepared<'_>, String> {
         queued: 0,
         clocks: BTreeMap::new(),
         isolated: BTreeMap::new(),
+        cut: BTreeMap::new(),
+        tools: Tools::default(),
+        resource_backup_at_us: None,
+        resource_restores: 0,
+        node_backups: BTreeMap::new(),
+        recovering: BTreeMap::new(),
+        cluster_backup_at_us: None,
+        cluster_restores: 0,
         down: BTreeSet::new(),
         paused: BTreeSet::new(),
         incarnations: BTreeMap::new(),
@@ -287,6 +318,9 @@ impl Runner<'_> {
             }
             self.notice_stalls();
             self.notice_exits();
+            for status in self.tools.failed() {
+                self.died.push((now_us(), Actor::Resource, format!("a backup or restore tool: {status}")));
+            }
             self.admins.retain_mut(|admin| !matches!(admin.try_wait(), Ok(Some(_))));
             std::thread::sleep(TURN);
         }
@@ -334,6 +368,7 @@ impl Runner<'_> {
             Action::Restart(node) => self.restart(node),
             Action::Reisolate(node) => {
                 self.send_isolation(node);
+                self.send_cut(node);
                 Ok(())
             }
             Action::Heal => self.heal(),
@@ -346,7 +381,19 @@ impl Runner<'_> {
         let at_ms = now.saturating_sub(self.t0_us) / 1_000;
         self.played.push(FaultEvent { at_ms, fault: fault.clone() });
         self.record(EventKind::Fault { fault: fault.clone() });
+        // The instant the history has for this fault: a restore names its backup by it.
+        let recorded_us = self.events.last().map_or(now, |e| e.at_us);
         match fault {
+            Fault::OneWay { from: Addr::Server(from), to: Addr::Server(to) } => {
+                self.cut.entry(from).or_default().insert(to);
+                self.send_cut(from);
+            }
+            Fault::BackupResource => self.back_up_resource(recorded_us)?,
+            Fault::RestoreResource => self.restore_resource()?,
+            Fault::BackupNode { node } => self.back_up_node(node, recorded_us)?,
+            Fault::RestoreNode { node } => self.restore_node(node)?,
+            Fault::BackupCluster => self.back_up_cluster(recorded_us)?,
+            Fault::RestoreCluster => self.restore_cluster()?,
             Fault::Partition { sides } => {
                 let side_of = |node: NodeId| sides.iter().position(|side| side.contains(&Addr::Server(node)));
                 for a in 0..self.model.nodes {
@@ -416,6 +463,24 @@ impl Runner<'_> {
         for node in cut {
             self.send_isolation(node);
         }
+        let one_way: Vec<NodeId> = self.cut.keys().copied().collect();
+        self.cut.clear();
+        for node in one_way {
+            self.send_cut(node);
+        }
+    }
+
+    /// Tells `node` the servers it drops what it sends to now, one way.
+    fn send_cut(&mut self, node: NodeId) {
+        if self.down.contains(&node) {
+            return;
+        }
+        let peers: Vec<String> = self.cut.get(&node).into_iter().flatten().map(|n| n.0.to_string()).collect();
+        let mut args = vec!["admin".to_string(), "cut".to_string(), "--id".to_string(), node.0.to_string()];
+        if !peers.is_empty() {
+            args.push(format!("--peers={}", peers.join(",")));
+        }
+        self.admin(args);
     }
 
     /// Tells `node` the servers it drops traffic with now (an admin request in the background).
@@ -462,10 +527,17 @@ impl Runner<'_> {
         }
         self.record(EventKind::Restarted { actor: Actor::Server(node) });
         self.start_server(node)?;
-        if self.isolated.get(&node).is_some_and(|cut| !cut.is_empty()) {
+        self.after_restart(node);
+        Ok(())
+    }
+
+    /// A restarted server's cuts are sent to it again once it listens.
+    fn after_restart(&mut self, node: NodeId) {
+        let isolated = self.isolated.get(&node).is_some_and(|cut| !cut.is_empty());
+        let cut = self.cut.get(&node).is_some_and(|cut| !cut.is_empty());
+        if isolated || cut {
             self.at(now_us() + REISOLATE_AFTER_US, Action::Reisolate(node));
         }
-        Ok(())
     }
 
     fn pause(&mut self, actor: Actor, ms: u64) {
@@ -555,6 +627,11 @@ impl Runner<'_> {
     }
 
     fn start_server(&mut self, node: NodeId) -> Result<(), String> {
+        self.start_server_from(node, None)
+    }
+
+    /// Starts `node`'s server, restoring its data directory from `backup` first if given.
+    fn start_server_from(&mut self, node: NodeId, backup: Option<&Path>) -> Result<(), String> {
         let mut args = vec![
             "serve".to_string(),
             "--config".to_string(),
@@ -564,6 +641,9 @@ impl Runner<'_> {
         ];
         if let Some(clock) = self.clocks.get(&Actor::Server(node)) {
             args.push(format!("--clock={}", clock_text(clock)));
+        }
+        if let Some(backup) = backup {
+            args.push(format!("--restore-from={}", backup.display()));
         }
         self.procs.start(Actor::Server(node), &args).map(|_| ())
     }
@@ -668,7 +748,7 @@ impl Runner<'_> {
             outcome,
             played: std::mem::take(&mut self.played),
             skipped,
-            processes: self.procs.started,
+            processes: self.procs.started + self.tools.started,
             stopped_at_end,
             interrupted,
         })
