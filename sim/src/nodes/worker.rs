@@ -285,6 +285,8 @@ impl Worker {
             madsim::time::sleep(Duration::from_micros((deadline_us - now_us()).min(1_000))).await;
             let overtaken = self.ctx.read_history(reader, |event| overtakes(&event.kind, key, token, on).then_some(()));
             if !overtaken.is_empty() {
+                // Nothing more is read: the history need not hold the rest of the stall.
+                self.ctx.unfollow_history(reader);
                 let left_us = deadline_us.saturating_sub(now_us());
                 madsim::time::sleep(Duration::from_micros((after_ms * 1_000).min(left_us))).await;
                 break;

@@ -11,7 +11,7 @@
 //! at its last event.
 
 pub use crate::checker::PhaseAvailability;
-use crate::history::{Actor, Event, EventKind, History};
+use crate::history::{Actor, Event, EventKind};
 use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::{ApplyResult, ClientId, Command, Key, LogIndex, RequestId, Token};
 use serde::{Deserialize, Serialize};
@@ -153,15 +153,6 @@ pub struct SeedFigures {
     pub phases: PhaseAvailability,
 }
 
-/// Acquires and stretches, read from a history.
-pub fn availability(history: &History) -> (Histogram, u64) {
-    let mut reader = Availability::default();
-    for event in history.events() {
-        reader.observe(event);
-    }
-    reader.finish(history.events().last().map_or(0, |e| e.at_us))
-}
-
 #[derive(Default)]
 struct KeyState {
     holder: Option<Token>,
@@ -279,7 +270,7 @@ impl Availability {
 
 #[cfg(test)]
 mod tests {
-    use super::{availability, round3, Histogram};
+    use super::{round3, Availability, Histogram};
     use crate::history::{EventKind, History};
     use fencelock::service::{ClientReply, ClientRequest};
     use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};
@@ -338,7 +329,11 @@ mod tests {
         );
         h.record(70_000, applied(3, grant(b, 2), ApplyResult::Granted { token: Token(42) }));
         h.record(75_000, granted(b, 2, 42));
-        let (latency, longest_us) = availability(&h);
+        let mut reader = Availability::default();
+        for event in h.events() {
+            reader.observe(event);
+        }
+        let (latency, longest_us) = reader.finish(h.events().last().map_or(0, |e| e.at_us));
         assert_eq!(longest_us, 50_000, "from the expiry (20 ms) to the next grant (70 ms)");
         assert_eq!(latency.0.into_iter().collect::<Vec<_>>(), vec![(3_000, 1), (65_000, 1)]);
     }

@@ -35,7 +35,9 @@ pub struct Outcome {
     pub exposures: Vec<Exposure>,
     #[serde(skip)]
     pub counters: Counters,
-    /// Every event, when the run kept them (`run_seed`); empty for a hunt's run (`run_seed_streamed`).
+    /// Every event, when the run kept them (`run_seed`). A hunt's run
+    /// (`run_seed_streamed`) streamed them: its `len()` counts them, its
+    /// `events()` panics.
     #[serde(skip)]
     pub history: History,
     /// Events recorded (the trace's lines), kept or not.
@@ -134,8 +136,16 @@ fn run_recording(seed: u64, model: &Model, plan: Vec<FaultEvent>, dispatch: Opti
         })
         .expect("spawning a seed thread")
         .join();
-    // The run's thread is gone: nothing else holds the judge now.
-    let judge = std::mem::replace(&mut *judge.lock().unwrap_or_else(PoisonError::into_inner), Judge::new(model));
+    // The run's thread is gone: nothing else holds the judge now. Its lock is
+    // poisoned only by a panic inside the judge: a checker bug, not the
+    // simulation's, and a half-fed checker has no verdict to give.
+    let judge = match judge.lock() {
+        Ok(mut judge) => std::mem::replace(&mut *judge, Judge::new(model)),
+        Err(_) => match result {
+            Err(panic) => std::panic::resume_unwind(panic),
+            Ok(_) => unreachable!("a panic inside the judge ends the run's thread"),
+        },
+    };
     match result {
         Ok(record) => judge.outcome(seed, model, plan, record),
         Err(panic) => {
@@ -165,7 +175,7 @@ struct TapOf(Arc<Mutex<Judge>>);
 
 impl Tap for TapOf {
     fn observe(&mut self, event: &Event) {
-        self.0.lock().expect("only the run's thread feeds the judge").observe(event);
+        self.0.lock().expect("the judge is poisoned only by its own panic, which ends the run").observe(event);
     }
 }
 

@@ -31,7 +31,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The madsim side of every process, with what the operator keeps.
 /// Which strike families follow the history from the run's start.
 #[derive(Clone, Copy)]
 struct Follows {
@@ -39,6 +38,7 @@ struct Follows {
     fences: bool,
 }
 
+/// The madsim side of every process, with what the operator keeps.
 pub(crate) struct Supervisor {
     pub(crate) ctx: Arc<Ctx>,
     pub(super) handle: Handle,
@@ -346,7 +346,8 @@ impl Supervisor {
         self.paused.lock().expect("pause lock").remove(&actor);
         self.handle.kill(self.node_of(actor).id());
         if let Actor::Client(client) = actor {
-            // A worker killed in a stall reads no more.
+            // A worker killed in a stall reads no more (no fault kills a
+            // worker today; this keeps a future one from pinning the history).
             self.ctx.unfollow_history(Reader::Stall(client));
         }
         self.down.insert(actor, ());
