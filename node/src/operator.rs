@@ -25,7 +25,7 @@ use crate::config::Cluster;
 use crate::history::{EventKind, HistoryWriter};
 use crate::resource::{RaisedFloor, SqlResource};
 use crate::storage::Storage;
-use fencelock::raft::{DurableState, HardState, Payload, Snapshot};
+use fencelock::raft::{DurableState, HardState, Snapshot};
 use fencelock::{LockState, LogIndex, Term, Token, Variant};
 use serde::Serialize;
 use std::path::Path;
@@ -113,7 +113,7 @@ pub fn restore_cluster(cluster: &Cluster, backup: &Path, epoch: u32) -> Result<C
             continue;
         }
         let image = Storage::read_image(&dir, &cluster.cluster_id, node.id).map_err(|e| e.to_string())?;
-        let committed = committed_state(&image, cluster.variant);
+        let committed = image.committed_state(Token(0), cluster.variant);
         let ahead = match &best {
             Some((index, _, _)) => committed.0 > *index,
             None => true,
@@ -140,24 +140,4 @@ pub fn restore_cluster(cluster: &Cluster, backup: &Path, epoch: u32) -> Result<C
         Storage::write_image(&node.data_dir, &cluster.cluster_id, node.id, &image).map_err(|e| e.to_string())?;
     }
     Ok(ClusterRestored { epoch, index, term: backup_term, token_floor })
-}
-
-/// The state machine a disk's durable part commits to: its snapshot plus
-/// its committed entries, applied (the simulator's `committed_state`).
-fn committed_state(image: &DurableState, variant: Variant) -> (LogIndex, Term, LockState) {
-    let (mut index, mut term, mut state) = match &image.snapshot {
-        Some(s) => (s.index, s.term, s.state.clone()),
-        None => (LogIndex(0), Term(0), LockState::new(Token(0))),
-    };
-    for entry in &image.entries {
-        if entry.index <= index || entry.index > image.hard_state.commit {
-            continue;
-        }
-        if let Payload::Command(command) = &entry.payload {
-            state.apply(command, variant);
-        }
-        index = entry.index;
-        term = entry.term;
-    }
-    (index, term, state)
 }

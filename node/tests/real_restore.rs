@@ -21,6 +21,8 @@
 //! `restore-naive` issues the backup's tokens again and the checker names
 //! `token-monotonic`.
 
+mod common;
+
 use fencelock::resource::WriteVerdict;
 use fencelock::{ClientId, NodeId, Token, Variant};
 use fencesim::actor::Actor;
@@ -30,7 +32,7 @@ use fencesim::history::{Event, EventKind};
 use fencesim::machine::net::Addr;
 use fencesim::model::Model;
 use fencesim::real::{self, RealOptions, RealRun};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -83,19 +85,6 @@ fn model(variant: Variant) -> Model {
     }
 }
 
-/// PIDs of live processes whose command line names `dir`.
-fn processes_naming(dir: &Path) -> Vec<u32> {
-    let needle = dir.display().to_string();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|line| String::from_utf8_lossy(&line).replace('\0', " ").contains(&needle))
-        })
-        .collect()
-}
-
 /// Plays `plan` on `model`, one real run at a time, and checks that every
 /// fault was played and that no process of the run outlives it.
 fn play(model: Model, plan: Vec<FaultEvent>) -> RealRun {
@@ -116,7 +105,7 @@ fn play(model: Model, plan: Vec<FaultEvent>) -> RealRun {
     for violation in &run.outcome.violations {
         eprintln!("VIOLATION {violation}");
     }
-    assert!(processes_naming(&dir).is_empty(), "every process of the run is stopped, tools included");
+    assert!(common::processes_naming(&dir).is_empty(), "every process of the run is stopped, tools included");
     assert_eq!(run.played.len(), planned, "every planned fault is played");
     assert!(run.skipped.is_empty());
     run

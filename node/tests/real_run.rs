@@ -12,6 +12,8 @@
 //! elections and the stall, that the stale write was rejected, and that no
 //! process of the run outlives it.
 
+mod common;
+
 use fencelock::resource::WriteVerdict;
 use fencelock::NodeId;
 use fencesim::actor::Actor;
@@ -20,7 +22,7 @@ use fencesim::history::EventKind;
 use fencesim::model::Model;
 use fencesim::real::{self, RealOptions};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -48,19 +50,6 @@ fn model() -> Model {
     }
 }
 
-/// PIDs of live processes whose command line names `dir`.
-fn processes_naming(dir: &Path) -> Vec<u32> {
-    let needle = dir.display().to_string();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline"))
-                .is_ok_and(|line| String::from_utf8_lossy(&line).replace('\0', " ").contains(&needle))
-        })
-        .collect()
-}
-
 #[test]
 fn a_real_run_is_judged_and_the_stopped_workers_stale_write_is_rejected() {
     let temp = tempfile::tempdir().expect("temp dir");
@@ -79,7 +68,7 @@ fn a_real_run_is_judged_and_the_stopped_workers_stale_write_is_rejected() {
     for violation in &outcome.violations {
         eprintln!("VIOLATION {violation}");
     }
-    assert!(processes_naming(&dir).is_empty(), "every process of the run is stopped");
+    assert!(common::processes_naming(&dir).is_empty(), "every process of the run is stopped");
     assert_eq!(run.played.len(), 3, "every planned fault is played");
     assert!(run.skipped.is_empty());
     assert!(outcome.grants >= 3, "the workers took the lock: {} grants", outcome.grants);

@@ -260,6 +260,42 @@ pub struct DurableState {
     pub restored_from_backup: bool,
 }
 
+impl DurableState {
+    /// The state machine this disk's durable part commits to (see [`committed_state`]).
+    pub fn committed_state(&self, floor: crate::Token, variant: Variant) -> (LogIndex, Term, LockState) {
+        committed_state(self.snapshot.as_ref(), &self.entries, self.hard_state.commit, floor, variant)
+    }
+}
+
+/// The state machine a disk's durable part commits to — its snapshot, then
+/// its entries up to `commit` applied — with the index and term it reaches.
+/// A disk without a snapshot starts from an empty table whose tokens start
+/// above `floor`. What an operator's whole-cluster restore takes from the
+/// most advanced backup (the simulator's and the real operator's alike).
+pub fn committed_state(
+    snapshot: Option<&Snapshot>,
+    entries: &[Entry],
+    commit: LogIndex,
+    floor: crate::Token,
+    variant: Variant,
+) -> (LogIndex, Term, LockState) {
+    let (mut index, mut term, mut state) = match snapshot {
+        Some(s) => (s.index, s.term, s.state.clone()),
+        None => (LogIndex(0), Term(0), LockState::new(floor)),
+    };
+    for entry in entries {
+        if entry.index <= index || entry.index > commit {
+            continue;
+        }
+        if let Payload::Command(command) = &entry.payload {
+            state.apply(command, variant);
+        }
+        index = entry.index;
+        term = entry.term;
+    }
+    (index, term, state)
+}
+
 /// One Raft server's protocol state. The logic lives in the submodules
 /// (`election`, `replication`, `read_index`, `ready`); this is the whole
 /// public surface.

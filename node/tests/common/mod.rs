@@ -142,3 +142,16 @@ fn placeholder() -> Cluster {
         nodes: Vec::new(),
     }
 }
+
+/// PIDs of live processes whose command line names `dir`.
+pub fn processes_naming(dir: &Path) -> Vec<u32> {
+    let needle = dir.display().to_string();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|line| String::from_utf8_lossy(&line).replace('\0', " ").contains(&needle))
+        })
+        .collect()
+}

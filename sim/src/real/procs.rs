@@ -29,6 +29,26 @@ pub struct Procs {
     pub started: u64,
 }
 
+/// Starts `exe args…` in its own process group (a Ctrl-C at the terminal
+/// reaches the runner alone, which stops it by PID), its output appended to `log`.
+pub fn spawn_logged(exe: &Path, args: &[String], log: &Path) -> Result<Child, String> {
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("{}: cannot open: {e}", log.display()))?;
+    let err = out.try_clone().map_err(|e| format!("{}: {e}", log.display()))?;
+    Command::new(exe)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))
+}
+
 impl Procs {
     pub fn new(exe: &Path, logs: &Path) -> Procs {
         Procs { exe: exe.to_path_buf(), logs: logs.to_path_buf(), running: BTreeMap::new(), started: 0 }
@@ -39,22 +59,7 @@ impl Procs {
         if self.running.contains_key(&actor) {
             return Err(format!("{actor} is already running"));
         }
-        let log = self.log_of(actor);
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(|e| format!("{}: cannot open: {e}", log.display()))?;
-        let err = out.try_clone().map_err(|e| format!("{}: {e}", log.display()))?;
-        let child = Command::new(&self.exe)
-            .args(args)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .process_group(0)
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.exe.display()))?;
+        let child = spawn_logged(&self.exe, args, &self.log_of(actor))?;
         let pid = child.id();
         self.running.insert(actor, Running { child, stopped: false });
         self.started += 1;

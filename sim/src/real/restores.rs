@@ -64,20 +64,7 @@ struct Tool {
 
 impl Tools {
     fn start(&mut self, exe: &Path, args: &[String], log: &Path, backup: bool) -> Result<(), String> {
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .map_err(|e| format!("{}: cannot open: {e}", log.display()))?;
-        let err = out.try_clone().map_err(|e| format!("{}: {e}", log.display()))?;
-        let child = Command::new(exe)
-            .args(args)
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        let child = super::procs::spawn_logged(exe, args, log)?;
         self.running.push(Tool { child, backup });
         self.started += 1;
         Ok(())

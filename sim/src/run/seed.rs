@@ -111,7 +111,7 @@ pub fn run_seed_streamed(seed: u64, model: &Model) -> Outcome {
 }
 
 fn run_recording(seed: u64, model: &Model, plan: Vec<FaultEvent>, dispatch: Option<Dispatch>, keep: Keep) -> Outcome {
-    let judge = Arc::new(Mutex::new(Judge::new(model)));
+    let judge = Arc::new(Mutex::new(Some(Judge::new(model))));
     let tap = Box::new(TapOf(judge.clone()));
     let history = match keep {
         Keep::All => History::new().tapped(tap),
@@ -140,7 +140,7 @@ fn run_recording(seed: u64, model: &Model, plan: Vec<FaultEvent>, dispatch: Opti
     // poisoned only by a panic inside the judge: a checker bug, not the
     // simulation's, and a half-fed checker has no verdict to give.
     let judge = match judge.lock() {
-        Ok(mut judge) => std::mem::replace(&mut *judge, Judge::new(model)),
+        Ok(mut judge) => judge.take().expect("the judge is taken once, after the run"),
         Err(_) => match result {
             Err(panic) => std::panic::resume_unwind(panic),
             Ok(_) => unreachable!("a panic inside the judge ends the run's thread"),
@@ -171,11 +171,12 @@ struct Judge {
 }
 
 /// The judge as a history's tap (the run's thread feeds it; the seed's thread reads it after).
-struct TapOf(Arc<Mutex<Judge>>);
+struct TapOf(Arc<Mutex<Option<Judge>>>);
 
 impl Tap for TapOf {
     fn observe(&mut self, event: &Event) {
-        self.0.lock().expect("the judge is poisoned only by its own panic, which ends the run").observe(event);
+        let mut judge = self.0.lock().expect("the judge is poisoned only by its own panic, which ends the run");
+        judge.as_mut().expect("the judge is taken only after the run").observe(event);
     }
 }
 

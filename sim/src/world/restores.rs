@@ -6,7 +6,7 @@
 //! processes around it.
 
 use crate::machine::disk::{NodeImage, ResourceImage, SharedDisk};
-use fencelock::raft::{HardState, Payload, Snapshot};
+use fencelock::raft::{committed_state, HardState, Snapshot};
 use fencelock::{LockState, LogIndex, NodeId, Term, Token, Variant};
 use std::collections::BTreeMap;
 
@@ -74,7 +74,11 @@ impl Backups {
     ) {
         self.cluster = disks
             .iter()
-            .map(|disk| committed_state(disk.lock().expect("disk lock").durable(), floor, variant))
+            .map(|disk| {
+                let disk = disk.lock().expect("disk lock");
+                let image = disk.durable();
+                committed_state(image.snapshot.as_ref(), &image.entries, image.hard_state.commit, floor, variant)
+            })
             .max_by_key(|(index, _, _)| *index)
             .map(|(index, term, state)| ClusterBackup { at_us, index, term, state });
     }
@@ -128,24 +132,4 @@ pub(super) fn may_restore(node: NodeId, disks: &[SharedDisk<NodeImage>]) -> bool
         .count();
     let majority = disks.len() / 2 + 1;
     recovering_others + 1 < majority
-}
-
-/// The state machine a disk's durable part commits to: its snapshot plus its
-/// committed log entries, applied.
-fn committed_state(image: &NodeImage, floor: Token, variant: Variant) -> (LogIndex, Term, LockState) {
-    let (mut index, mut term, mut state) = match &image.snapshot {
-        Some(s) => (s.index, s.term, s.state.clone()),
-        None => (LogIndex(0), Term(0), LockState::new(floor)),
-    };
-    for entry in &image.entries {
-        if entry.index <= index || entry.index > image.hard_state.commit {
-            continue;
-        }
-        if let Payload::Command(command) = &entry.payload {
-            state.apply(command, variant);
-        }
-        index = entry.index;
-        term = entry.term;
-    }
-    (index, term, state)
 }

@@ -38,6 +38,11 @@ struct Follows {
     fences: bool,
 }
 
+impl Follows {
+    /// From the heal on no episode starts: nothing follows the history for one.
+    const NONE: Follows = Follows { grants: false, fences: false };
+}
+
 /// The madsim side of every process, with what the operator keeps.
 pub(crate) struct Supervisor {
     pub(crate) ctx: Arc<Ctx>,
@@ -501,10 +506,9 @@ impl Supervisor {
         self.acks = Some(AckCrash::new(self.ctx.seed));
         self.renews = Some(RenewStrike::new(self.ctx.seed));
         self.amnesia = Some(Amnesia::new(self.ctx.seed));
-        // No episode starts after the heal: nothing follows the history for one.
-        self.grants = Some(GrantStrike::new(false));
+        self.grants = Some(GrantStrike::new(Follows::NONE.grants));
         self.votes = Some(VoteStrike::new(self.ctx.seed));
-        self.fences = Some(FenceStrike::new(false));
+        self.fences = Some(FenceStrike::new(Follows::NONE.fences));
         for reader in [Reader::GrantStrikes, Reader::FenceStrikes, Reader::RenewStrikes] {
             self.ctx.unfollow_history(reader);
         }
