@@ -113,7 +113,7 @@ struct WorkerArgs {
     /// The protected resource: `sqlite:PATH`, a path, or `postgres://…`.
     #[arg(long)]
     resource: String,
-    /// A directory of control files (clock, armed stall); see `worker.rs`.
+    /// A directory of control files (clock, cut links, armed stall); see `worker.rs`.
     #[arg(long)]
     control: Option<PathBuf>,
     /// Start on this local clock mapping, TRUE_US,LOCAL_US,RATE_PPM.
@@ -138,6 +138,13 @@ enum ResourceCommand {
         resource: String,
         #[arg(long, default_value = "backup")]
         label: String,
+    },
+    /// Hold the resource's write lock until killed: every write waits (an outage of the database).
+    Hold {
+        #[command(flatten)]
+        target: Target,
+        #[arg(long)]
+        resource: String,
     },
     /// Restore the resource from backup LABEL as restore number RESTORE: it
     /// refuses writes until its floor is raised from the lock service, which
@@ -350,6 +357,10 @@ async fn resource_command(command: ResourceCommand) -> Result<(), Failure> {
             }
             Ok(())
         }
+        ResourceCommand::Hold { target, resource } => {
+            let cluster = target.load()?;
+            crate::operator::hold(&cluster, &resource).await.map_err(Failure::Runtime)
+        }
         ResourceCommand::Restore { target, resource, label, restore, backup_at_us, wait_ms } => {
             if restore == 0 {
                 return Err(Failure::Input("--restore counts restores from 1, got 0".to_string()));
@@ -360,7 +371,11 @@ async fn resource_command(command: ResourceCommand) -> Result<(), Failure> {
             let cluster = target.load()?;
             let options =
                 crate::operator::RestoreOptions { url: resource, label: label.clone(), restore, backup_at_us, wait_ms };
-            match crate::operator::restore(&cluster, &options).await.map_err(Failure::Runtime)? {
+            let restored = crate::operator::restore(&cluster, &options).await.map_err(|e| match e {
+                crate::operator::RestoreError::NoBackup(_) => Failure::Input(e.to_string()),
+                crate::operator::RestoreError::Failed(e) => Failure::Runtime(e),
+            })?;
+            match restored {
                 Some(raised) => println!(
                     "restored {label} (restore {restore}); floor of restore {} raised from node {}: token {}, {} keys held",
                     raised.restore,

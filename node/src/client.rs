@@ -13,6 +13,12 @@
 //! - One TCP connection per server, dialled on first use and again after it
 //!   breaks; replies from every connection meet in one bounded channel.
 //! - The client's local clock is CLOCK_MONOTONIC (`crate::clock`).
+//! - Cut links are cut at this end (`with_links`): a request to a server
+//!   the links file names under `to` is recorded and dropped as it is sent,
+//!   a reply from one it names under `from` is dropped as it arrives (the
+//!   server did the work; its answer is lost), as the simulated network
+//!   drops them. The file is read at every send and every reply, so a cut
+//!   takes effect in the middle of a request's retries.
 //! - With a history writer (`with_history`), the client records the
 //!   simulator's client events: `Requested`, `Answered`, `BeliefStart`,
 //!   `BeliefEnd`.
@@ -30,9 +36,11 @@ use fencelock::resource::LockFloor;
 use fencelock::service::{ClientReply, FloorAnswer};
 use fencelock::wire::Envelope;
 use fencelock::{ClientId, Holder, Key, NodeId, RequestId, Token};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -107,6 +115,58 @@ pub struct Grant {
     pub until_local_us: u64,
 }
 
+/// The links between a client and the servers that are cut at the
+/// client's end: the text of a links file is `to=0,2 from=1` (either part
+/// may be missing; an empty text cuts nothing).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Links {
+    /// Servers whose requests from this client are lost.
+    pub to: BTreeSet<NodeId>,
+    /// Servers whose replies to this client are lost.
+    pub from: BTreeSet<NodeId>,
+}
+
+impl Links {
+    pub fn is_empty(&self) -> bool {
+        self.to.is_empty() && self.from.is_empty()
+    }
+}
+
+impl FromStr for Links {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Links, String> {
+        let mut links = Links::default();
+        for part in text.split_whitespace() {
+            let (side, nodes) =
+                part.split_once('=').ok_or_else(|| format!("links: `{part}` is not to=N,… or from=N,…"))?;
+            let set = match side {
+                "to" => &mut links.to,
+                "from" => &mut links.from,
+                _ => return Err(format!("links: `{side}` is neither `to` nor `from`")),
+            };
+            for node in nodes.split(',').filter(|n| !n.is_empty()) {
+                set.insert(NodeId(node.parse().map_err(|_| format!("links: `{node}` is not a server id"))?));
+            }
+        }
+        Ok(links)
+    }
+}
+
+impl fmt::Display for Links {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |set: &BTreeSet<NodeId>| set.iter().map(|n| n.0.to_string()).collect::<Vec<_>>().join(",");
+        let mut parts = Vec::new();
+        if !self.to.is_empty() {
+            parts.push(format!("to={}", list(&self.to)));
+        }
+        if !self.from.is_empty() {
+            parts.push(format!("from={}", list(&self.from)));
+        }
+        f.write_str(&parts.join(" "))
+    }
+}
+
 struct Connection {
     write: OwnedWriteHalf,
     closed: Arc<AtomicBool>,
@@ -124,6 +184,8 @@ pub struct LockClient {
     history: HistoryWriter,
     /// The holder of each key this client was granted, for the renewals' `Grant`s.
     holders: BTreeMap<Key, Holder>,
+    /// The file naming the links cut at this end, if any (see [`Links`]).
+    links: Option<PathBuf>,
 }
 
 impl LockClient {
@@ -147,7 +209,20 @@ impl LockClient {
             attempts_max: options.attempts_max.max(1),
             history: HistoryWriter::none(),
             holders: BTreeMap::new(),
+            links: None,
         }
+    }
+
+    /// Cuts the links the file at `path` names (see [`Links`]), read anew at
+    /// every send and reply; a missing or unreadable file cuts nothing.
+    pub fn with_links(mut self, path: PathBuf) -> LockClient {
+        self.links = Some(path);
+        self
+    }
+
+    fn cut_links(&self) -> Links {
+        let Some(path) = &self.links else { return Links::default() };
+        std::fs::read_to_string(path).ok().and_then(|text| text.parse().ok()).unwrap_or_default()
     }
 
     /// Records this client's events with `history`.
@@ -282,7 +357,7 @@ impl LockClient {
             let wait = self.clock.true_wait(deadline.saturating_sub(now));
             match tokio::time::timeout(wait, self.replies.recv()).await {
                 Ok(Some((node, r, reply))) => {
-                    if r != request {
+                    if r != request || self.cut_links().from.contains(&node) {
                         continue;
                     }
                     self.record(EventKind::Answered { client: self.id(), request, from: node, reply });
@@ -317,6 +392,9 @@ impl LockClient {
     async fn send(&mut self, out: &Outgoing) {
         let (client, request, to, body) = (self.id(), out.request, out.to, out.body.clone());
         self.record(EventKind::Requested { client, request, to, body });
+        if self.cut_links().to.contains(&to) {
+            return;
+        }
         let envelope = Envelope::Request { client: self.client.id(), request: out.request, body: out.body.clone() };
         let Some(bytes) = net::encode(&NodeFrame::Lock(envelope)) else { return };
         let index = usize::from(out.to.0);
@@ -613,5 +691,24 @@ impl FloorReader {
             self.connections[index] = None;
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Links;
+    use fencelock::NodeId;
+
+    #[test]
+    fn links_read_back_what_they_print() {
+        let links: Links = "to=0,2 from=1".parse().expect("links");
+        assert_eq!(links.to.iter().copied().collect::<Vec<_>>(), vec![NodeId(0), NodeId(2)]);
+        assert_eq!(links.from.iter().copied().collect::<Vec<_>>(), vec![NodeId(1)]);
+        assert_eq!(links.to_string(), "to=0,2 from=1");
+        assert!("".parse::<Links>().expect("nothing cut").is_empty());
+        assert_eq!("from=3".parse::<Links>().expect("links").to_string(), "from=3");
+        assert!("to=x".parse::<Links>().is_err());
+        assert!("over=1".parse::<Links>().is_err());
+        assert!("to".parse::<Links>().is_err());
     }
 }

@@ -2,7 +2,9 @@
 //! protected resource (`fencelock-node resource backup|restore`) and of the
 //! whole cluster (`fencelock-node cluster restore`), what `fencesim real`
 //! runs for the simulator's `BackupResource`, `RestoreResource` and
-//! `RestoreCluster`.
+//! `RestoreCluster`; and an outage of the resource (`resource hold`, its
+//! write lock held until the tool is killed), what it runs for
+//! `CrashResource` until `RestartResource`.
 //!
 //! A restore is the simulator's restored resource (`sim/src/nodes/resource.rs`)
 //! told by an operator's tool: the backup's rows go back, marked restored, so
@@ -40,6 +42,16 @@ pub async fn backup(cluster: &Cluster, url: &str, label: &str) -> Result<Option<
     Ok(backup.path)
 }
 
+/// Holds the resource's write lock until this process is killed: every
+/// writer waits meanwhile, as for a database that went down and came back.
+pub async fn hold(cluster: &Cluster, url: &str) -> Result<(), String> {
+    let mut db = open(cluster, url).await?;
+    db.hold_writes().await.map_err(|e| format!("hold: {e}"))?;
+    println!("holding the resource's writes until killed");
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
 /// What one restore asks for.
 #[derive(Clone, Debug)]
 pub struct RestoreOptions {
@@ -53,12 +65,38 @@ pub struct RestoreOptions {
     pub wait_ms: u64,
 }
 
+/// Why a restore of the resource did not happen or did not finish.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RestoreError {
+    /// No backup was taken under the label: nothing was changed.
+    NoBackup(String),
+    Failed(String),
+}
+
+impl From<String> for RestoreError {
+    fn from(error: String) -> RestoreError {
+        RestoreError::Failed(error)
+    }
+}
+
+impl std::fmt::Display for RestoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RestoreError::NoBackup(label) => write!(f, "no backup labelled {label:?} to restore"),
+            RestoreError::Failed(error) => f.write_str(error),
+        }
+    }
+}
+
 /// Restores the resource from its backup and raises its floor from the lock
 /// service; the floor raised, or `None` when the image awaits none (under
 /// `resource-restore-naive`, or a newer restore's tool raised it first).
-pub async fn restore(cluster: &Cluster, options: &RestoreOptions) -> Result<Option<RaisedFloor>, String> {
+pub async fn restore(cluster: &Cluster, options: &RestoreOptions) -> Result<Option<RaisedFloor>, RestoreError> {
     let mut db = open(cluster, &options.url).await?;
     let backup = db.backup_named(&options.label).map_err(|e| e.to_string())?;
+    if !db.has_backup(&backup).await.map_err(|e| format!("backup {}: {e}", options.label))? {
+        return Err(RestoreError::NoBackup(options.label.clone()));
+    }
     let mut history = HistoryWriter::open(cluster.history.as_deref(), HISTORY_NAME)?.flushing_each_line();
     let now_us = true_us();
     let restored = EventKind::ResourceRestored { restore: options.restore, backup_at_us: options.backup_at_us };

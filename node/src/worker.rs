@@ -15,6 +15,9 @@
 //! directory (`--control DIR`), read between steps:
 //! - `clock-N` (`TRUE_US,LOCAL_US,RATE_PPM`): this worker's machine clock;
 //!   a new mapping is taken as it is seen and recorded as a `Clock` line.
+//! - `links-N` (`to=0,2 from=1`): the links between this worker and the
+//!   servers that are cut, at the worker's end (`client::Links`), read at
+//!   every message.
 //! - `stall-armed` (milliseconds): the next worker of the run to pass its
 //!   lease check with a lock in hand takes it (an atomic rename to
 //!   `stall-taken-N`, so exactly one does) and stalls that long: the
@@ -85,6 +88,9 @@ pub async fn run(cluster: &Cluster, options: WorkerOptions) -> Result<(), String
         attempts_max: ATTEMPTS_MAX,
     };
     let mut lock = LockClient::new(cluster, &client_options).with_history(history);
+    if let Some(dir) = &options.control {
+        lock = lock.with_links(dir.join(format!("links-{}", options.client.0)));
+    }
     if let Some(map) = options.clock {
         lock.set_clock(map)?;
     }

@@ -56,6 +56,19 @@ fn a_data_dir_of_another_cluster_is_refused() {
 }
 
 #[test]
+fn a_restore_from_a_backup_never_taken_is_refused() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let file = dir.path().join("cluster.toml");
+    let text = "cluster_id = \"restore\"\n[[node]]\nid = 0\naddr = \"127.0.0.1:9\"\ndata_dir = \"n0\"\n";
+    std::fs::write(&file, text).expect("write");
+    let resource = format!("sqlite:{}", dir.path().join("resource.sqlite").display());
+    let config = file.display().to_string();
+    let args =
+        ["resource", "restore", "--resource", &resource, "--config", &config, "--label", "never", "--restore", "1"];
+    assert_one_line_exit_2(&run(&args), "no backup labelled \"never\"");
+}
+
+#[test]
 fn bad_flags_are_one_line() {
     assert_one_line_exit_2(&run(&["cluster", "up", "--nodes", "0", "--dir", "/tmp/x-never"]), "--nodes");
     assert_one_line_exit_2(&run(&["lock", "acquire", "k"]), "--dir DIR or --config FILE");

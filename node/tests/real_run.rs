@@ -15,10 +15,11 @@
 mod common;
 
 use fencelock::resource::WriteVerdict;
-use fencelock::NodeId;
+use fencelock::{ClientId, NodeId};
 use fencesim::actor::Actor;
 use fencesim::faults::{Fault, FaultEvent};
-use fencesim::history::EventKind;
+use fencesim::history::{Event, EventKind};
+use fencesim::machine::net::Addr;
 use fencesim::model::Model;
 use fencesim::real::{self, RealOptions};
 use std::collections::BTreeSet;
@@ -52,6 +53,7 @@ fn model() -> Model {
 
 #[test]
 fn a_real_run_is_judged_and_the_stopped_workers_stale_write_is_rejected() {
+    let _serial = common::serial();
     let temp = tempfile::tempdir().expect("temp dir");
     let dir: PathBuf = temp.path().join("run");
     let options = RealOptions {
@@ -110,4 +112,135 @@ fn a_real_run_is_judged_and_the_stopped_workers_stale_write_is_rejected() {
         .filter_map(|e| e.ok()?.file_name().to_str().map(str::to_owned))
         .collect();
     assert_eq!(actors.len(), 6, "one history per server and worker: {actors:?}");
+}
+
+/// Client 0 cut off from every server, then every server's answers to
+/// client 1 lost (one way): the cut worker's requests reach no server, the
+/// other's are served but never answered, and both are answered again
+/// after the heal.
+#[test]
+fn a_workers_cut_links_lose_its_requests_and_answers() {
+    let _serial = common::serial();
+    let (c0, c1) = (ClientId(0), ClientId(1));
+    let mut plan = vec![
+        FaultEvent { at_ms: 1_000, fault: Fault::CutClient { client: c0 } },
+        FaultEvent { at_ms: 3_000, fault: Fault::Heal },
+        FaultEvent { at_ms: 5_500, fault: Fault::Heal },
+    ];
+    for n in 0..3 {
+        let fault = Fault::OneWay { from: Addr::Server(NodeId(n)), to: Addr::Client(c1) };
+        plan.push(FaultEvent { at_ms: 3_500, fault });
+    }
+    plan.sort_by_key(|e| e.at_ms);
+    let model = Model { clients: 2, keys: 2, safety_ms: 6_500, liveness_ms: 2_500, ..model() };
+    let temp = tempfile::tempdir().expect("temp dir");
+    let dir: PathBuf = temp.path().join("run");
+    let options = RealOptions {
+        seed: 11,
+        model,
+        resource: None,
+        dir: dir.clone(),
+        node_bin: PathBuf::from(env!("CARGO_BIN_EXE_fencelock-node")),
+        plan: Some(plan),
+        stop: Arc::new(AtomicBool::new(false)),
+    };
+    let run = real::run(&options).expect("the run starts and ends");
+    let outcome = &run.outcome;
+    assert!(common::processes_naming(&dir).is_empty(), "every process of the run is stopped");
+    assert!(run.skipped.is_empty(), "a worker's cuts are played: {:?}", run.skipped);
+    assert_eq!(run.played.len(), 6);
+    assert!(outcome.ok, "the default protocol passes: {:?}", outcome.violations);
+
+    let events = outcome.history.events();
+    let fault_at = |wanted: &dyn Fn(&Fault) -> bool| {
+        events
+            .iter()
+            .find_map(|e| match &e.kind {
+                EventKind::Fault { fault } if wanted(fault) => Some(e.at_us),
+                _ => None,
+            })
+            .expect("the runner recorded the fault")
+    };
+    let cut_at = fault_at(&|f| matches!(f, Fault::CutClient { .. }));
+    let one_way_at = fault_at(&|f| matches!(f, Fault::OneWay { .. }));
+    let heals: Vec<u64> =
+        events.iter().filter(|e| matches!(e.kind, EventKind::Fault { fault: Fault::Heal })).map(|e| e.at_us).collect();
+    assert_eq!(heals.len(), 2);
+    // A reply read just as the file was written may still count: 50 ms of slack after each cut.
+    let within = |e: &&Event, from: u64, to: u64| e.at_us > from + 50_000 && e.at_us < to;
+    let count = |from: u64, to: u64, what: &dyn Fn(&EventKind) -> bool| {
+        events.iter().filter(|e| within(e, from, to) && what(&e.kind)).count()
+    };
+
+    let sent = count(cut_at, heals[0], &|k| matches!(k, EventKind::Requested { client, .. } if *client == c0));
+    let heard = count(cut_at, heals[0], &|k| matches!(k, EventKind::Answered { client, .. } if *client == c0));
+    let served = count(cut_at, heals[0], &|k| matches!(k, EventKind::Replied { client, .. } if *client == c0));
+    assert!(sent > 0, "the cut worker kept asking");
+    assert_eq!((heard, served), (0, 0), "no server heard the cut worker, and it heard none");
+
+    let sent = count(one_way_at, heals[1], &|k| matches!(k, EventKind::Requested { client, .. } if *client == c1));
+    let heard = count(one_way_at, heals[1], &|k| matches!(k, EventKind::Answered { client, .. } if *client == c1));
+    let served = count(one_way_at, heals[1], &|k| matches!(k, EventKind::Replied { client, .. } if *client == c1));
+    assert!(sent > 0 && served > 0, "the servers heard the one-way-cut worker: {sent} sent, {served} served");
+    assert_eq!(heard, 0, "and it heard none of their answers");
+
+    for client in [c0, c1] {
+        let after = count(heals[1], u64::MAX, &|k| matches!(k, EventKind::Answered { client: c, .. } if *c == client));
+        assert!(after > 0, "{client} is answered again after the heal");
+    }
+}
+
+/// The resource down for 2 s (a tool holding its write lock, killed at the
+/// restart): no write is answered inside the outage, the writes sent into
+/// it wait and are answered after it, and the tool is stopped by its PID.
+#[test]
+fn a_resource_outage_holds_every_write_until_the_restart() {
+    let _serial = common::serial();
+    let plan = vec![
+        FaultEvent { at_ms: 1_500, fault: Fault::CrashResource },
+        FaultEvent { at_ms: 3_500, fault: Fault::RestartResource },
+    ];
+    let model = Model { safety_ms: 5_000, liveness_ms: 2_000, keys: 3, ..model() };
+    let temp = tempfile::tempdir().expect("temp dir");
+    let dir: PathBuf = temp.path().join("run");
+    let options = RealOptions {
+        seed: 13,
+        model,
+        resource: None,
+        dir: dir.clone(),
+        node_bin: PathBuf::from(env!("CARGO_BIN_EXE_fencelock-node")),
+        plan: Some(plan),
+        stop: Arc::new(AtomicBool::new(false)),
+    };
+    let run = real::run(&options).expect("the run starts and ends");
+    let outcome = &run.outcome;
+    assert!(common::processes_naming(&dir).is_empty(), "every process of the run is stopped, the holding tool too");
+    assert!(run.skipped.is_empty(), "the outage is played: {:?}", run.skipped);
+    assert!(outcome.ok, "the default protocol passes: {:?}", outcome.violations);
+    let events = outcome.history.events();
+    let at = |wanted: &dyn Fn(&EventKind) -> bool| events.iter().find(|e| wanted(&e.kind)).map(|e| e.at_us);
+    let down = at(&|k| *k == EventKind::Crashed { actor: Actor::Resource }).expect("the resource went down");
+    let up = at(&|k| *k == EventKind::Restarted { actor: Actor::Resource }).expect("and came back");
+    // The tool takes the lock a few milliseconds after the crash is recorded.
+    let answered_inside = events
+        .iter()
+        .filter(|e| e.at_us > down + 200_000 && e.at_us < up)
+        .filter(|e| matches!(e.kind, EventKind::WriteDone { .. }))
+        .count();
+    assert_eq!(answered_inside, 0, "no write is answered while the resource is down");
+    let sent_inside: Vec<_> = events
+        .iter()
+        .filter(|e| e.at_us > down + 200_000 && e.at_us < up)
+        .filter_map(|e| match &e.kind {
+            EventKind::WriteSent { client, request, .. } => Some((*client, *request)),
+            _ => None,
+        })
+        .collect();
+    assert!(!sent_inside.is_empty(), "a worker wrote into the outage");
+    for (client, request) in sent_inside {
+        let done = events.iter().find(
+            |e| matches!(&e.kind, EventKind::WriteDone { client: c, request: r, .. } if *c == client && *r == request),
+        );
+        assert!(done.is_some_and(|e| e.at_us >= up), "{client}'s write {request:?} waited for the restart");
+    }
 }

@@ -92,6 +92,8 @@ pub enum ResourceError {
     Task(String),
     /// A backup label other than 1 to 64 of `[A-Za-z0-9_-]`.
     Label(String),
+    /// No backup was taken under this label.
+    NoBackup(String),
     /// The floor could not be read from the lock service.
     FloorRead(FloorError),
     /// Restores kept overtaking the floor reads meant for them.
@@ -117,6 +119,7 @@ impl fmt::Display for ResourceError {
             ResourceError::Floor(what) => write!(f, "invalid floor: {what}"),
             ResourceError::Task(what) => write!(f, "sqlite task: {what}"),
             ResourceError::Label(label) => write!(f, "backup label {label:?} is not 1 to 64 of [A-Za-z0-9_-]"),
+            ResourceError::NoBackup(label) => write!(f, "no backup labelled {label:?} in this resource"),
             ResourceError::FloorRead(error) => write!(f, "floor read: {error}"),
             ResourceError::FloorOvertaken { rounds } => {
                 write!(f, "a newer restore overtook each of {rounds} floor reads")
@@ -200,6 +203,24 @@ impl SqlResource {
             SqlResource::Postgres(_) => None,
         };
         Ok(Backup { label: label.to_string(), path })
+    }
+
+    /// Takes the resource's write lock in a transaction left open: every
+    /// write waits until this process ends (`fencelock-node resource hold`,
+    /// what a real run plays a crash of the resource as).
+    pub async fn hold_writes(&mut self) -> Result<(), ResourceError> {
+        match self {
+            SqlResource::Sqlite(resource) => resource.hold_writes().await,
+            SqlResource::Postgres(resource) => resource.hold_writes().await,
+        }
+    }
+
+    /// Whether a backup was taken under `backup`'s label.
+    pub async fn has_backup(&mut self, backup: &Backup) -> Result<bool, ResourceError> {
+        match self {
+            SqlResource::Sqlite(_) => Ok(backup.path.as_deref().is_some_and(std::path::Path::is_file)),
+            SqlResource::Postgres(resource) => resource.has_backup(&backup.label).await,
+        }
     }
 
     /// The operator's restore: puts `backup` back as the whole image and marks

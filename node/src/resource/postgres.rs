@@ -139,6 +139,18 @@ impl PostgresResource {
         Ok(Backup { label: label.to_string(), path: None })
     }
 
+    /// Begins a transaction holding the restore row alone and leaves it
+    /// open: every write waits for it until this connection closes.
+    pub(super) async fn hold_writes(&mut self) -> Result<(), ResourceError> {
+        self.client.batch_execute("BEGIN").await?;
+        self.client.query_one(SELECT_META_ALONE, &[]).await?;
+        Ok(())
+    }
+
+    pub(super) async fn has_backup(&mut self, label: &str) -> Result<bool, ResourceError> {
+        Ok(self.client.query_opt("SELECT 1 FROM backup_resource_meta WHERE label = $1", &[&label]).await?.is_some())
+    }
+
     pub(super) async fn restore(&mut self, backup: &Backup, restore: u64) -> Result<(), ResourceError> {
         let mark = restore_awaits_floor(self.variant).then(|| to_sql(restore, "restore")).transpose()?;
         let label = backup.label.as_str();
@@ -147,7 +159,7 @@ impl PostgresResource {
         let taken = tx.query_opt("SELECT 1 FROM backup_resource_meta WHERE label = $1", &[&label]).await?;
         if taken.is_none() {
             tx.rollback().await?;
-            return Err(ResourceError::Label(label.to_string()));
+            return Err(ResourceError::NoBackup(label.to_string()));
         }
         for (table, _) in TABLES.iter().rev() {
             tx.execute(&format!("DELETE FROM {table}"), &[]).await?;

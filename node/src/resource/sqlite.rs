@@ -100,9 +100,18 @@ impl SqliteResource {
     }
 
     pub(super) async fn restore(&mut self, backup: &Backup, restore: u64) -> Result<(), ResourceError> {
-        let source = backup.path.clone().ok_or_else(|| ResourceError::Label(backup.label.clone()))?;
+        let source = backup.path.clone().ok_or_else(|| ResourceError::NoBackup(backup.label.clone()))?;
+        if !source.is_file() {
+            return Err(ResourceError::NoBackup(backup.label.clone()));
+        }
         let mark = restore_awaits_floor(self.variant).then(|| to_sql(restore, "restore")).transpose()?;
         self.with_connection(move |connection| restore_file(connection, &source, mark)).await
+    }
+
+    /// Begins a write transaction and leaves it open: every other writer
+    /// waits (busy timeout) until this connection's process ends.
+    pub(super) async fn hold_writes(&mut self) -> Result<(), ResourceError> {
+        self.with_connection(|connection| Ok(connection.execute_batch("BEGIN IMMEDIATE")?)).await
     }
 
     pub(super) async fn awaiting_floor(&mut self) -> Result<Option<u64>, ResourceError> {

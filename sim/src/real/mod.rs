@@ -8,11 +8,15 @@
 //! (`faults::plan`) on real time: pauses are SIGSTOP and SIGCONT, crashes
 //! SIGKILL and a restart from disk, partitions the servers' admin request
 //! to drop Raft traffic (one-way cuts between servers: the sender drops
-//! what it sends), clock faults a new mapping of a process's local clock
+//! what it sends), a worker's links to servers cut at the worker's end (its
+//! `links-N` control file: what it sends to or hears from a server is
+//! dropped there), clock faults a new mapping of a process's local clock
 //! (admin request or control file: the OS clock is never touched), a
 //! planned stall of the holder a real stop of the worker between its lease
 //! check and its write, backups and restores of a server, the cluster or
-//! the resource the operator's own steps (`restores.rs`). After `safety_ms`
+//! the resource the operator's own steps (`restores.rs`), a crash of the
+//! resource an outage (a tool holding its write lock until the restart).
+//! After `safety_ms`
 //! every fault is healed; after the
 //! liveness phase every process is stopped by its PID, and their histories,
 //! merged on CLOCK_MONOTONIC (`merge.rs`), are judged by `checker` under
@@ -20,8 +24,8 @@
 //!
 //! The fault schedule is the seed's; what the OS schedules around it is
 //! not, so a real run is not reproducible byte for byte. Faults a real run
-//! cannot play (a worker's links cut, message loss, slow disks, the
-//! resource's crashes, the reactive families) are reported as skipped.
+//! cannot play (message loss, slow disks, the reactive families) are
+//! reported as skipped.
 //!
 //! **Architecture Invariant:** this is the one module that reads real time
 //! and starts processes; no simulated run reaches it.
@@ -107,13 +111,15 @@ pub fn unplayable(fault: &Fault) -> Option<&'static str> {
         Fault::StallUntilOvertaken(stall) if stall.before == StallPoint::Write => None,
         Fault::Pause { actor: Actor::Resource, .. } => Some("the resource is a database file, not a process"),
         Fault::Pause { .. } => None,
-        // A server drops what it sends to the other one (`admin cut`).
-        Fault::OneWay { from: Addr::Server(_), to: Addr::Server(_) } => None,
-        Fault::OneWay { .. } => Some("a worker's links are not cut"),
-        Fault::CutClient { .. } => Some("a worker's links are not cut"),
-        Fault::CrashResource | Fault::RestartResource => {
-            Some("each write is a synced transaction of the database; no process to crash")
-        }
+        // A server drops what it sends to the other one (`admin cut`); a
+        // worker drops what it sends to, or hears from, a server (`links-N`).
+        Fault::OneWay { from: Addr::Server(_), to: Addr::Server(_) }
+        | Fault::OneWay { from: Addr::Client(_), to: Addr::Server(_) }
+        | Fault::OneWay { from: Addr::Server(_), to: Addr::Client(_) }
+        | Fault::CutClient { .. } => None,
+        Fault::OneWay { .. } => Some("the workload sends nothing on that link"),
+        // An outage: a tool holds the database's write lock until the restart (`restores.rs`).
+        Fault::CrashResource | Fault::RestartResource => None,
         // `restores.rs`: copies of data directories, tool processes for the cluster and the resource.
         Fault::BackupNode { .. }
         | Fault::RestoreNode { .. }
@@ -123,6 +129,38 @@ pub fn unplayable(fault: &Fault) -> Option<&'static str> {
         | Fault::RestoreResource => None,
         Fault::DiskStall { .. } => Some("a real disk's fsync is not slowed"),
         _ => Some("a reactive family of the simulator (it watches every message)"),
+    }
+}
+
+/// Which way a worker's link to a server is cut.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Direction {
+    /// What the worker sends to the server.
+    To,
+    /// What the server sends to the worker.
+    From,
+    Both,
+}
+
+/// The servers a worker drops what it sends to (`to`) and hears from (`from`).
+#[derive(Clone, Debug, Default)]
+struct WorkerLinks {
+    to: BTreeSet<NodeId>,
+    from: BTreeSet<NodeId>,
+}
+
+impl WorkerLinks {
+    /// `fencelock-node`'s `links-N` text (`client::Links`): `to=0,2 from=1`.
+    fn text(&self) -> String {
+        let list = |set: &BTreeSet<NodeId>| set.iter().map(|n| n.0.to_string()).collect::<Vec<_>>().join(",");
+        let mut parts = Vec::new();
+        if !self.to.is_empty() {
+            parts.push(format!("to={}", list(&self.to)));
+        }
+        if !self.from.is_empty() {
+            parts.push(format!("from={}", list(&self.from)));
+        }
+        parts.join(" ")
     }
 }
 
@@ -164,6 +202,8 @@ struct Runner<'a> {
     isolated: BTreeMap<NodeId, BTreeSet<NodeId>>,
     /// The servers each server drops what it sends to, one way.
     cut: BTreeMap<NodeId, BTreeSet<NodeId>>,
+    /// The links each worker drops at its end (`links-N`).
+    worker_links: BTreeMap<ClientId, WorkerLinks>,
     /// The operator's backup and restore processes.
     tools: Tools,
     /// When the resource's last backup was recorded (CLOCK_MONOTONIC µs).
@@ -256,6 +296,7 @@ pub fn prepare(options: &RealOptions) -> Result<Prepared<'_>, String> {
         clocks: BTreeMap::new(),
         isolated: BTreeMap::new(),
         cut: BTreeMap::new(),
+        worker_links: BTreeMap::new(),
         tools: Tools::default(),
         resource_backup_at_us: None,
         resource_restores: 0,
@@ -388,34 +429,66 @@ impl Runner<'_> {
                 self.cut.entry(from).or_default().insert(to);
                 self.send_cut(from);
             }
+            Fault::CrashResource => self.crash_resource()?,
+            Fault::RestartResource => self.restart_resource(),
             Fault::BackupResource => self.back_up_resource(recorded_us)?,
             Fault::RestoreResource => self.restore_resource()?,
             Fault::BackupNode { node } => self.back_up_node(node, recorded_us)?,
             Fault::RestoreNode { node } => self.restore_node(node)?,
             Fault::BackupCluster => self.back_up_cluster(recorded_us)?,
             Fault::RestoreCluster => self.restore_cluster()?,
+            Fault::OneWay { from: Addr::Client(client), to: Addr::Server(server) } => {
+                self.cut_worker(client, [server], Direction::To)?;
+            }
+            Fault::OneWay { from: Addr::Server(server), to: Addr::Client(client) } => {
+                self.cut_worker(client, [server], Direction::From)?;
+            }
+            Fault::CutClient { client } => {
+                self.cut_worker(client, (0..self.model.nodes).map(NodeId), Direction::Both)?;
+            }
             Fault::Partition { sides } => {
-                let side_of = |node: NodeId| sides.iter().position(|side| side.contains(&Addr::Server(node)));
-                for a in 0..self.model.nodes {
-                    let Some(side_a) = side_of(NodeId(a)) else { continue };
-                    let cut: BTreeSet<NodeId> = (0..self.model.nodes)
+                let side_of = |addr: Addr| sides.iter().position(|side| side.contains(&addr));
+                let across = |side_a: usize| -> BTreeSet<NodeId> {
+                    (0..self.model.nodes)
                         .map(NodeId)
-                        .filter(|b| side_of(*b).is_some_and(|side_b| side_b != side_a))
-                        .collect();
-                    self.isolated.entry(NodeId(a)).or_default().extend(cut);
+                        .filter(|b| side_of(Addr::Server(*b)).is_some_and(|side_b| side_b != side_a))
+                        .collect()
+                };
+                for a in 0..self.model.nodes {
+                    let Some(side_a) = side_of(Addr::Server(NodeId(a))) else { continue };
+                    self.isolated.entry(NodeId(a)).or_default().extend(across(side_a));
                     self.send_isolation(NodeId(a));
+                }
+                for c in 0..self.model.clients {
+                    let Some(side_c) = side_of(Addr::Client(ClientId(c))) else { continue };
+                    let servers = across(side_c);
+                    self.cut_worker(ClientId(c), servers, Direction::Both)?;
                 }
             }
             Fault::IsolateLeader | Fault::IsolateLeaderWith { .. } => {
                 let Some(leader) = self.roles.leader() else { return Ok(()) };
                 self.isolate(leader);
-                if let Fault::IsolateLeaderWith { pause_ms, .. } = fault {
-                    if pause_ms > 0 {
-                        self.pause(Actor::Server(leader), pause_ms);
+                match fault {
+                    // Cut off from everyone: its workers too.
+                    Fault::IsolateLeader => {
+                        for c in 0..self.model.clients {
+                            self.cut_worker(ClientId(c), [leader], Direction::Both)?;
+                        }
                     }
+                    // Its side keeps `clients`, cut from the other servers; the rest reach both sides.
+                    Fault::IsolateLeaderWith { clients, pause_ms } => {
+                        let others: Vec<NodeId> = (0..self.model.nodes).map(NodeId).filter(|n| *n != leader).collect();
+                        for client in clients {
+                            self.cut_worker(client, others.iter().copied(), Direction::Both)?;
+                        }
+                        if pause_ms > 0 {
+                            self.pause(Actor::Server(leader), pause_ms);
+                        }
+                    }
+                    _ => {}
                 }
             }
-            Fault::Heal => self.heal_network(),
+            Fault::Heal => self.heal_network()?,
             Fault::Crash { node, .. } => self.crash(node),
             Fault::Restart { node } => self.restart(node)?,
             Fault::Pause { actor, ms } => self.pause(actor, ms),
@@ -457,7 +530,37 @@ impl Runner<'_> {
         self.send_isolation(node);
     }
 
-    fn heal_network(&mut self) {
+    /// Cuts `client`'s links with `servers` in `direction`, at the worker's end.
+    fn cut_worker(
+        &mut self,
+        client: ClientId,
+        servers: impl IntoIterator<Item = NodeId>,
+        direction: Direction,
+    ) -> Result<(), String> {
+        let links = self.worker_links.entry(client).or_default();
+        for server in servers {
+            if direction != Direction::From {
+                links.to.insert(server);
+            }
+            if direction != Direction::To {
+                links.from.insert(server);
+            }
+        }
+        self.send_links(client)
+    }
+
+    /// Writes `client`'s links file: the worker reads it at every message.
+    fn send_links(&mut self, client: ClientId) -> Result<(), String> {
+        let text = self.worker_links.get(&client).map(WorkerLinks::text).unwrap_or_default();
+        write_atomically(&self.control, &format!("links-{}", client.0), &text)
+    }
+
+    fn heal_network(&mut self) -> Result<(), String> {
+        let workers: Vec<ClientId> = self.worker_links.keys().copied().collect();
+        self.worker_links.clear();
+        for client in workers {
+            self.send_links(client)?;
+        }
         let cut: Vec<NodeId> = self.isolated.keys().copied().collect();
         self.isolated.clear();
         for node in cut {
@@ -468,6 +571,7 @@ impl Runner<'_> {
         for node in one_way {
             self.send_cut(node);
         }
+        Ok(())
     }
 
     /// Tells `node` the servers it drops what it sends to now, one way.
@@ -584,7 +688,7 @@ impl Runner<'_> {
     }
 
     fn heal(&mut self) -> Result<(), String> {
-        self.heal_network();
+        self.heal_network()?;
         let _ = std::fs::remove_file(self.control.join("stall-armed"));
         // The runner's pauses end now; a worker's own stall runs its length, as in the simulator.
         let paused: Vec<Actor> = self.paused.iter().copied().collect();
@@ -595,6 +699,7 @@ impl Runner<'_> {
         for node in down {
             self.restart(node)?;
         }
+        self.restart_resource();
         self.record(EventKind::Healed);
         Ok(())
     }

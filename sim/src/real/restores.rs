@@ -10,6 +10,12 @@
 //!   The tool records `ResourceRestored`, `FloorAsked` and `FloorRaised` in
 //!   `history/resource.jsonl`, with the instant the runner recorded the
 //!   backup at, so the checker pairs the two as in a simulated run.
+//! - `CrashResource` until `RestartResource`: an outage. A tool process
+//!   (`fencelock-node resource hold`) holds the database's write lock, so
+//!   every write waits, until the runner kills it by its PID. Each write of
+//!   the protocol's resource is a synced transaction, so the simulator's
+//!   crash loses nothing a real database would keep; what a real run shows
+//!   is the writes that wait through the outage.
 //! - `BackupNode`: a copy of the server's data directory, taken while it
 //!   runs (a log file read while it is appended to is a prefix of it: a
 //!   state a crash could leave, torn last record and all).
@@ -53,6 +59,8 @@ const CLUSTER_RESTORE_WAIT_US: u64 = 20_000_000;
 #[derive(Default)]
 pub(super) struct Tools {
     running: Vec<Tool>,
+    /// The tool holding the resource's write lock: the resource is down until it is killed.
+    holding: Option<Child>,
     /// Every tool started, for the report.
     pub started: u64,
 }
@@ -97,8 +105,17 @@ impl Tools {
         }
     }
 
+    /// Ends the outage of the resource, if one lasts: the holding tool is killed by its PID.
+    fn end_hold(&mut self) -> bool {
+        let Some(mut child) = self.holding.take() else { return false };
+        let _ = child.kill();
+        let _ = child.wait();
+        true
+    }
+
     /// Kills every tool still running and reaps it.
     pub(super) fn kill_all(&mut self) {
+        self.end_hold();
         for mut tool in self.running.drain(..) {
             let _ = tool.child.kill();
             let _ = tool.child.wait();
@@ -113,6 +130,34 @@ impl Drop for Tools {
 }
 
 impl Runner<'_> {
+    /// The resource goes down: `fencelock-node resource hold` takes its
+    /// write lock and keeps it until [`Runner::restart_resource`] kills it.
+    pub(super) fn crash_resource(&mut self) -> Result<(), String> {
+        if self.tools.holding.is_some() {
+            return Ok(());
+        }
+        let args = vec![
+            "resource".to_string(),
+            "hold".to_string(),
+            "--config".to_string(),
+            self.config.display().to_string(),
+            "--resource".to_string(),
+            self.resource.clone(),
+        ];
+        let log = self.procs.log_of(Actor::Resource);
+        self.tools.holding = Some(super::procs::spawn_logged(&self.options.node_bin, &args, &log)?);
+        self.tools.started += 1;
+        self.record(EventKind::Crashed { actor: Actor::Resource });
+        Ok(())
+    }
+
+    /// The resource comes back: the holding tool is killed, and every waiting write goes on.
+    pub(super) fn restart_resource(&mut self) {
+        if self.tools.end_hold() {
+            self.record(EventKind::Restarted { actor: Actor::Resource });
+        }
+    }
+
     /// `fencelock-node resource backup`, in the background.
     pub(super) fn back_up_resource(&mut self, fault_at_us: u64) -> Result<(), String> {
         let args = self.resource_args("backup");
