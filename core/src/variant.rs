@@ -67,6 +67,8 @@ pub enum Variant {
     ReleasedBeforeCommit,
     /// The resource restored from a backup trusts its restored highest tokens as they are.
     ResourceRestoreNaive,
+    /// A renewal is confirmed after the leader proposed its lease's Expire.
+    RenewWhileExpiring,
     /// The leader drops what append answers acknowledge; nothing ever commits.
     NeverCommit,
     /// The service never answers `Unavailable`; it stays silent and the client times out.
@@ -294,6 +296,13 @@ pub const VARIANTS: &[VariantInfo] = &[
         breaks: Some(Property::FencedWrite),
         about: "the resource restored from a backup trusts its restored highest tokens: a stale holder between the backup's token and the true highest writes again",
         model: "",
+    },
+    VariantInfo {
+        variant: Variant::RenewWhileExpiring,
+        name: "renew-while-expiring",
+        breaks: Some(Property::LeaseExclusion),
+        about: "a renewal that reached the leader as it decided the lease's expiry is confirmed after the Expire was proposed: the holder believes in a lease the log ends",
+        model: "late_renewals = true",
     },
     VariantInfo {
         variant: Variant::NeverCommit,

@@ -285,6 +285,7 @@ pub trait Tap: Send {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Reader {
     RenewStrikes,
+    LateRenewals,
     GrantStrikes,
     FenceStrikes,
     Stall(ClientId),
@@ -490,6 +491,7 @@ impl EventKind {
                 ChurnEvent::Struck { term, .. }
                 | ChurnEvent::AckStruck { term, .. }
                 | ChurnEvent::RenewStruck { term, .. }
+                | ChurnEvent::RenewalHeld { term, .. }
                 | ChurnEvent::GrantStruck { term, .. }
                 | ChurnEvent::VoteSplit { term, .. }
                 | ChurnEvent::VoteStruck { term, .. }
@@ -555,7 +557,11 @@ impl EventKind {
             K::Fault { fault } => fault.named(),
             K::Churn(ChurnEvent::Struck { node, .. } | ChurnEvent::PluggedBack { node }) => vec![Actor::Server(*node)],
             K::Churn(ChurnEvent::AckStruck { node, to, .. }) => vec![Actor::Server(*node), Actor::Server(*to)],
-            K::Churn(ChurnEvent::RenewStruck { node, client, .. } | ChurnEvent::GrantStruck { node, client, .. }) => {
+            K::Churn(
+                ChurnEvent::RenewStruck { node, client, .. }
+                | ChurnEvent::RenewalHeld { node, client, .. }
+                | ChurnEvent::GrantStruck { node, client, .. },
+            ) => {
                 vec![Actor::Server(*node), Actor::Client(*client)]
             }
             K::Churn(

@@ -124,6 +124,13 @@ pub struct Model {
     /// swarm draws it when the model has `resource_crashes`; `false` keeps it off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fence_strikes: Option<bool>,
+    /// Stretches in which a holder's renewal is held on the wire to the
+    /// leader until just past the lease's end on the leader's clock, so it
+    /// arrives as the expiry is decided (extension of CLI.md;
+    /// `world/late_renewals.rs`). Absent, off in a plain run; swarm draws it
+    /// when the model has `partitions`; `false` keeps it off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub late_renewals: Option<bool>,
     /// Raft entries per append message (extension of CLI.md); 1 makes a new
     /// leader's first entries travel one by one.
     pub entries_per_message_max: u32,
@@ -197,6 +204,7 @@ impl Default for Model {
             grant_strikes: None,
             vote_strikes: None,
             fence_strikes: None,
+            late_renewals: None,
             entries_per_message_max: 64,
             inflight_max: 4,
             snapshot_entries: None,
@@ -340,6 +348,11 @@ pub const KEYS: &[KeyInfo] = &[
         "fence_strikes",
         "The resource crashes just after it accepts a takeover write (a higher token on a key whose last lock \
          expired), back 5-100 ms later; absent, off, but drawn by swarm (with resource_crashes).",
+    ),
+    flag(
+        "late_renewals",
+        "A holder's renewal is held on the wire to the leader until just past the lease's end there, so it \
+         arrives as the expiry is decided; absent, off, but drawn by swarm (with partitions).",
     ),
     int("entries_per_message_max", 1, 1_024, "Raft entries per append message."),
     int("inflight_max", 1, 64, "Raft appends in flight per follower."),
@@ -725,6 +738,7 @@ mod tests {
             grant_strikes: Some(true),
             vote_strikes: Some(true),
             fence_strikes: Some(true),
+            late_renewals: Some(true),
             snapshot_entries: Some(32),
             swarm: true,
             swarm_bias: Some("crashes:700".parse().unwrap()),

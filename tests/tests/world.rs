@@ -211,6 +211,41 @@ fn renew_strikes_follow_a_renewal_and_the_protocol_stays_safe() {
     assert!(strikes >= 1, "{strikes} renew strikes in four seeds");
 }
 
+/// Late renewals (`world/late_renewals.rs`) hold a holder's renew to the
+/// leader that gave it its lease, within a millisecond of its sending, until
+/// just past that lease's end there; the renew then meets the expiry
+/// (either way round) and the protocol stays safe.
+#[test]
+fn late_renewals_hold_a_renew_until_its_lease_ends_and_the_protocol_stays_safe() {
+    use fencelock::service::ClientRequest;
+    use fencelock::Probe;
+    let model = Model { late_renewals: Some(true), ..Model::default() };
+    let (mut holds, mut met) = (0, 0);
+    for seed in 0..6 {
+        let outcome = run_seed(seed, &model);
+        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+        let events = outcome.history.events();
+        for (i, event) in events.iter().enumerate() {
+            let EventKind::Churn(hold @ ChurnEvent::RenewalHeld { node, client, after_us, .. }) = &event.kind else {
+                continue;
+            };
+            holds += 1;
+            assert!(*after_us <= 1_000, "seed {seed}: `{hold}` more than a millisecond after the renew");
+            let sent = events[..i].iter().rev().any(|e| {
+                matches!(&e.kind, EventKind::Requested { client: c, to, body: ClientRequest::Renew { .. }, .. }
+                    if c == client && to == node && e.at_us + after_us == event.at_us)
+            });
+            assert!(sent, "seed {seed}: `{hold}` follows no renew of its client to its node");
+        }
+        let probes = outcome.probes;
+        met += usize::from(
+            probes.contains(Probe::ExpireWhileRenewInFlight) || probes.contains(Probe::RenewConfirmedDuringExpiry),
+        );
+    }
+    assert!(holds >= 3, "{holds} held renewals in six seeds");
+    assert!(met >= 2, "a held renewal met the expiry in {met} of six seeds");
+}
+
 /// Grant strikes (`world/grants.rs`) pause a leader within a millisecond
 /// of its applying a Release or Expire of a key a client waits for there,
 /// for longer than a lease; the protocol stays safe through them, and the

@@ -194,7 +194,7 @@ impl LockServer {
         let live = self.state.lock(key).is_some_and(|lock| ignore_token || lock.token == token);
         let expiring =
             self.leases.get(key).is_some_and(|lease| lease.token == token && lease.expiry == Expiry::Proposed);
-        live && !expiring
+        live && (!expiring || self.config.variant == Variant::RenewWhileExpiring)
     }
 
     /// A full lease from now; returns its length.

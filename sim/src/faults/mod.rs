@@ -23,6 +23,7 @@ mod amnesia;
 mod churn;
 mod disks;
 mod fences;
+mod late_renewals;
 mod grants;
 mod renews;
 pub mod steer;
@@ -135,6 +136,17 @@ pub enum Fault {
     /// A stop-the-world stall of `ms` of whoever leads when the fault fires.
     PauseLeader {
         ms: u64,
+    },
+    /// For `for_ms`, up to `strikes` times, a renew that a lock's holder
+    /// sends to the leader that last extended its lease is held on the wire
+    /// (with whatever else the holder sends that leader) until `after_ms`
+    /// past that lease's end as the leader measures it
+    /// (`world/late_renewals.rs`): it arrives while the leader decides the
+    /// lease's expiry, before or after it asks its expiry round.
+    LateRenewals {
+        for_ms: u64,
+        strikes: u64,
+        after_ms: u64,
     },
     /// The next worker to pass its lease check with a lock held stalls `ms`
     /// between that check and its write (worker A of seed 002), whoever it
@@ -375,6 +387,10 @@ pub enum ChurnEvent {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         restore: bool,
     },
+    /// `client`'s renew to `node`, leader of `term`, held on the wire for
+    /// `held_ms` from `after_us` after it was sent, to arrive just past the
+    /// end of the lease `node` last gave `client`.
+    RenewalHeld { node: NodeId, client: ClientId, term: Term, after_us: u64, held_ms: u64 },
     /// `cut` cut off from the other servers while `leader` leads `term`, and
     /// every server backed up (`fsync_ms` 0) or the other followers' fsyncs slowed to `fsync_ms`.
     AmnesiaArmed { leader: NodeId, term: Term, cut: Vec<NodeId>, fsync_ms: u64 },
@@ -418,6 +434,11 @@ impl fmt::Display for ChurnEvent {
                 f,
                 "renew strike: cut {node}, leader of {term}, off with {client} and pause it {pause_ms} ms, \
                  {after_us} us after it renewed {client}'s lease; links back in {cut_ms} ms"
+            ),
+            ChurnEvent::RenewalHeld { node, client, term, after_us, held_ms } => write!(
+                f,
+                "late renewal: hold {client}'s renew to {node}, leader of {term}, {held_ms} ms on the wire \
+                 ({after_us} us after it was sent), to arrive just past the lease's end there"
             ),
             ChurnEvent::GrantStruck { node, client, key, term, after_us, pause_ms } => write!(
                 f,
@@ -512,6 +533,7 @@ impl Fault {
             | Fault::GrantStrikes { .. }
             | Fault::VoteStrikes { .. }
             | Fault::FenceStrikes { .. }
+            | Fault::LateRenewals { .. }
             | Fault::StallUntilOvertaken(_)
             | Fault::StallOnGrant { .. }
             | Fault::LoseWriteAnswer
@@ -647,6 +669,11 @@ impl fmt::Display for Fault {
                 "fence strikes for {for_ms} ms: up to {strikes} times, restore the resource from its last backup \
                  just after a takeover write"
             ),
+            Fault::LateRenewals { for_ms, strikes, after_ms } => write!(
+                f,
+                "late renewals for {for_ms} ms: up to {strikes} times, hold a holder's renew to the leader on the \
+                 wire until {after_ms} ms past its lease's end there"
+            ),
         }
     }
 }
@@ -675,6 +702,7 @@ enum Family {
     GrantStrikes = 14,
     VoteStrikes = 15,
     FenceStrikes = 16,
+    LateRenewals = 17,
 }
 
 fn family_rng(seed: u64, family: Family) -> ChaCha8Rng {
@@ -730,6 +758,9 @@ pub fn plan(model: &Model, seed: u64) -> Vec<FaultEvent> {
     }
     if model.fence_strikes == Some(true) {
         planner.fence_strikes(&mut family_rng(seed, Family::FenceStrikes));
+    }
+    if model.late_renewals == Some(true) {
+        planner.late_renewals(&mut family_rng(seed, Family::LateRenewals));
     }
     let mut events = planner.events;
     // Stable: events at the same millisecond keep their family order.

@@ -71,10 +71,11 @@ pub enum Coin {
     FastDrift,
     /// Compaction every 36 to 64 entries rather than 8 to 36.
     SparseCompaction,
+    LateRenewals,
 }
 
 impl Coin {
-    pub const ALL: [Coin; 26] = [
+    pub const ALL: [Coin; 27] = [
         Coin::SmallBatches,
         Coin::OneInFlight,
         Coin::Partitions,
@@ -101,6 +102,7 @@ impl Coin {
         Coin::LongPauses,
         Coin::FastDrift,
         Coin::SparseCompaction,
+        Coin::LateRenewals,
     ];
 
     /// Its name in `swarm_bias`: the model key it decides, where there is one.
@@ -132,6 +134,7 @@ impl Coin {
             Coin::LongPauses => "long_pauses",
             Coin::FastDrift => "fast_drift",
             Coin::SparseCompaction => "sparse_compaction",
+            Coin::LateRenewals => "late_renewals",
         }
     }
 }
@@ -371,6 +374,9 @@ pub fn draw_tossed(model: &Model, seed: u64) -> (Model, Heads) {
     // And after it: the resource crashed just after a takeover write.
     drawn.fence_strikes =
         Some(coins.family(Coin::FenceStrikes, model.fence_strikes != Some(false) && model.resource_crashes));
+    // And after it: a holder's renewal held on the wire until its lease ends at the leader.
+    drawn.late_renewals =
+        Some(coins.family(Coin::LateRenewals, model.late_renewals != Some(false) && model.partitions));
     debug_assert!(drawn.validate().is_ok(), "a swarm draw of a valid model is valid");
     (drawn, coins.heads)
 }
@@ -380,7 +386,8 @@ pub fn describe(drawn: &Model) -> String {
     format!(
         "nodes={} entries_per_message_max={} inflight_max={} partitions={} crashes={} leader_churn={} restores={} \
          pauses={} clock_steps={} resource_crashes={} resource_restores={} corruption={} drift_beyond_bound={} loss_rate={} dup_rate={} \
-         pause_ms_max={} drift_ppm_max={} ack_crashes={} snapshot_entries={} renew_strikes={} ack_amnesia={} grant_strikes={} vote_strikes={} fence_strikes={}",
+         pause_ms_max={} drift_ppm_max={} ack_crashes={} snapshot_entries={} renew_strikes={} ack_amnesia={} grant_strikes={} vote_strikes={} fence_strikes={} \
+         late_renewals={}",
         drawn.nodes,
         drawn.entries_per_message_max,
         drawn.inflight_max,
@@ -405,6 +412,7 @@ pub fn describe(drawn: &Model) -> String {
         drawn.grant_strikes.unwrap_or(false),
         drawn.vote_strikes.unwrap_or(false),
         drawn.fence_strikes.unwrap_or(false),
+        drawn.late_renewals.unwrap_or(false),
     )
 }
 
@@ -675,6 +683,28 @@ mod tests {
             assert_eq!(
                 Model { fence_strikes: None, ..draw(&off, seed) },
                 Model { fence_strikes: None, ..drawn.clone() },
+                "seed {seed}"
+            );
+        }
+    }
+
+    #[test]
+    fn late_renewals_are_drawn_after_every_other_key_and_only_with_partitions() {
+        let draws: Vec<Model> = (0..400).map(|seed| draw(&swarm_model(), seed)).collect();
+        let on = draws.iter().filter(|m| m.late_renewals == Some(true)).count();
+        assert!((140..=260).contains(&on), "late_renewals on in {on} of 400 seeds");
+        let off = Model { late_renewals: Some(false), ..swarm_model() };
+        let forced = Model { late_renewals: Some(true), ..swarm_model() };
+        let no_cuts = Model { partitions: false, ..swarm_model() };
+        for seed in 0..400 {
+            let drawn = &draws[seed as usize];
+            assert_eq!(draw(&off, seed).late_renewals, Some(false), "seed {seed}: false keeps it off");
+            assert_eq!(&draw(&forced, seed), drawn, "seed {seed}: true is what absent draws");
+            assert_eq!(draw(&no_cuts, seed).late_renewals, Some(false), "seed {seed}: the network family's");
+            // Drawn last: every other key is what it was before the family existed.
+            assert_eq!(
+                Model { late_renewals: None, ..draw(&off, seed) },
+                Model { late_renewals: None, ..drawn.clone() },
                 "seed {seed}"
             );
         }

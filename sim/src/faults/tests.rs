@@ -637,3 +637,30 @@ fn renew_strikes_and_ack_amnesia_are_planned_only_when_set_on_and_leave_the_othe
     assert!((50..=250).contains(&amnesia), "{amnesia} ack-amnesia episodes in 50 runs");
     assert!(slowed * 4 > amnesia && slowed * 4 < amnesia * 3, "{slowed} of {amnesia} crash rather than restore");
 }
+
+#[test]
+fn late_renewals_are_planned_only_when_set_on_and_leave_the_other_families_alone() {
+    let standard = Model::default();
+    assert_eq!(standard.late_renewals, None, "off in the standard model");
+    let on = Model { late_renewals: Some(true), ..Model::default() };
+    let off = Model { late_renewals: Some(false), ..Model::default() };
+    let mut episodes = 0;
+    for seed in 0..50 {
+        let with = plan(&on, seed);
+        assert_eq!(with, plan(&on, seed), "seed {seed}: the same plan every time");
+        let (late, others): (Vec<&FaultEvent>, Vec<&FaultEvent>) =
+            with.iter().partition(|e| matches!(e.fault, Fault::LateRenewals { .. }));
+        for event in late {
+            let Fault::LateRenewals { for_ms, strikes, after_ms } = event.fault else { unreachable!() };
+            episodes += 1;
+            let held_ms_max = on.lease_ms + super::late_renewals::LATE_RENEWAL_AFTER_MS_MAX;
+            assert!(event.at_ms + for_ms + held_ms_max < on.safety_ms, "seed {seed}: past the safety phase");
+            assert!((5_000..=15_000).contains(&for_ms) && (1..=3).contains(&strikes), "seed {seed}");
+            assert!(after_ms <= super::late_renewals::LATE_RENEWAL_AFTER_MS_MAX, "seed {seed}: {after_ms} ms");
+        }
+        // Its own stream: the other families are the same with and without it.
+        assert_eq!(others, plan(&standard, seed).iter().collect::<Vec<_>>(), "seed {seed}");
+        assert_eq!(plan(&off, seed), plan(&standard, seed), "seed {seed}: false is absent");
+    }
+    assert!((50..=200).contains(&episodes), "{episodes} late-renewal episodes in 50 runs");
+}

@@ -83,6 +83,9 @@ fn physical(fault: &Fault) -> Option<String> {
         Fault::FenceStrikes { for_ms, down_ms, .. } if for_ms.max(down_ms) > STEP_MS_MAX => {
             Some(format!("a fence strike's times must be within 0..={STEP_MS_MAX} ms (one day)"))
         }
+        Fault::LateRenewals { for_ms, after_ms, .. } if for_ms.max(after_ms) > STEP_MS_MAX => {
+            Some(format!("a late-renewal episode's times must be within 0..={STEP_MS_MAX} ms (one day)"))
+        }
         Fault::GrantStrikes { for_ms, pause_ms, .. } if for_ms.max(pause_ms) > STEP_MS_MAX => {
             Some(format!("a grant strike's times must be within 0..={STEP_MS_MAX} ms (one day)"))
         }

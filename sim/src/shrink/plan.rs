@@ -108,7 +108,8 @@ fn family(fault: &Fault) -> Family {
         | Fault::AckAmnesia { .. }
         | Fault::GrantStrikes { .. }
         | Fault::VoteStrikes { .. }
-        | Fault::FenceStrikes { .. } => Family::Reactive,
+        | Fault::FenceStrikes { .. }
+        | Fault::LateRenewals { .. } => Family::Reactive,
     }
 }
 

@@ -102,7 +102,8 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
         | Fault::AckAmnesia { .. }
         | Fault::GrantStrikes { .. }
         | Fault::VoteStrikes { .. }
-        | Fault::FenceStrikes { .. } => fault.clone(),
+        | Fault::FenceStrikes { .. }
+        | Fault::LateRenewals { .. } => fault.clone(),
     })
 }
 

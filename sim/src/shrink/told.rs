@@ -350,6 +350,9 @@ pub(crate) fn widened(case: &Case, run_ms: u64) -> Option<Case> {
                 Fault::GrantStrikes { strikes, pause_ms, .. } => {
                     Fault::GrantStrikes { for_ms, strikes: strikes_of(strikes), pause_ms }
                 }
+                Fault::LateRenewals { strikes, after_ms, .. } => {
+                    Fault::LateRenewals { for_ms, strikes: strikes_of(strikes), after_ms }
+                }
                 Fault::VoteStrikes { strikes, down_ms, cut_ms, .. } => {
                     Fault::VoteStrikes { for_ms, strikes: strikes_of(strikes), down_ms, cut_ms }
                 }

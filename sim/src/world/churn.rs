@@ -75,6 +75,8 @@ pub(super) trait Cluster {
     fn take_votes(&mut self) -> Vec<crate::nodes::context::VoteSent>;
     /// Cuts the links between `addr` and each of `others`, both ways.
     fn cut_between(&mut self, addr: Addr, others: &[Addr]);
+    /// Holds the link from `from` to `to` until `until_us` (`Net::hold_link`).
+    fn hold_link(&mut self, from: Addr, to: Addr, until_us: u64);
     /// Undoes [`Cluster::cut_between`].
     fn reconnect_between(&mut self, addr: Addr, others: &[Addr]);
     /// Cuts every link between `side` and the servers not on it, both ways.

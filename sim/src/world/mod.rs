@@ -16,6 +16,7 @@ mod amnesia;
 mod churn;
 mod fences;
 mod grants;
+mod late_renewals;
 mod renews;
 mod restores;
 pub mod salvage;

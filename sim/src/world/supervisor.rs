@@ -7,6 +7,7 @@ use super::amnesia::Amnesia;
 use super::churn::{Churn, Cluster};
 use super::fences::FenceStrike;
 use super::grants::GrantStrike;
+use super::late_renewals::LateRenewal;
 use super::renews::RenewStrike;
 use super::restores::{Backups, ClusterRestore};
 use super::votes::VoteStrike;
@@ -71,6 +72,8 @@ pub(crate) struct Supervisor {
     votes: Option<VoteStrike>,
     /// Fence strikes; taken out like `churn` while they act.
     fences: Option<FenceStrike>,
+    /// Late renewals; taken out like `churn` while they act.
+    late: Option<LateRenewal>,
     /// The tasks that end timed pauses, aborted when the run ends (`tear_down`).
     pause_ends: Vec<AbortHandle>,
     /// Leaders crashed by `CrashLeader` and the true instant each comes back, in order.
@@ -217,6 +220,7 @@ impl Supervisor {
             grants: Some(GrantStrike::new(follows.grants)),
             votes: Some(VoteStrike::new(ctx_seed)),
             fences: Some(FenceStrike::new(follows.fences)),
+            late: Some(LateRenewal::new()),
             pause_ends: Vec::new(),
             restarts_due: Vec::new(),
         }
@@ -240,6 +244,7 @@ impl Supervisor {
         // Grant strikes only pause, and a planned fault ends a pause as it would any other.
         self.votes.as_mut().expect("the vote strikes are back after every step").yield_to(fault);
         self.fences.as_mut().expect("the fence strikes are back after every step").yield_to(fault);
+        // Late renewals only hold links; a planned heal ends a hold for what is sent after it.
         match fault {
             Fault::Partition { sides } => ctx.net.partition(sides),
             Fault::OneWay { from, to } => ctx.net.cut(*from, *to),
@@ -341,6 +346,7 @@ impl Supervisor {
             Fault::FenceStrikes { .. } => {
                 self.with_family(|s| &mut s.fences, |fences, s| fences.start(now_us(), fault, s))
             }
+            Fault::LateRenewals { .. } => self.with_family(|s| &mut s.late, |late, s| late.start(now_us(), fault, s)),
         }
     }
 
@@ -509,7 +515,8 @@ impl Supervisor {
         self.grants = Some(GrantStrike::new(Follows::NONE.grants));
         self.votes = Some(VoteStrike::new(self.ctx.seed));
         self.fences = Some(FenceStrike::new(Follows::NONE.fences));
-        for reader in [Reader::GrantStrikes, Reader::FenceStrikes, Reader::RenewStrikes] {
+        self.late = Some(LateRenewal::new());
+        for reader in [Reader::GrantStrikes, Reader::FenceStrikes, Reader::RenewStrikes, Reader::LateRenewals] {
             self.ctx.unfollow_history(reader);
         }
         self.ctx.watch_acks(false);
@@ -533,8 +540,9 @@ impl Supervisor {
             let grants = self.grants.as_ref().expect("the grant strikes are back after every step").next_wake_us(now);
             let votes = self.votes.as_ref().expect("the vote strikes are back after every step").next_wake_us(now);
             let fences = self.fences.as_ref().expect("the fence strikes are back after every step").next_wake_us(now);
+            let late = self.late.as_ref().expect("the late renewals are back after every step").next_wake_us(now);
             let restart = self.restarts_due.iter().map(|(due_us, _)| *due_us).min();
-            let wake_us = [churn, acks, renews, amnesia, grants, votes, fences, restart]
+            let wake_us = [churn, acks, renews, amnesia, grants, votes, fences, late, restart]
                 .into_iter()
                 .flatten()
                 .fold(at_us, u64::min);
@@ -566,8 +574,8 @@ impl Supervisor {
     }
 
     /// Lets the churn, the ack crashes, the renew strikes, the ack amnesia,
-    /// the grant, vote and fence strikes, in this order, do what they owe
-    /// now, acting on this supervisor.
+    /// the grant, vote and fence strikes and the late renewals, in this
+    /// order, do what they owe now, acting on this supervisor.
     fn churn_step(&mut self) {
         self.with_family(|s| &mut s.churn, |churn, s| churn.step(now_us(), s));
         self.with_family(|s| &mut s.acks, |acks, s| acks.step(now_us(), s));
@@ -576,6 +584,7 @@ impl Supervisor {
         self.with_family(|s| &mut s.grants, |grants, s| grants.step(now_us(), s));
         self.with_family(|s| &mut s.votes, |votes, s| votes.step(now_us(), s));
         self.with_family(|s| &mut s.fences, |fences, s| fences.step(now_us(), s));
+        self.with_family(|s| &mut s.late, |late, s| late.step(now_us(), s));
     }
 
     /// Takes a reactive family out of its slot while it acts on this
@@ -703,6 +712,10 @@ impl Cluster for Supervisor {
             self.ctx.net.cut(addr, *other);
             self.ctx.net.cut(*other, addr);
         }
+    }
+
+    fn hold_link(&mut self, from: Addr, to: Addr, until_us: u64) {
+        self.ctx.net.hold_link(from, to, until_us);
     }
 
     fn reconnect_between(&mut self, addr: Addr, others: &[Addr]) {

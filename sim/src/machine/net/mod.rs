@@ -213,6 +213,8 @@ struct Inner {
     seq_next: u64,
     /// Latest delivery time per link, to keep links FIFO when reordering is off.
     link_last_us: BTreeMap<(Addr, Addr), u64>,
+    /// Links held until a true instant: nothing sent on them arrives before it.
+    held: BTreeMap<(Addr, Addr), u64>,
     stats: NetStats,
     router_spawned: bool,
     /// The delivery time the router sleeps until (None: idle, waiting for a packet).
@@ -251,6 +253,7 @@ impl Net {
             queue: BTreeMap::new(),
             seq_next: 0,
             link_last_us: BTreeMap::new(),
+            held: BTreeMap::new(),
             stats: NetStats::default(),
             router_spawned: false,
             router_deadline_us: None,
@@ -383,9 +386,25 @@ impl Net {
         self.lock().unplugged.remove(&addr);
     }
 
-    /// Removes every cut, partition, isolation and pulled cable.
+    /// Holds the link from `from` to `to` until the true instant `until_us`:
+    /// what is on the wire on it and what is sent on it until then arrives
+    /// at `until_us` at the earliest (in the order it was sent). A heal ends
+    /// the hold for what is sent after it; what is held stays held.
+    pub fn hold_link(&self, from: Addr, to: Addr, until_us: u64) {
+        let mut inner = self.lock();
+        inner.held.insert((from, to), until_us);
+        let on_link: Vec<(u64, u64)> =
+            inner.queue.iter().filter(|(at, p)| p.from == from && p.to == to && at.0 < until_us).map(|(k, _)| *k).collect();
+        for (at_us, seq) in on_link {
+            let packet = inner.queue.remove(&(at_us, seq)).expect("just listed");
+            inner.queue.insert((until_us, seq), packet);
+        }
+    }
+
+    /// Removes every cut, partition, isolation, pulled cable and held link.
     pub fn heal(&self) {
         let mut inner = self.lock();
+        inner.held.clear();
         inner.cuts.clear();
         inner.isolated.clear();
         inner.unplugged.clear();
@@ -452,6 +471,9 @@ impl Inner {
     fn deliver_at(&mut self, now: u64, from: Addr, to: Addr) -> u64 {
         let latency = self.rng.gen_range(self.config.latency_min_us..=self.config.latency_max_us);
         let mut at_us = now + latency;
+        if let Some(until_us) = self.held.get(&(from, to)) {
+            at_us = at_us.max(*until_us);
+        }
         if !self.config.reorder {
             let last = self.link_last_us.entry((from, to)).or_insert(0);
             at_us = at_us.max(*last);

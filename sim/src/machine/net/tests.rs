@@ -173,6 +173,39 @@ fn a_pulled_cable_loses_the_packets_on_the_wire_too() {
 }
 
 #[test]
+fn a_held_link_delivers_nothing_before_its_instant_and_keeps_its_order() {
+    run(16, || async {
+        let net = net(NetConfig::default(), 16);
+        let mut boxes: Vec<Mailbox> = (0..2).map(|i| net.bind(n(i))).collect();
+        let mut client = net.bind(c(0));
+        // On the wire when the link is held, and sent on it after.
+        net.send(c(0), n(0), wire::encode(&1u64));
+        let until_us = crate::machine::clock::now_us() + 50_000;
+        net.hold_link(c(0), n(0), until_us);
+        net.send(c(0), n(0), wire::encode(&2u64));
+        net.send(c(0), n(1), wire::encode(&3u64));
+        net.send(n(0), c(0), wire::encode(&4u64));
+        sleep_ms(10).await;
+        assert_eq!(drain(&mut boxes[0]), vec![], "held until its instant");
+        assert_eq!(drain(&mut boxes[1]), vec![(c(0), 3)], "other links are not held");
+        assert_eq!(drain(&mut client), vec![(n(0), 4)], "nor is the way back");
+        sleep_ms(35).await;
+        assert_eq!(drain(&mut boxes[0]), vec![], "still before the instant");
+        sleep_ms(10).await;
+        assert_eq!(drain(&mut boxes[0]), vec![(c(0), 1), (c(0), 2)], "in the order sent");
+        // Past the instant the link is an ordinary one; a heal forgets holds.
+        net.send(c(0), n(0), wire::encode(&5u64));
+        sleep_ms(6).await;
+        assert_eq!(drain(&mut boxes[0]), vec![(c(0), 5)]);
+        net.hold_link(c(0), n(0), crate::machine::clock::now_us() + 1_000_000);
+        net.heal();
+        net.send(c(0), n(0), wire::encode(&6u64));
+        sleep_ms(6).await;
+        assert_eq!(drain(&mut boxes[0]), vec![(c(0), 6)]);
+    });
+}
+
+#[test]
 fn loss_and_duplication_match_their_rates() {
     run(15, || async {
         let net = net(NetConfig { loss_rate: 0.2, dup_rate: 0.1, ..NetConfig::default() }, 15);

@@ -282,6 +282,7 @@ impl Servers {
             ChurnEvent::Struck { .. }
             | ChurnEvent::AckStruck { .. }
             | ChurnEvent::RenewStruck { .. }
+            | ChurnEvent::RenewalHeld { .. }
             | ChurnEvent::GrantStruck { .. }
             | ChurnEvent::VoteSplit { .. }
             | ChurnEvent::VoteStruck { .. }

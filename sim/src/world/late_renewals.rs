@@ -1,0 +1,124 @@
+//! Late renewals at run time ([`crate::faults::Fault::LateRenewals`],
+//! planned in `faults/late_renewals.rs`): while an episode lasts, the
+//! supervisor reads from the history each lease a server gives a client
+//! (`Granted` and `Renewed` answers: the lease ends `lease_ms` after the
+//! answer on that server's clock) and each renew a client sends. At its next
+//! look, within a millisecond, it holds a renew bound for the live leader
+//! that gave the sender its current lease on the wire (with whatever else
+//! the client sends that leader) until `after_ms` past that lease's end. The
+//! renew then arrives as the leader decides the expiry: just before it asks
+//! its expiry round (the renewal's own round goes first) or while that round
+//! is out (the Expire is proposed with the renewal waiting for its round).
+//!
+//! One held renewal at a time; no draws at run time. The hold is the net's
+//! (`Net::hold_link`), so a heal ends it for what is sent afterwards, not for
+//! what is already on the wire. Every hold is in the history
+//! (`ChurnEvent::RenewalHeld`).
+
+use super::churn::Cluster;
+use crate::faults::{ChurnEvent, Fault};
+use crate::history::{Event, EventKind, Reader};
+use crate::machine::net::Addr;
+use fencelock::service::{ClientReply, ClientRequest};
+use fencelock::{ClientId, NodeId};
+use std::collections::BTreeMap;
+
+/// How often the supervisor reads the history during an episode (madsim's finest sleep).
+const WATCH_US: u64 = 1_000;
+
+/// What the late renewals read of the history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RenewTraffic {
+    /// `node` gave `client` a lease of `lease_ms`, answering at `at_us`.
+    Leased { node: NodeId, client: ClientId, lease_ms: u64, at_us: u64 },
+    /// `client` sent a renew to `to` at `at_us`.
+    Renewing { client: ClientId, to: NodeId, at_us: u64 },
+}
+
+impl RenewTraffic {
+    fn of(event: &Event) -> Option<RenewTraffic> {
+        match &event.kind {
+            EventKind::Replied {
+                node,
+                client,
+                reply: ClientReply::Granted { lease_ms, .. } | ClientReply::Renewed { lease_ms },
+                ..
+            } => Some(RenewTraffic::Leased { node: *node, client: *client, lease_ms: *lease_ms, at_us: event.at_us }),
+            EventKind::Requested { client, to, body: ClientRequest::Renew { .. }, .. } => {
+                Some(RenewTraffic::Renewing { client: *client, to: *to, at_us: event.at_us })
+            }
+            _ => None,
+        }
+    }
+}
+
+pub(super) struct LateRenewal {
+    /// The episode lasts until this true instant (0: none started).
+    until_us: u64,
+    strikes_left: u64,
+    after_ms: u64,
+    /// The true instant each client's current lease ends at the server that gave it.
+    leases: BTreeMap<ClientId, (NodeId, u64)>,
+    /// The true instant the renewal held last arrives: no other is held before it.
+    held_until_us: u64,
+}
+
+impl LateRenewal {
+    pub(super) fn new() -> LateRenewal {
+        LateRenewal { until_us: 0, strikes_left: 0, after_ms: 0, leases: BTreeMap::new(), held_until_us: 0 }
+    }
+
+    fn watching(&self, now_us: u64) -> bool {
+        now_us < self.until_us && self.strikes_left > 0
+    }
+
+    /// The next instant the supervisor must act for this family, if any.
+    pub(super) fn next_wake_us(&self, now_us: u64) -> Option<u64> {
+        self.watching(now_us).then_some(now_us + WATCH_US)
+    }
+
+    /// Starts an episode: leases and renewals from now on are read.
+    pub(super) fn start(&mut self, now_us: u64, fault: &Fault, cluster: &impl Cluster) {
+        let Fault::LateRenewals { for_ms, strikes, after_ms } = *fault else {
+            unreachable!("a late-renewal episode starts from its fault")
+        };
+        self.until_us = now_us + for_ms * 1_000;
+        self.strikes_left = strikes;
+        self.after_ms = after_ms;
+        self.leases.clear();
+        cluster.follow_history(Reader::LateRenewals);
+    }
+
+    /// Reads the history since the last look and holds the first renew
+    /// bound for the leader that gave its sender the lease it renews.
+    pub(super) fn step(&mut self, now_us: u64, cluster: &mut impl Cluster) {
+        if !self.watching(now_us) {
+            // Leases given before the next episode are read afresh by it.
+            cluster.unfollow_history(Reader::LateRenewals);
+            return;
+        }
+        let leaders = cluster.live_leaders();
+        for traffic in cluster.read_history(Reader::LateRenewals, RenewTraffic::of) {
+            match traffic {
+                RenewTraffic::Leased { node, client, lease_ms, at_us } => {
+                    self.leases.insert(client, (node, at_us + lease_ms * 1_000));
+                }
+                RenewTraffic::Renewing { client, to, at_us } => {
+                    let Some(&(node, lease_end_us)) = self.leases.get(&client) else { continue };
+                    let Some(&(_, term)) = leaders.iter().find(|(leader, _)| *leader == to) else { continue };
+                    let until_us = lease_end_us + self.after_ms * 1_000;
+                    let ready = self.strikes_left > 0 && self.held_until_us <= now_us;
+                    if node != to || until_us <= now_us || !ready {
+                        continue;
+                    }
+                    let held_ms = (until_us - now_us) / 1_000;
+                    let after_us = now_us - at_us;
+                    cluster.note(ChurnEvent::RenewalHeld { node: to, client, term, after_us, held_ms });
+                    cluster.hold_link(Addr::Client(client), Addr::Server(to), until_us);
+                    self.held_until_us = until_us;
+                    self.strikes_left -= 1;
+                }
+            }
+        }
+    }
+}
