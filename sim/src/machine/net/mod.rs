@@ -393,8 +393,12 @@ impl Net {
     pub fn hold_link(&self, from: Addr, to: Addr, until_us: u64) {
         let mut inner = self.lock();
         inner.held.insert((from, to), until_us);
-        let on_link: Vec<(u64, u64)> =
-            inner.queue.iter().filter(|(at, p)| p.from == from && p.to == to && at.0 < until_us).map(|(k, _)| *k).collect();
+        let on_link: Vec<(u64, u64)> = inner
+            .queue
+            .iter()
+            .filter(|(at, p)| p.from == from && p.to == to && at.0 < until_us)
+            .map(|(k, _)| *k)
+            .collect();
         for (at_us, seq) in on_link {
             let packet = inner.queue.remove(&(at_us, seq)).expect("just listed");
             inner.queue.insert((until_us, seq), packet);
