@@ -55,12 +55,21 @@ started=$(date -u +%s)
 DEFAULT_RUNS="${DEFAULT_RUNS:-$RUNS}"
 runs_of() { if [ "$1" = default ]; then echo "$DEFAULT_RUNS"; else echo "$RUNS"; fi; }
 
-# One real run; exit 1 is a verdict (a violation), not a failure of the script.
+# One real run; exit 1 is a verdict (a violation), not a failure of the
+# script. Exit 2 is a run that could not start (its one line says why, e.g.
+# a port another process took first): it is tried once more; a run that
+# still cannot start is left out of its row, which says so.
 real_run() {
-  local variant="$1" seed="$2" dir="$OUT/run-$1-$2"
-  "$F" real --variant "$variant" --seed "$seed" --seconds "$SECONDS_EACH" --set liveness_ms=5000 \
-    --dir "$dir" --json > "$OUT/real-$variant-$seed.json" || [ $? -eq 1 ]
-  rm -rf "$dir"
+  local variant="$1" seed="$2" dir="$OUT/run-$1-$2" code=0
+  for attempt in 1 2; do
+    code=0
+    "$F" real --variant "$variant" --seed "$seed" --seconds "$SECONDS_EACH" --set liveness_ms=5000 \
+      --dir "$dir" --json > "$OUT/real-$variant-$seed.json" || code=$?
+    rm -rf "$dir"
+    [ "$code" -eq 2 ] || break
+    echo "fidelity.sh: $variant seed $seed could not start (attempt $attempt)" >&2
+  done
+  [ "$code" -le 2 ]
 }
 export -f real_run
 export F OUT SECONDS_EACH
@@ -122,7 +131,12 @@ def measured(variant):
     paths = [f"{out}/real-{variant}-{seed}.json" for seed in range(n)]
     if not all(os.path.exists(p) for p in paths) or not os.path.exists(f"{out}/sim-{variant}.json"):
         return None
-    real = [json.load(open(p)) for p in paths]
+    def judged(path):
+        text = open(path).read()
+        return json.loads(text) if text.strip() else None
+    real = [r for r in map(judged, paths) if r is not None]
+    unstarted = n - len(real)
+    n = len(real)
     failed = [r for r in real if not r["ok"]]
     sim = json.load(open(f"{out}/sim-{variant}.json"))
     totals = dict.fromkeys(TOTALS, 0)
@@ -138,7 +152,7 @@ def measured(variant):
             "mean_s": sum(r["sim_ms"] for r in real) / n / 1000, "sdet": sim["failing_seeds"], "sim_seeds": sim_seeds,
             "sfirst": min((v["seed"] for v in sim["violations"]), default=None),
             "when": datetime.datetime.fromtimestamp(last, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "totals": totals}
+            "totals": totals, "unstarted": unstarted}
 
 previous, earlier = page_rows()
 rows, carried = {}, []
@@ -192,7 +206,8 @@ lines += [
     "|---|---|---|---|---|---|---|",
 ]
 for variant, r in rows.items():
-    lines.append(f"| `{variant}` | {r['det']} of {r['n']} | {first_text(r['first'])} | {r['props']} | {r['mean_s']:.0f} | {r['sdet']} of {r['sim_seeds']} | {'never' if r['sfirst'] is None else r['sfirst']} |")
+    unstarted = f" ({r['unstarted']} more could not start)" if r.get("unstarted") else ""
+    lines.append(f"| `{variant}` | {r['det']} of {r['n']}{unstarted} | {first_text(r['first'])} | {r['props']} | {r['mean_s']:.0f} | {r['sdet']} of {r['sim_seeds']} | {'never' if r['sfirst'] is None else r['sfirst']} |")
 by_time = {}
 for variant, row in rows.items():
     by_time.setdefault(row["when"] or "an earlier campaign", []).append(f"`{variant}`")

@@ -31,10 +31,8 @@ use fencesim::faults::{Fault, FaultEvent};
 use fencesim::history::{Event, EventKind};
 use fencesim::machine::net::Addr;
 use fencesim::model::Model;
-use fencesim::real::{self, RealOptions, RealRun};
-use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use fencesim::real::RealRun;
+use std::sync::Mutex;
 
 const LEASE_MS: u64 = 500;
 const STALL_MS: u64 = 10 * LEASE_MS;
@@ -89,23 +87,8 @@ fn model(variant: Variant) -> Model {
 /// fault was played and that no process of the run outlives it.
 fn play(model: Model, plan: Vec<FaultEvent>) -> RealRun {
     let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    let temp = tempfile::tempdir().expect("temp dir");
-    let dir: PathBuf = temp.path().join("run");
     let planned = plan.len();
-    let options = RealOptions {
-        seed: 11,
-        model,
-        resource: None,
-        dir: dir.clone(),
-        node_bin: PathBuf::from(env!("CARGO_BIN_EXE_fencelock-node")),
-        plan: Some(plan),
-        stop: Arc::new(AtomicBool::new(false)),
-    };
-    let run = real::run(&options).expect("the run starts and ends");
-    for violation in &run.outcome.violations {
-        eprintln!("VIOLATION {violation}");
-    }
-    assert!(common::processes_naming(&dir).is_empty(), "every process of the run is stopped, tools included");
+    let (_temp, _dir, run) = common::real_run(11, model, plan);
     assert_eq!(run.played.len(), planned, "every planned fault is played");
     assert!(run.skipped.is_empty());
     run

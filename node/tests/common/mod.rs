@@ -155,3 +155,30 @@ pub fn processes_naming(dir: &Path) -> Vec<u32> {
         })
         .collect()
 }
+
+/// One real run of `plan` on `model` (`fencesim real`'s library) in a new
+/// temporary directory, with no process of it left when it returns: the
+/// directory (kept until the first value is dropped), its path and the run.
+pub fn real_run(
+    seed: u64,
+    model: fencesim::model::Model,
+    plan: Vec<fencesim::faults::FaultEvent>,
+) -> (tempfile::TempDir, PathBuf, fencesim::real::RealRun) {
+    let temp = tempfile::tempdir().expect("temp dir");
+    let dir = temp.path().join("run");
+    let options = fencesim::real::RealOptions {
+        seed,
+        model,
+        resource: None,
+        dir: dir.clone(),
+        node_bin: exe(),
+        plan: Some(plan),
+        stop: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    };
+    let run = fencesim::real::run(&options).expect("the run starts and ends");
+    for violation in &run.outcome.violations {
+        eprintln!("VIOLATION {violation}");
+    }
+    assert!(processes_naming(&dir).is_empty(), "every process of the run is stopped, tools included");
+    (temp, dir, run)
+}

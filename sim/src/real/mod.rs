@@ -867,12 +867,45 @@ fn write_atomically(dir: &Path, name: &str, text: &str) -> Result<(), String> {
     std::fs::rename(&temp, dir.join(name)).map_err(|e| format!("{}: {e}", dir.join(name).display()))
 }
 
+/// Where the servers' ports are looked for: below the kernel's ephemeral
+/// range, so that no outgoing connection (another run's worker dialling
+/// its servers) takes a port between this check and the server's bind.
+const PORTS_FROM: u16 = 20_000;
+const PORTS_BELOW_DEFAULT: u16 = 32_768;
+
+/// `count` loopback ports free now, each held by a listener until the
+/// caller drops it. Runs side by side start their search at different
+/// places (from their process id and the clock), so two rarely test the same
+/// port at once; past the range, any port the kernel gives.
+fn free_ports(count: usize) -> Result<Vec<std::net::TcpListener>, String> {
+    let below = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(PORTS_BELOW_DEFAULT)
+        .max(PORTS_FROM + 1_000);
+    let span = u64::from(below - PORTS_FROM);
+    let start = (u64::from(std::process::id()).wrapping_mul(7_919) ^ now_us()) % span;
+    let mut listeners = Vec::with_capacity(count);
+    for step in 0..span {
+        if listeners.len() == count {
+            break;
+        }
+        let port = PORTS_FROM + u16::try_from((start + step) % span).expect("below u16::MAX");
+        if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            listeners.push(listener);
+        }
+    }
+    while listeners.len() < count {
+        let listener =
+            std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot find a free loopback port: {e}"))?;
+        listeners.push(listener);
+    }
+    Ok(listeners)
+}
+
 /// The cluster file of a run: the model's timing and variant, admin requests on, histories kept.
 fn write_cluster_file(dir: &Path, model: &Model) -> Result<PathBuf, String> {
-    let listeners = (0..model.nodes)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("cannot find a free loopback port: {e}"))?;
+    let listeners = free_ports(usize::from(model.nodes))?;
     let mut text = format!(
         "cluster_id = \"real-{:x}\"\nlease_ms = {}\nheartbeat_ms = {}\nelection_ms_min = {}\nelection_ms_max = {}\n\
          drift_ppm_max = {}\nadmin = true\nhistory = \"history\"\nvariant = \"{}\"\n",
