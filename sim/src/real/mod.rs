@@ -246,8 +246,8 @@ impl Prepared<'_> {
         let Prepared { mut runner, history_dir, skipped, playable } = self;
         runner.t0_us = now_us();
         let interrupted = runner.play(playable)?;
-        let stopped_at_end = runner.procs.kill_all();
-        runner.tools.kill_all();
+        // The operator's tools count too: an outage's holding tool lasts until the restart.
+        let stopped_at_end = runner.procs.kill_all() + runner.tools.kill_all();
         for mut admin in runner.admins.drain(..) {
             let _ = admin.kill();
             let _ = admin.wait();

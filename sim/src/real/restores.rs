@@ -113,13 +113,15 @@ impl Tools {
         true
     }
 
-    /// Kills every tool still running and reaps it.
-    pub(super) fn kill_all(&mut self) {
-        self.end_hold();
+    /// Kills every tool still running and reaps it; how many were still running.
+    pub(super) fn kill_all(&mut self) -> usize {
+        let mut killed = usize::from(self.end_hold());
         for mut tool in self.running.drain(..) {
+            killed += usize::from(matches!(tool.child.try_wait(), Ok(None)));
             let _ = tool.child.kill();
             let _ = tool.child.wait();
         }
+        killed
     }
 }
 
