@@ -137,6 +137,8 @@ def measured(variant):
     real = [r for r in map(judged, paths) if r is not None]
     unstarted = n - len(real)
     n = len(real)
+    if n == 0:
+        sys.exit(f"error: no run of {variant} could start ({unstarted} tried; their lines are above)")
     failed = [r for r in real if not r["ok"]]
     sim = json.load(open(f"{out}/sim-{variant}.json"))
     totals = dict.fromkeys(TOTALS, 0)

@@ -145,6 +145,9 @@ enum ResourceCommand {
         target: Target,
         #[arg(long)]
         resource: String,
+        /// A file written once the lock is held (whoever waits for the outage to start reads it).
+        #[arg(long)]
+        ready: Option<PathBuf>,
     },
     /// Restore the resource from backup LABEL as restore number RESTORE: it
     /// refuses writes until its floor is raised from the lock service, which
@@ -357,9 +360,9 @@ async fn resource_command(command: ResourceCommand) -> Result<(), Failure> {
             }
             Ok(())
         }
-        ResourceCommand::Hold { target, resource } => {
+        ResourceCommand::Hold { target, resource, ready } => {
             let cluster = target.load()?;
-            crate::operator::hold(&cluster, &resource).await.map_err(Failure::Runtime)
+            crate::operator::hold(&cluster, &resource, ready.as_deref()).await.map_err(Failure::Runtime)
         }
         ResourceCommand::Restore { target, resource, label, restore, backup_at_us, wait_ms } => {
             if restore == 0 {

@@ -115,20 +115,22 @@ pub struct Grant {
     pub until_local_us: u64,
 }
 
-/// The links between a client and the servers that are cut at the
-/// client's end: the text of a links file is `to=0,2 from=1` (either part
-/// may be missing; an empty text cuts nothing).
+/// The links of a client that are cut at the client's end: the text of a
+/// links file is `to=0,2 from=1 db` (any part may be missing; an empty text
+/// cuts nothing; `db`: the link to the protected resource, both ways).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Links {
     /// Servers whose requests from this client are lost.
     pub to: BTreeSet<NodeId>,
     /// Servers whose replies to this client are lost.
     pub from: BTreeSet<NodeId>,
+    /// The resource: the client's writes and their answers are lost.
+    pub resource: bool,
 }
 
 impl Links {
     pub fn is_empty(&self) -> bool {
-        self.to.is_empty() && self.from.is_empty()
+        self.to.is_empty() && self.from.is_empty() && !self.resource
     }
 }
 
@@ -138,6 +140,10 @@ impl FromStr for Links {
     fn from_str(text: &str) -> Result<Links, String> {
         let mut links = Links::default();
         for part in text.split_whitespace() {
+            if part == "db" {
+                links.resource = true;
+                continue;
+            }
             let (side, nodes) =
                 part.split_once('=').ok_or_else(|| format!("links: `{part}` is not to=N,… or from=N,…"))?;
             let set = match side {
@@ -162,6 +168,9 @@ impl fmt::Display for Links {
         }
         if !self.from.is_empty() {
             parts.push(format!("from={}", list(&self.from)));
+        }
+        if self.resource {
+            parts.push("db".to_string());
         }
         f.write_str(&parts.join(" "))
     }
@@ -218,6 +227,11 @@ impl LockClient {
     pub fn with_links(mut self, path: PathBuf) -> LockClient {
         self.links = Some(path);
         self
+    }
+
+    /// Whether this client's link to the protected resource is cut now.
+    pub fn resource_cut(&self) -> bool {
+        self.cut_links().resource
     }
 
     fn cut_links(&self) -> Links {
@@ -710,5 +724,8 @@ mod tests {
         assert!("to=x".parse::<Links>().is_err());
         assert!("over=1".parse::<Links>().is_err());
         assert!("to".parse::<Links>().is_err());
+        let cut_off: Links = "to=0 from=0 db".parse().expect("links");
+        assert!(cut_off.resource && !cut_off.is_empty());
+        assert_eq!(cut_off.to_string(), "to=0 from=0 db");
     }
 }

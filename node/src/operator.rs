@@ -44,10 +44,13 @@ pub async fn backup(cluster: &Cluster, url: &str, label: &str) -> Result<Option<
 
 /// Holds the resource's write lock until this process is killed: every
 /// writer waits meanwhile, as for a database that went down and came back.
-pub async fn hold(cluster: &Cluster, url: &str) -> Result<(), String> {
+pub async fn hold(cluster: &Cluster, url: &str, ready: Option<&Path>) -> Result<(), String> {
     let mut db = open(cluster, url).await?;
     db.hold_writes().await.map_err(|e| format!("hold: {e}"))?;
     println!("holding the resource's writes until killed");
+    if let Some(ready) = ready {
+        std::fs::write(ready, "held\n").map_err(|e| format!("{}: {e}", ready.display()))?;
+    }
     std::future::pending::<()>().await;
     Ok(())
 }

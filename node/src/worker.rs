@@ -45,6 +45,8 @@ const RENEW_EVERY_PERMILLE: u64 = 400;
 /// `Unavailable` answers one write takes before the worker gives up on it (3 s).
 const WRITE_UNAVAILABLE_MAX: u32 = 60;
 const WRITE_UNAVAILABLE_RETRY: Duration = Duration::from_millis(50);
+/// Unanswered attempts of one write before the worker gives up on it (the simulator's `WRITE_ATTEMPTS_MAX`).
+const WRITE_SILENT_MAX: u32 = 3;
 /// How long one attempt of a lock request waits (the simulator's `REQUEST_TIMEOUT_US`).
 const REQUEST_TIMEOUT_MS: u64 = 250;
 /// Attempts of one lock request (the simulator's `ATTEMPTS_MAX`).
@@ -235,9 +237,25 @@ impl Worker {
         let write = Write { key: key.clone(), token, holder, request, path, value };
         self.lock.record_event(EventKind::WriteSent { client, request, key: key.clone(), token, path });
         let mut verdict = WriteVerdict::Unavailable;
-        for _ in 0..=WRITE_UNAVAILABLE_MAX {
-            verdict =
-                self.resource.write(&write).await.map_err(|e| format!("resource {}: {e}", self.options.resource))?;
+        let mut silent = 0;
+        for _ in 0..=WRITE_UNAVAILABLE_MAX + WRITE_SILENT_MAX {
+            // Cut off from the resource (`links-N`): the write and its answer
+            // are lost, as in the simulator; after a few the worker gives up
+            // on it, and the history has no answer.
+            if self.lock.resource_cut() {
+                silent += 1;
+                if silent >= WRITE_SILENT_MAX {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(REQUEST_TIMEOUT_MS)).await;
+                continue;
+            }
+            verdict = match self.resource.write(&write).await {
+                Ok(verdict) => verdict,
+                // The database's write lock held past the busy timeout (an outage): the same write again.
+                Err(error) if error.is_busy() => WriteVerdict::Unavailable,
+                Err(error) => return Err(format!("resource {}: {error}", self.options.resource)),
+            };
             if verdict != WriteVerdict::Unavailable {
                 break;
             }

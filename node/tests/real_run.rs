@@ -146,6 +146,8 @@ fn a_workers_cut_links_lose_its_requests_and_answers() {
     let served = count(cut_at, heals[0], &|k| matches!(k, EventKind::Replied { client, .. } if *client == c0));
     assert!(sent > 0, "the cut worker kept asking");
     assert_eq!((heard, served), (0, 0), "no server heard the cut worker, and it heard none");
+    let written = count(cut_at, heals[0], &|k| matches!(k, EventKind::WriteDone { client, .. } if *client == c0));
+    assert_eq!(written, 0, "nor did the resource: a cut worker's writes are lost");
 
     let sent = count(one_way_at, heals[1], &|k| matches!(k, EventKind::Requested { client, .. } if *client == c1));
     let heard = count(one_way_at, heals[1], &|k| matches!(k, EventKind::Answered { client, .. } if *client == c1));

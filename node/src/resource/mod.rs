@@ -102,6 +102,19 @@ pub enum ResourceError {
     },
 }
 
+impl ResourceError {
+    /// SQLite's answer to a write that waited out its busy timeout behind
+    /// another connection's write lock: nothing was written, so the same
+    /// write may be sent again.
+    pub fn is_busy(&self) -> bool {
+        matches!(
+            self,
+            ResourceError::Sqlite(rusqlite::Error::SqliteFailure(error, _))
+                if matches!(error.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    }
+}
+
 impl fmt::Display for ResourceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -117,6 +117,8 @@ pub fn unplayable(fault: &Fault) -> Option<&'static str> {
         | Fault::OneWay { from: Addr::Client(_), to: Addr::Server(_) }
         | Fault::OneWay { from: Addr::Server(_), to: Addr::Client(_) }
         | Fault::CutClient { .. } => None,
+        // The planner puts only servers and workers on these links; the simulator's
+        // resource link (its writes, its floor reads) is cut only by `CutClient`.
         Fault::OneWay { .. } => Some("the workload sends nothing on that link"),
         // An outage: a tool holds the database's write lock until the restart (`restores.rs`).
         Fault::CrashResource | Fault::RestartResource => None,
@@ -142,15 +144,18 @@ enum Direction {
     Both,
 }
 
-/// The servers a worker drops what it sends to (`to`) and hears from (`from`).
+/// The servers a worker drops what it sends to (`to`) and hears from
+/// (`from`), and whether its link to the resource is cut (`CutClient`
+/// isolates the worker from everyone, the resource too).
 #[derive(Clone, Debug, Default)]
 struct WorkerLinks {
     to: BTreeSet<NodeId>,
     from: BTreeSet<NodeId>,
+    resource: bool,
 }
 
 impl WorkerLinks {
-    /// `fencelock-node`'s `links-N` text (`client::Links`): `to=0,2 from=1`.
+    /// `fencelock-node`'s `links-N` text (`client::Links`): `to=0,2 from=1 db`.
     fn text(&self) -> String {
         let list = |set: &BTreeSet<NodeId>| set.iter().map(|n| n.0.to_string()).collect::<Vec<_>>().join(",");
         let mut parts = Vec::new();
@@ -159,6 +164,9 @@ impl WorkerLinks {
         }
         if !self.from.is_empty() {
             parts.push(format!("from={}", list(&self.from)));
+        }
+        if self.resource {
+            parts.push("db".to_string());
         }
         parts.join(" ")
     }
@@ -444,6 +452,7 @@ impl Runner<'_> {
                 self.cut_worker(client, [server], Direction::From)?;
             }
             Fault::CutClient { client } => {
+                self.worker_links.entry(client).or_default().resource = true;
                 self.cut_worker(client, (0..self.model.nodes).map(NodeId), Direction::Both)?;
             }
             Fault::Partition { sides } => {

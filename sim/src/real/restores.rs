@@ -48,6 +48,8 @@ use std::process::{Child, Command, Stdio};
 const BACKUP_LABEL: &str = "fencesim";
 /// How long a restore waits for a backup still being taken.
 const BACKUP_WAIT_US: u64 = 5_000_000;
+/// How long an outage's tool may take to hold the resource's write lock (it opens the database first).
+const HOLD_WAIT_US: u64 = 5_000_000;
 /// How long a server restored from a backup counts as recovering.
 const RECOVERING_US: u64 = 3_000_000;
 /// The shortest floor read a restore tool is given, near the run's end.
@@ -105,12 +107,14 @@ impl Tools {
         }
     }
 
-    /// Ends the outage of the resource, if one lasts: the holding tool is killed by its PID.
+    /// Ends the outage of the resource, if one lasts: the holding tool is
+    /// killed by its PID. Whether it was still holding.
     fn end_hold(&mut self) -> bool {
         let Some(mut child) = self.holding.take() else { return false };
+        let holding = matches!(child.try_wait(), Ok(None));
         let _ = child.kill();
         let _ = child.wait();
-        true
+        holding
     }
 
     /// Kills every tool still running and reaps it; how many were still running.
@@ -138,6 +142,8 @@ impl Runner<'_> {
         if self.tools.holding.is_some() {
             return Ok(());
         }
+        let ready = self.control.join("resource-held");
+        let _ = std::fs::remove_file(&ready);
         let args = vec![
             "resource".to_string(),
             "hold".to_string(),
@@ -145,10 +151,22 @@ impl Runner<'_> {
             self.config.display().to_string(),
             "--resource".to_string(),
             self.resource.clone(),
+            format!("--ready={}", ready.display()),
         ];
         let log = self.procs.log_of(Actor::Resource);
-        self.tools.holding = Some(super::procs::spawn_logged(&self.options.node_bin, &args, &log)?);
+        let mut child = super::procs::spawn_logged(&self.options.node_bin, &args, &log)?;
         self.tools.started += 1;
+        // The outage starts when the lock is held, not when the tool starts.
+        let deadline = now_us() + HOLD_WAIT_US;
+        while !ready.exists() {
+            if !matches!(child.try_wait(), Ok(None)) || now_us() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("the resource's outage did not start: its tool failed ({})", log.display()));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        self.tools.holding = Some(child);
         self.record(EventKind::Crashed { actor: Actor::Resource });
         Ok(())
     }

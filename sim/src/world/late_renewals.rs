@@ -2,7 +2,10 @@
 //! planned in `faults/late_renewals.rs`): while an episode lasts, the
 //! supervisor reads from the history each lease a server gives a client
 //! (`Granted` and `Renewed` answers: the lease ends `lease_ms` after the
-//! answer on that server's clock) and each renew a client sends. At its next
+//! answer on that server's clock, taken here as `lease_ms` of true time:
+//! drift within the bound moves it by about a millisecond; a clock step of
+//! the leader moves it more, and that hold misses the expiry) and each renew
+//! a client sends. At its next
 //! look, within a millisecond, it holds a renew bound for the live leader
 //! that gave the sender its current lease on the wire (with whatever else
 //! the client sends that leader) until `after_ms` past that lease's end. The

@@ -389,7 +389,8 @@ impl Net {
     /// Holds the link from `from` to `to` until the true instant `until_us`:
     /// what is on the wire on it and what is sent on it until then arrives
     /// at `until_us` at the earliest (in the order it was sent). A heal ends
-    /// the hold for what is sent after it; what is held stays held.
+    /// the hold for what is sent after it; what is held stays held (and on a
+    /// FIFO link, what follows it stays behind it).
     pub fn hold_link(&self, from: Addr, to: Addr, until_us: u64) {
         let mut inner = self.lock();
         inner.held.insert((from, to), until_us);
@@ -399,6 +400,11 @@ impl Net {
             .filter(|(at, p)| p.from == from && p.to == to && at.0 < until_us)
             .map(|(k, _)| *k)
             .collect();
+        if !on_link.is_empty() {
+            // A FIFO link keeps what follows behind what was held, a heal or not.
+            let last = inner.link_last_us.entry((from, to)).or_insert(0);
+            *last = (*last).max(until_us);
+        }
         for (at_us, seq) in on_link {
             let packet = inner.queue.remove(&(at_us, seq)).expect("just listed");
             inner.queue.insert((until_us, seq), packet);
