@@ -474,27 +474,24 @@ impl Runner<'_> {
                     self.cut_worker(ClientId(c), servers, Direction::Both)?;
                 }
             }
-            Fault::IsolateLeader | Fault::IsolateLeaderWith { .. } => {
+            // Cut off from everyone: its workers too.
+            Fault::IsolateLeader => {
                 let Some(leader) = self.roles.leader() else { return Ok(()) };
                 self.isolate(leader);
-                match fault {
-                    // Cut off from everyone: its workers too.
-                    Fault::IsolateLeader => {
-                        for c in 0..self.model.clients {
-                            self.cut_worker(ClientId(c), [leader], Direction::Both)?;
-                        }
-                    }
-                    // Its side keeps `clients`, cut from the other servers; the rest reach both sides.
-                    Fault::IsolateLeaderWith { clients, pause_ms } => {
-                        let others: Vec<NodeId> = (0..self.model.nodes).map(NodeId).filter(|n| *n != leader).collect();
-                        for client in clients {
-                            self.cut_worker(client, others.iter().copied(), Direction::Both)?;
-                        }
-                        if pause_ms > 0 {
-                            self.pause(Actor::Server(leader), pause_ms);
-                        }
-                    }
-                    _ => {}
+                for c in 0..self.model.clients {
+                    self.cut_worker(ClientId(c), [leader], Direction::Both)?;
+                }
+            }
+            // Its side keeps `clients`, cut from the other servers; the rest reach both sides.
+            Fault::IsolateLeaderWith { clients, pause_ms } => {
+                let Some(leader) = self.roles.leader() else { return Ok(()) };
+                self.isolate(leader);
+                let others: Vec<NodeId> = (0..self.model.nodes).map(NodeId).filter(|n| *n != leader).collect();
+                for client in clients {
+                    self.cut_worker(client, others.iter().copied(), Direction::Both)?;
+                }
+                if pause_ms > 0 {
+                    self.pause(Actor::Server(leader), pause_ms);
                 }
             }
             Fault::Heal => self.heal_network()?,

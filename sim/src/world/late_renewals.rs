@@ -100,8 +100,12 @@ impl LateRenewal {
             cluster.unfollow_history(Reader::LateRenewals);
             return;
         }
+        let read = cluster.read_history(Reader::LateRenewals, RenewTraffic::of);
+        if read.is_empty() {
+            return;
+        }
         let leaders = cluster.live_leaders();
-        for traffic in cluster.read_history(Reader::LateRenewals, RenewTraffic::of) {
+        for traffic in read {
             match traffic {
                 RenewTraffic::Leased { node, client, lease_ms, at_us } => {
                     self.leases.insert(client, (node, at_us + lease_ms * 1_000));
