@@ -15,6 +15,7 @@ compile_error!(
 );
 
 pub mod actor;
+pub mod alloc;
 pub mod model;
 pub mod streams;
 

@@ -17,10 +17,17 @@
 //! The memo keeps a 128-bit fingerprint of each (set, state) pair, not the
 //! pair: the set has a bit per operation, so a key of 2,000 operations made
 //! every entry a 256-byte allocation and the memo of one heavy seed the
-//! largest thing a hunt ever held (8.7 MB of a 10 MB peak). Sixteen bytes
-//! an entry bound it at a few MB whatever the seed. Two pairs sharing a
-//! fingerprint (odds about n²/2^129 for n entries, below 10^-26 within the
-//! step limit) would prune a branch never explored.
+//! largest thing a hunt ever held (8.7 MB of a 10 MB peak). Two pairs
+//! sharing a fingerprint (odds about n²/2^129 for n entries, below 10^-26
+//! within the step limit) would prune a branch never explored.
+//!
+//! The memo holds at most [`MEMO_MAX`] fingerprints (a table of 2 MB);
+//! a search that fills it empties it and goes on. Forgetting a node costs
+//! steps, never a result: the memo only prunes, and the step limit still
+//! ends the search. Unbounded, the memo of the heaviest key met set a hunt's
+//! peak (3.3 of a 3.9 MB heap peak over 6,000 seeds) and grew with the
+//! seeds run; the cap is above every memo of the 20,000 seeds of
+//! `hunt --seeds 0..20000` (no search there took one more step with it).
 
 use super::ops::{Call, Op};
 use super::spec::{self, State};
@@ -32,10 +39,40 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 pub(crate) struct Limits {
     pub ops_per_key_max: usize,
     pub steps_max: u64,
+    /// The most fingerprints the memo holds at once.
+    pub memo_max: usize,
 }
 
 impl Limits {
-    pub const STANDARD: Limits = Limits { ops_per_key_max: 4_096, steps_max: 200_000 };
+    pub const STANDARD: Limits = Limits { ops_per_key_max: 4_096, steps_max: 200_000, memo_max: MEMO_MAX };
+}
+
+/// The most fingerprints the memo holds: 7/8 of a 131,072-slot table, the
+/// load at which the standard `HashSet` would double it.
+pub(crate) const MEMO_MAX: usize = 114_688;
+
+/// A set of fingerprints that never holds more than `max`: an insert into a
+/// full memo empties it first (its table stays allocated).
+struct Memo {
+    seen: HashSet<u128>,
+    max: usize,
+}
+
+impl Memo {
+    fn new(max: usize) -> Memo {
+        Memo { seen: HashSet::new(), max }
+    }
+
+    /// Whether `fingerprint` is new; it is remembered either way.
+    fn insert(&mut self, fingerprint: u128) -> bool {
+        if self.seen.contains(&fingerprint) {
+            return false;
+        }
+        if self.seen.len() >= self.max {
+            self.seen.clear();
+        }
+        self.seen.insert(fingerprint)
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +136,7 @@ pub(crate) fn search(ops: &[Op], initial: State, limits: Limits) -> Search {
     assert!(ops.windows(2).all(|w| w[0].inv_us <= w[1].inv_us), "operations sorted by first send");
     let required_total = ops.iter().filter(|op| required(op)).count();
     // Membership only, never iterated: the order of the search does not depend on it.
-    let mut seen: HashSet<u128> = HashSet::new();
+    let mut seen = Memo::new(limits.memo_max);
     let mut stack = vec![(Bits::new(ops.len()), initial, 0usize)];
     let mut steps = 0u64;
     let mut nexts = Vec::new();
@@ -143,4 +180,23 @@ pub(crate) fn search(ops: &[Op], initial: State, limits: Limits) -> Search {
         stack.extend(children.drain(..).rev());
     }
     Search { found: Found::NoLinearization, steps }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Memo;
+
+    #[test]
+    fn the_memo_never_holds_more_than_its_max_and_answers_like_a_set_below_it() {
+        let mut memo = Memo::new(16);
+        for fingerprint in 0..16 {
+            assert!(memo.insert(fingerprint), "new");
+            assert!(!memo.insert(fingerprint), "seen");
+        }
+        for fingerprint in 16..1_000 {
+            assert!(memo.insert(fingerprint));
+            assert!(memo.seen.len() <= 16);
+        }
+        assert!(memo.insert(0), "forgotten once the memo filled");
+    }
 }

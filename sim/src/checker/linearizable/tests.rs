@@ -276,10 +276,40 @@ fn a_search_that_hits_its_bound_is_unknown_not_passed() {
         clock_excuse: false,
     };
     let ops: Vec<Op> = (0..8).map(|c| op(c, u64::from(c) * 100)).collect();
-    let tight = Limits { ops_per_key_max: 4, steps_max: 1_000 };
+    let tight = Limits { ops_per_key_max: 4, steps_max: 1_000, ..Limits::STANDARD };
     assert_eq!(search(&ops, State::unknown(0), tight).found, Found::Unknown);
-    let steps = Limits { ops_per_key_max: 100, steps_max: 3 };
+    let steps = Limits { ops_per_key_max: 100, steps_max: 3, ..Limits::STANDARD };
     assert_eq!(search(&ops, State::unknown(0), steps).found, Found::Unknown);
     assert_eq!(search(&ops, State::unknown(0), Limits::STANDARD).found, Found::Linearizable);
     assert_eq!(search(&ops, State::free(), Limits::STANDARD).found, Found::NoLinearization);
+}
+
+#[test]
+fn a_memo_that_fills_up_costs_steps_never_a_verdict() {
+    // Eight overlapping busy answers fit in any order; a ninth answer fits
+    // no state at all. Proving there is no linearization visits every
+    // subset of the eight (256 nodes with the whole memo); a memo of 16
+    // keeps forgetting and walks orders instead, but finds the same.
+    let op = |client: u32, answer: ClientReply| Op {
+        client: ClientId(client),
+        request: RequestId(1),
+        key: Key::new("k"),
+        call: Call::Acquire { lease_ms: LEASE_MS, wait_ms: 0 },
+        answer: Some(answer),
+        inv_us: 0,
+        resp_us: 1_000,
+        lease_end_min_us: 0,
+        queue_excuse: false,
+        clock_excuse: false,
+    };
+    let mut ops: Vec<Op> = (0..8).map(|c| op(c, ClientReply::Busy { remaining_ms: 10 })).collect();
+    ops.push(op(8, ClientReply::Released));
+    let whole = search(&ops, State::unknown(0), Limits::STANDARD);
+    let small = search(&ops, State::unknown(0), Limits { memo_max: 16, ..Limits::STANDARD });
+    assert_eq!((whole.found, small.found), (Found::NoLinearization, Found::NoLinearization));
+    assert!(whole.steps <= 300, "the whole memo visits each subset once: {} steps", whole.steps);
+    assert!(small.steps > 10 * whole.steps, "a small memo forgets: {} steps", small.steps);
+    ops.pop();
+    let small = search(&ops, State::unknown(0), Limits { memo_max: 16, ..Limits::STANDARD });
+    assert_eq!(small.found, Found::Linearizable, "and passes what passes");
 }
