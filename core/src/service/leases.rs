@@ -197,6 +197,12 @@ impl LockServer {
         live && (!expiring || self.config.variant == Variant::RenewWhileExpiring)
     }
 
+    /// The lock on `key` is live with `token` and an Expire of it is proposed.
+    fn expire_pending(&self, key: &Key, token: Token) -> bool {
+        let live = self.state.lock(key).is_some_and(|lock| lock.token == token);
+        live && self.leases.get(key).is_some_and(|lease| lease.token == token && lease.expiry == Expiry::Proposed)
+    }
+
     /// A full lease from now; returns its length.
     fn extend_lease(&mut self, key: &Key, now_local_ms: u64) -> u64 {
         let lock = self.state.lock(key).expect("only a live lock is extended");
@@ -259,6 +265,19 @@ impl LockServer {
                 self.reply(client, request, reply);
             }
             ReadPurpose::Renew { client, request, key, token } => {
+                if self.expire_pending(&key, token) && self.config.variant != Variant::RenewWhileExpiring {
+                    // The lease's Expire is proposed, not committed: `NotHeld`
+                    // now would tell the holder its lock is gone while the
+                    // Expire can still be lost with this leader, and the next
+                    // leader keep the lock (found by the hunt: swarm seed
+                    // 7496, a renew held to the lease's end, the leader
+                    // paused and cut off right after proposing, the key then
+                    // refused to others for a lease the holder was told had
+                    // ended). `Unavailable`: the client asks again and finds
+                    // the Expire applied (`NotHeld`) or the next leader's table.
+                    self.reply(client, request, ClientReply::Unavailable);
+                    return;
+                }
                 if self.renewable(&key, token) {
                     if self.leases.get(&key).is_some_and(|lease| matches!(lease.expiry, Expiry::Confirming { .. })) {
                         self.probe(Probe::RenewConfirmedDuringExpiry);

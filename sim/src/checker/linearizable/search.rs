@@ -21,13 +21,15 @@
 //! sharing a fingerprint (odds about n²/2^129 for n entries, below 10^-26
 //! within the step limit) would prune a branch never explored.
 //!
-//! The memo holds at most [`MEMO_MAX`] fingerprints (a table of 2 MB);
-//! a search that fills it empties it and goes on. Forgetting a node costs
-//! steps, never a result: the memo only prunes, and the step limit still
-//! ends the search. Unbounded, the memo of the heaviest key met set a hunt's
-//! peak (3.3 of a 3.9 MB heap peak over 6,000 seeds) and grew with the
-//! seeds run; the cap is above every memo of the 20,000 seeds of
-//! `hunt --seeds 0..20000` (no search there took one more step with it).
+//! The memo holds at most [`MEMO_MAX`] fingerprints, in two generations of
+//! half that (two tables of about 1 MB): when the young one fills, the old
+//! one is dropped. Forgetting a node costs steps, never a result: the memo
+//! only prunes, and the step limit still ends the search. Unbounded, the
+//! memo of the heaviest key met set a hunt's peak (3.3 of a 3.9 MB heap
+//! peak over 6,000 seeds) and grew with the seeds run. Every search of
+//! `hunt --seeds 0..20000` takes the same steps with the cap; the heaviest
+//! of `hunt --swarm --seeds 0..2000` 147,910 instead of 121,284 (emptying a
+//! single full table instead cost it the step limit).
 
 use super::ops::{Call, Op};
 use super::spec::{self, State};
@@ -47,31 +49,40 @@ impl Limits {
     pub const STANDARD: Limits = Limits { ops_per_key_max: 4_096, steps_max: 200_000, memo_max: MEMO_MAX };
 }
 
-/// The most fingerprints the memo holds: 7/8 of a 131,072-slot table, the
-/// load at which the standard `HashSet` would double it.
+/// The most fingerprints the memo holds: two generations of 57,344, 7/8 of
+/// a 65,536-slot table, the load at which the standard `HashSet` doubles it.
 pub(crate) const MEMO_MAX: usize = 114_688;
 
-/// A set of fingerprints that never holds more than `max`: an insert into a
-/// full memo empties it first (its table stays allocated).
+/// A set of fingerprints that never holds more than `max`, in two
+/// generations of `max / 2`: when the young one fills, the old one is
+/// dropped and the young one takes its place. Below `max / 2` it is an
+/// exact set; past that it always remembers the latest `max / 2` or more.
 struct Memo {
-    seen: HashSet<u128>,
-    max: usize,
+    young: HashSet<u128>,
+    old: HashSet<u128>,
+    half: usize,
 }
 
 impl Memo {
     fn new(max: usize) -> Memo {
-        Memo { seen: HashSet::new(), max }
+        Memo { young: HashSet::new(), old: HashSet::new(), half: (max / 2).max(1) }
     }
 
     /// Whether `fingerprint` is new; it is remembered either way.
     fn insert(&mut self, fingerprint: u128) -> bool {
-        if self.seen.contains(&fingerprint) {
+        if self.old.contains(&fingerprint) || self.young.contains(&fingerprint) {
             return false;
         }
-        if self.seen.len() >= self.max {
-            self.seen.clear();
+        if self.young.len() >= self.half {
+            std::mem::swap(&mut self.young, &mut self.old);
+            self.young.clear();
         }
-        self.seen.insert(fingerprint)
+        self.young.insert(fingerprint)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.young.len() + self.old.len()
     }
 }
 
@@ -195,7 +206,7 @@ mod tests {
         }
         for fingerprint in 16..1_000 {
             assert!(memo.insert(fingerprint));
-            assert!(memo.seen.len() <= 16);
+            assert!(memo.len() <= 16);
         }
         assert!(memo.insert(0), "forgotten once the memo filled");
     }
