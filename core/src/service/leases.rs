@@ -192,15 +192,17 @@ impl LockServer {
     fn renewable(&self, key: &Key, token: Token) -> bool {
         let ignore_token = self.config.variant == Variant::RenewIgnoresToken;
         let live = self.state.lock(key).is_some_and(|lock| ignore_token || lock.token == token);
-        let expiring =
-            self.leases.get(key).is_some_and(|lease| lease.token == token && lease.expiry == Expiry::Proposed);
-        live && (!expiring || self.config.variant == Variant::RenewWhileExpiring)
+        live && (!self.expire_proposed(key, token) || self.config.variant == Variant::RenewWhileExpiring)
+    }
+
+    /// The lease of `token` on `key` has its Expire proposed (once it applies, the lease is gone).
+    fn expire_proposed(&self, key: &Key, token: Token) -> bool {
+        self.leases.get(key).is_some_and(|lease| lease.token == token && lease.expiry == Expiry::Proposed)
     }
 
     /// The lock on `key` is live with `token` and an Expire of it is proposed.
     fn expire_pending(&self, key: &Key, token: Token) -> bool {
-        let live = self.state.lock(key).is_some_and(|lock| lock.token == token);
-        live && self.leases.get(key).is_some_and(|lease| lease.token == token && lease.expiry == Expiry::Proposed)
+        self.state.lock(key).is_some_and(|lock| lock.token == token) && self.expire_proposed(key, token)
     }
 
     /// A full lease from now; returns its length.
