@@ -65,6 +65,8 @@ probes! {
     // ---- elections (core/src/raft/election.rs) ----
     PreVoteIgnoredInLease => "pre-vote-ignored-in-lease", Core,
         "a node that heard a leader within the election timeout ignored a pre-vote: a returning node must not depose a working leader";
+    PreVoteRefusedBackingCampaign => "pre-vote-refused-backing-campaign", Core,
+        "a node that just voted refused a pre-vote for a later term: the loser of a close race must not depose its winner";
     VoteRefusedVotedForOther => "vote-refused-voted-for-other", Core,
         "two candidates asked one voter in one term: the one-vote-per-term rule is all that keeps a second leader out";
     VoteRefusedLogBehind => "vote-refused-log-behind", Core,
@@ -148,6 +150,8 @@ probes! {
         "the leader's clock stepped back with waiters queued: their deadlines moved back with it";
     ConfirmRoundsDroppedOnRoleChange => "confirm-rounds-dropped-on-role-change", Core,
         "the service's leadership confirmations (expiry, renew, grant) died with a role change: each must fail, not succeed";
+    ProposalsRedirectedOnStepDown => "proposals-redirected-on-step-down", Core,
+        "a leader lost office with proposals of its term pending: their clients are redirected, and a resend must find the first outcome";
     FloorReadDroppedOnRoleChange => "floor-read-dropped-on-role-change", Core,
         "a leader lost office with a restored resource's floor read pending: the resource must ask again";
     PendingCoveredBySnapshot => "pending-covered-by-snapshot", Core,

@@ -33,6 +33,7 @@ impl RaftNode {
             self.probe(Probe::SplitVoteRetry);
         }
         self.reset_election_timer();
+        self.backs_campaign = false;
         // A node restored from a stale backup may have voted in terms it no
         // longer remembers, so it never campaigns while recovering; it asks
         // again for the terms it has not heard yet.
@@ -102,9 +103,10 @@ impl RaftNode {
         }
         self.role = Role::Follower;
         self.leader = leader;
+        self.backs_campaign = false;
         self.votes.clear();
         self.progress.clear();
-        // Pending read rounds die with leadership; their callers time out.
+        // Pending read rounds die with leadership; the service redirects their callers.
         self.reads.clear();
         self.reset_election_timer();
     }
@@ -129,6 +131,7 @@ impl RaftNode {
         self.vote = Some(self.config.id);
         self.role = Role::Candidate;
         self.leader = None;
+        self.backs_campaign = true;
         self.votes.clear();
         self.votes.insert(self.config.id, true);
         self.reset_election_timer();
@@ -146,6 +149,7 @@ impl RaftNode {
         assert_eq!(self.vote, Some(self.config.id));
         self.role = Role::Leader;
         self.leader = Some(self.config.id);
+        self.backs_campaign = false;
         self.votes.clear();
         self.reset_election_timer();
         let next = LogIndex(self.log.last_index().0 + 1);
@@ -335,13 +339,27 @@ impl RaftNode {
         // whom it already voted for in the term.
         let vote_free =
             self.vote.is_none() || (self.config.variant == Variant::VoteTwice && self.role == Role::Follower);
-        let can_vote = self.vote == Some(from) || (vote_free && self.leader.is_none()) || (pre && term > self.term);
+        // Candidate stickiness: a pre-vote for a later term is refused for
+        // the minimum election timeout after voting for another campaign of
+        // this term, which may still win. Granted, it would let the loser of
+        // a close race enter the later term just as the winner takes office,
+        // and depose it with its first append's answer. The timer running out
+        // ends it, so a lost race delays the next one by at most that timeout.
+        let backs_other = pre
+            && self.backs_campaign
+            && self.vote != Some(from)
+            && self.election_elapsed < self.config.election_ticks_min;
+        let can_vote = self.vote == Some(from)
+            || (vote_free && self.leader.is_none())
+            || (pre && term > self.term && !backs_other);
         // The one place Variant::VoteIgnoresLog is consulted: it drops Raft's
         // election restriction, so a candidate lacking committed entries can win.
         let log_ok = self.config.variant == Variant::VoteIgnoresLog || self.log.is_up_to_date(last_index, last_term);
         let granted = can_vote && self.recovery.is_none() && log_ok;
         if !granted {
-            let probe = if !can_vote {
+            let probe = if backs_other {
+                Some(Probe::PreVoteRefusedBackingCampaign)
+            } else if !can_vote {
                 (!pre && self.vote.is_some_and(|vote| vote != from)).then_some(Probe::VoteRefusedVotedForOther)
             } else if self.recovery.is_some() {
                 Some(Probe::VoteRefusedRecovering)
@@ -351,7 +369,9 @@ impl RaftNode {
             if let Some(probe) = probe {
                 self.probe(probe);
             }
-            let why = if !can_vote {
+            let why = if backs_other {
+                "voted for another campaign of this term, which may still win (candidate stickiness)"
+            } else if !can_vote {
                 "already voted or following a leader in this term"
             } else if self.recovery.is_some() {
                 "recovering: not caught up since restart"
@@ -378,6 +398,7 @@ impl RaftNode {
         if granted {
             assert!(vote_free || self.vote == Some(from), "at most one vote per term");
             self.vote = Some(from);
+            self.backs_campaign = true;
             self.election_elapsed = 0;
         }
         self.send_vote_response(from, granted);

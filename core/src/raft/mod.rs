@@ -313,6 +313,12 @@ pub struct RaftNode {
     /// (Pre-)votes received in the current campaign: voter -> granted.
     votes: BTreeMap<NodeId, bool>,
     election_elapsed: u32,
+    /// This node cast its vote in its term (for itself as a candidate, or for
+    /// a peer) and has since neither heard a leader nor run its election
+    /// timer out: the campaign it backs may still win, so for the minimum
+    /// election timeout it refuses pre-votes for a later term (`election`,
+    /// candidate stickiness).
+    backs_campaign: bool,
     heartbeat_elapsed: u32,
     /// Drawn from `rng` in [election_ticks_min, election_ticks_max) at every role change.
     election_timeout: u32,
@@ -378,6 +384,7 @@ impl RaftNode {
             progress: BTreeMap::new(),
             votes: BTreeMap::new(),
             election_elapsed: 0,
+            backs_campaign: false,
             heartbeat_elapsed: 0,
             election_timeout: config.election_ticks_min,
             rng: ChaCha8Rng::seed_from_u64(rng_seed),

@@ -427,10 +427,9 @@ impl LockServer {
     }
 
     /// Notices a change of role or term and applies the hygiene rules: a new
-    /// leader restarts every lease; a deposed one forgets its timers, waiters
-    /// and read rounds. Pending proposals stay until their index is applied,
-    /// where [`LockServer::decide_grant_reply`] (and its Release twin) answer
-    /// only those of the current term.
+    /// leader restarts every lease; a deposed one forgets its timers and read
+    /// rounds, and redirects every client it was still to answer
+    /// (`leave_office`).
     fn observe_role(&mut self, now_local_ms: u64) {
         let soft = self.raft.soft_state();
         let now = (soft.role, soft.term);
@@ -447,10 +446,10 @@ impl LockServer {
             self.probe(Probe::ConfirmRoundsDroppedOnRoleChange);
         }
         // Read rounds of the old role can never be acted upon safely.
-        self.reads.clear();
+        let rounds = std::mem::take(&mut self.reads);
         self.floors_parked.clear();
         if self.office.is_some() {
-            self.leave_office();
+            self.leave_office(rounds);
         }
         if soft.role == Role::Leader {
             self.take_office(soft.term, now_local_ms);
@@ -466,16 +465,43 @@ impl LockServer {
         self.restart_leases(now_local_ms);
     }
 
-    fn leave_office(&mut self) {
+    /// A deposed leader can finish nothing it started, so every client it was
+    /// still to answer is redirected now (`NotLeader`, naming the new leader
+    /// if known) instead of being left to time out: the waiters (nothing
+    /// proposed for them), the proposals of its term, and the grants and
+    /// renewals waiting for a leadership confirmation (`rounds`, the service's
+    /// read rounds of the old role). A proposal may still commit under the
+    /// next leader; the client's resend of the same request is then answered
+    /// from the session table (an acquire or a decline) or finds the lock gone
+    /// (a release), exactly as a resend after a timeout would. Clients that
+    /// cancelled (`ghosts`) are not waiting and hear nothing.
+    ///
+    /// `GrantAfterExpiredWait` keeps its proposals: the naive server it models
+    /// answers `Granted` whenever its Grant applies, leader or not.
+    fn leave_office(&mut self, rounds: BTreeMap<u64, ReadRound>) {
         self.office = None;
         self.leases.clear();
-        self.ghosts.clear();
-        // Waiters have nothing proposed yet, so redirecting them is safe and
-        // quicker than letting them time out.
-        let reply = self.not_leader_reply();
+        let ghosts = std::mem::take(&mut self.ghosts);
+        let mut redirected: Vec<Holder> = Vec::new();
         let waiters = std::mem::take(&mut self.waiters);
-        for waiter in waiters.into_values().flatten() {
-            self.reply(waiter.holder.client, waiter.holder.request, reply);
+        redirected.extend(waiters.into_values().flatten().map(|waiter| waiter.holder));
+        if self.config.variant != Variant::GrantAfterExpiredWait {
+            let pending = std::mem::take(&mut self.pending);
+            if !pending.is_empty() {
+                self.probe(Probe::ProposalsRedirectedOnStepDown);
+            }
+            let proposed = pending.into_values().map(|pending| Holder { client: pending.client, request: pending.request });
+            redirected.extend(proposed.filter(|holder| !ghosts.contains(holder)));
+        }
+        redirected.extend(rounds.into_values().filter_map(|round| match round.purpose {
+            ReadPurpose::Renew { client, request, .. } | ReadPurpose::Grant { client, request, .. } => {
+                Some(Holder { client, request })
+            }
+            ReadPurpose::Expiry | ReadPurpose::Floor { .. } => None,
+        }));
+        let reply = self.not_leader_reply();
+        for holder in redirected {
+            self.reply(holder.client, holder.request, reply);
         }
     }
 

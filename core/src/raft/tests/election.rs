@@ -177,6 +177,62 @@ fn a_pre_candidate_refused_by_a_majority_steps_down() {
     assert_eq!(node.soft_state().term, Term(0), "a pre-vote never moves the term");
 }
 
+/// The pre-vote answers node 0 sends: (to, term, granted).
+fn pre_vote_answers(node: &mut RaftNode) -> Vec<(NodeId, Term, bool)> {
+    let ready = node.ready();
+    let messages = ready.messages.into_iter().chain(ready.messages_after_persist);
+    messages
+        .filter_map(|message| match message.body {
+            MessageBody::PreVoteResponse { granted } => Some((message.to, message.term, granted)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Candidate stickiness. Node 0 votes for node 1 in term 1; node 2's
+/// pre-vote for term 2 arrives a moment later. Granted, node 2 could enter
+/// term 2 just as node 1 takes office in term 1, and depose it with the
+/// answer to its first append (a second leader after a heal, seed 63941 of
+/// 200,000). So it is refused until the minimum election timeout has passed
+/// since the vote; node 1 itself, whose campaign node 0 backs, may ask
+/// for its next term at once.
+#[test]
+fn a_node_that_just_voted_refuses_pre_votes_for_a_later_term_for_the_minimum_timeout() {
+    let mut node = fresh_node();
+    let request = MessageBody::RequestVote { last_index: LogIndex(0), last_term: Term(0) };
+    node.step(from_peer(Term(1), request));
+    assert_eq!(node.hard_state().vote, Some(NodeId(1)));
+    node.ready();
+    let pre_vote = MessageBody::PreVote { last_index: LogIndex(0), last_term: Term(0) };
+    let from_node_2 = Message { from: NodeId(2), to: NodeId(0), term: Term(2), body: pre_vote.clone() };
+    node.step(from_node_2.clone());
+    assert_eq!(pre_vote_answers(&mut node), vec![(NodeId(2), Term(1), false)], "refused, with our term");
+    node.step(from_peer(Term(2), pre_vote));
+    assert_eq!(pre_vote_answers(&mut node), vec![(NodeId(1), Term(2), true)], "the backed candidate may ask again");
+    let ticks_min = Config::standard(NodeId(0), vec![NodeId(0)]).election_ticks_min;
+    for _ in 0..ticks_min {
+        node.tick();
+    }
+    node.ready();
+    node.step(from_node_2);
+    assert_eq!(pre_vote_answers(&mut node), vec![(NodeId(2), Term(2), true)], "the race is over: granted");
+    assert_eq!((node.soft_state().term, node.hard_state().vote), (Term(1), Some(NodeId(1))));
+}
+
+/// A candidate backs its own campaign: it refuses another node's pre-vote
+/// for the next term while its own election may still be won.
+#[test]
+fn a_candidate_refuses_pre_votes_for_a_later_term_while_its_campaign_runs() {
+    let mut node = fresh_node();
+    tick_until_pre_candidate(&mut node);
+    node.step(from_peer(Term(1), MessageBody::PreVoteResponse { granted: true }));
+    assert_eq!((node.soft_state().role, node.soft_state().term), (Role::Candidate, Term(1)));
+    node.ready();
+    let pre_vote = MessageBody::PreVote { last_index: LogIndex(0), last_term: Term(0) };
+    node.step(Message { from: NodeId(2), to: NodeId(0), term: Term(2), body: pre_vote });
+    assert_eq!(pre_vote_answers(&mut node), vec![(NodeId(2), Term(1), false)]);
+}
+
 /// `Variant::VoteTwice` is a follower that forgets whom it voted for in its
 /// term: it must grant a second candidate of that term, or the variant
 /// stops showing the double vote it exists to show.

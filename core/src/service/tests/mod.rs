@@ -370,6 +370,13 @@ impl Cluster {
     }
 }
 
+/// `answers` is one redirect (`NotLeader`) and nothing else: what a deposed
+/// leader tells a client it can no longer answer.
+#[track_caller]
+pub(super) fn assert_only_redirected(answers: &[ClientReply], why: &str) {
+    assert!(matches!(answers, [ClientReply::NotLeader { .. }]), "{why}: expected one NotLeader, got {answers:?}");
+}
+
 fn carries_entries_above(message: &Message, through: LogIndex) -> bool {
     matches!(&message.body, MessageBody::Append { entries, .. } if entries.iter().any(|entry| entry.index > through))
 }
