@@ -154,8 +154,6 @@ probes! {
         "a leader lost office with proposals of its term pending: their clients are redirected, and a resend must find the first outcome";
     FloorReadDroppedOnRoleChange => "floor-read-dropped-on-role-change", Core,
         "a leader lost office with a restored resource's floor read pending: the resource must ask again";
-    PendingCoveredBySnapshot => "pending-covered-by-snapshot", Core,
-        "a snapshot covered a proposal this node waited to answer: its client must retry";
     Compacted => "compacted", Core,
         "a node compacted its log into a snapshot: the token counter must travel with the locks it counts";
     // ---- the simulator's probes (sim/src/run/coverage.rs, the server driver, the supervisor) ----

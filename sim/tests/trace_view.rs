@@ -149,7 +149,9 @@ fn the_json_trace_is_the_told_events() {
     let fields = write["fields"].as_array().expect("fields");
     assert!(fields.contains(&serde_json::json!(["key", "invoice/B-1042"])), "{fields:?}");
     assert!(fields.contains(&serde_json::json!(["token", "tok41"])), "{fields:?}");
-    assert!(value["violations"].as_array().is_some_and(|v| v.len() == 1));
+    let violations = value["violations"].as_array().expect("a violations array");
+    assert_eq!(violations[0]["property"], "fenced-write", "the stale write is the first violation");
+    assert_eq!(violations[0]["tokens"], serde_json::json!([41, 48]));
     // Filters apply to the JSON trace too.
     let (_, filtered) = replay(&["--json", "--actor", "c1", "--key", "B-1042", "--to", "6800"]);
     let filtered: serde_json::Value = serde_json::from_str(filtered.trim()).expect("one JSON object");

@@ -61,10 +61,10 @@ impl LockServer {
         assert!(snapshot.index >= self.applied_index, "a snapshot never moves the applied index back");
         self.applied_index = snapshot.index;
         self.state = snapshot.state;
-        // Proposals covered by the snapshot cannot be matched to their results; their clients retry.
-        if self.pending.keys().next().is_some_and(|index| *index <= snapshot.index) {
-            self.probe(Probe::PendingCoveredBySnapshot);
-        }
+        // Only a follower installs a snapshot, and a leader leaving office
+        // redirects the clients of its proposals; under
+        // `GrantAfterExpiredWait`, which keeps them, those the snapshot
+        // covers cannot be matched to their results and are dropped.
         self.pending.retain(|index, _| *index > snapshot.index);
         self.applied_at_ms.clear();
         let keys: Vec<Key> = self.state.locks().map(|(key, _)| key.clone()).collect();

@@ -490,7 +490,8 @@ impl LockServer {
             if !pending.is_empty() {
                 self.probe(Probe::ProposalsRedirectedOnStepDown);
             }
-            let proposed = pending.into_values().map(|pending| Holder { client: pending.client, request: pending.request });
+            let proposed =
+                pending.into_values().map(|pending| Holder { client: pending.client, request: pending.request });
             redirected.extend(proposed.filter(|holder| !ghosts.contains(holder)));
         }
         redirected.extend(rounds.into_values().filter_map(|round| match round.purpose {
