@@ -179,7 +179,7 @@ pub struct Ready {
     pub committed_entries: Vec<Entry>,
     /// Read-index rounds confirmed by a majority since the last Ready. A round
     /// still pending when the leader loses leadership is dropped without a
-    /// `ReadState`: the caller must time out.
+    /// `ReadState`: the caller notices the lost leadership and gives up on it.
     pub read_states: Vec<ReadState>,
 }
 
