@@ -310,6 +310,8 @@ impl RaftNode {
         if self.role != Role::Follower || self.leader != Some(from) {
             self.become_follower(self.term, Some(from));
         }
+        // A leader is heard: the campaign this node backed is decided.
+        self.backs_campaign = false;
         // The one place Variant::ElectionChurn is consulted: hearing from the
         // leader does not restart the election timer, so it counts from when
         // the node began to follow, and runs out one election timeout later
@@ -357,7 +359,7 @@ impl RaftNode {
         let log_ok = self.config.variant == Variant::VoteIgnoresLog || self.log.is_up_to_date(last_index, last_term);
         let granted = can_vote && self.recovery.is_none() && log_ok;
         if !granted {
-            let probe = if backs_other {
+            let probe = if !can_vote && backs_other {
                 Some(Probe::PreVoteRefusedBackingCampaign)
             } else if !can_vote {
                 (!pre && self.vote.is_some_and(|vote| vote != from)).then_some(Probe::VoteRefusedVotedForOther)
@@ -369,7 +371,7 @@ impl RaftNode {
             if let Some(probe) = probe {
                 self.probe(probe);
             }
-            let why = if backs_other {
+            let why = if !can_vote && backs_other {
                 "voted for another campaign of this term, which may still win (candidate stickiness)"
             } else if !can_vote {
                 "already voted or following a leader in this term"

@@ -179,7 +179,9 @@ pub struct Ready {
     pub committed_entries: Vec<Entry>,
     /// Read-index rounds confirmed by a majority since the last Ready. A round
     /// still pending when the leader loses leadership is dropped without a
-    /// `ReadState`: the caller notices the lost leadership and gives up on it.
+    /// `ReadState`: the caller notices the lost leadership and gives up on it
+    /// (the lock service redirects a waiting client; a floor read is asked again
+    /// by the resource).
     pub read_states: Vec<ReadState>,
 }
 

@@ -8,9 +8,11 @@
 //!
 //! Only the node that received a request answers it, and only if the entry at
 //! the proposal's index carries the proposal's term (else it was overwritten)
-//! and the node is still leader of that term. Pending proposals of a lost term
-//! are dropped silently when their index is applied: the client times out and
-//! retries, and the state machine's session gives the retry the original token.
+//! and the node is still leader of that term. A leader leaving office
+//! redirects the clients of its proposals (`LockServer::leave_office`), whose
+//! resends then meet the outcome in the state machine's sessions; only
+//! `GrantAfterExpiredWait` keeps a lost term's proposals, and those whose index
+//! is applied with another entry are dropped silently.
 
 use super::{ClientReply, LockServer, Output, Pending, PendingKind};
 use crate::command::{ApplyResult, Command};
@@ -85,7 +87,8 @@ impl LockServer {
                 office.serving = true;
             }
         }
-        // Stale leftovers (overwritten entries below this index) are answered by nobody.
+        // Stale leftovers (overwritten entries below this index; only under
+        // `GrantAfterExpiredWait`, which keeps a lost term's proposals) are answered by nobody.
         let stale: Vec<LogIndex> = self.pending.range(..entry.index).map(|(index, _)| *index).collect();
         for index in stale {
             self.pending.remove(&index);

@@ -342,7 +342,8 @@ impl LockServer {
                 assert_eq!(term, office_term, "a proposal carries the leader's term");
                 assert!(index > self.applied_index, "a new proposal lies beyond the applied log");
                 let replaced = self.pending.insert(index, Pending { term, client, request, kind });
-                // A leftover of an overwritten entry at this index is answered by nobody.
+                // A leftover of an overwritten entry at this index (kept only
+                // under `GrantAfterExpiredWait`) is answered by nobody.
                 assert!(replaced.as_ref().map(|old| old.term < term) != Some(false), "one proposal per index and term");
             }
             Err(ProposeError::NotLeader { .. }) => {

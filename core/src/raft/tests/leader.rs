@@ -171,7 +171,7 @@ fn an_answer_to_an_append_sent_before_a_read_does_not_confirm_it() {
 }
 
 /// A round still pending when its leader steps down is dropped: its caller
-/// times out. Kept, it would be answered in a later term by answers that
+/// sees the role change and gives up on it. Kept, it would be answered in a later term by answers that
 /// never confirmed it.
 #[test]
 fn a_read_pending_when_the_leader_steps_down_is_never_answered() {
