@@ -238,6 +238,17 @@ fn a_cut_off_leader_asks_for_expiry_confirmation_once_per_retry_interval() {
     assert_eq!(rounds_out(&cluster), 1, "one round for the due lease, not one per tick");
 }
 
+/// c1 holds tok1 and its lease ran out: the leader proposed its Expire, and
+/// the append carrying it is held, so the Expire is not applied.
+fn expire_in_flight(variant: Variant) -> (Cluster, NodeId) {
+    let (mut cluster, leader) = three(variant);
+    cluster.request(leader, 1, 1, acquire(0));
+    cluster.hold_entries();
+    assert!(cluster.run_until(2 * LEASE_MS, |cluster| cluster.expire_proposals(leader) == 1), "the Expire is proposed");
+    assert_eq!(cluster.token_of(leader), Some(Token(1)), "and not applied");
+    (cluster, leader)
+}
+
 /// c1's lease ran out and its Expire is proposed, but the append carrying
 /// it is slow. A renew that arrives meanwhile must not be answered
 /// `Renewed` (the Expire will apply and end the lock the client was told it
@@ -246,11 +257,7 @@ fn a_cut_off_leader_asks_for_expiry_confirmation_once_per_retry_interval() {
 /// until the Expire applies, and the client's retry then hears `NotHeld`.
 #[test]
 fn a_renew_while_the_expire_of_its_token_is_in_flight_waits_for_the_expire() {
-    let (mut cluster, leader) = three(Variant::Default);
-    cluster.request(leader, 1, 1, acquire(0));
-    cluster.hold_entries();
-    assert!(cluster.run_until(2 * LEASE_MS, |cluster| cluster.expire_proposals(leader) == 1), "the Expire is proposed");
-    assert_eq!(cluster.token_of(leader), Some(Token(1)), "and not applied");
+    let (mut cluster, leader) = expire_in_flight(Variant::Default);
     cluster.request(leader, 1, 2, renew(1));
     assert_eq!(cluster.answers(1, 2), vec![ClientReply::Unavailable], "neither Renewed nor NotHeld before it commits");
     cluster.release_entries();
@@ -262,10 +269,7 @@ fn a_renew_while_the_expire_of_its_token_is_in_flight_waits_for_the_expire() {
 /// Under `renew-while-expiring` the same renew is confirmed.
 #[test]
 fn renew_while_expiring_variant_renews_while_the_expire_is_in_flight() {
-    let (mut cluster, leader) = three(Variant::RenewWhileExpiring);
-    cluster.request(leader, 1, 1, acquire(0));
-    cluster.hold_entries();
-    assert!(cluster.run_until(2 * LEASE_MS, |cluster| cluster.expire_proposals(leader) == 1), "the Expire is proposed");
+    let (mut cluster, leader) = expire_in_flight(Variant::RenewWhileExpiring);
     cluster.request(leader, 1, 2, renew(1));
     assert!(matches!(cluster.answers(1, 2)[..], [ClientReply::Renewed { .. }]), "{:?}", cluster.answers(1, 2));
 }

@@ -261,21 +261,26 @@ fn the_clean_run_of_every_family_is_linearizable() {
     assert_linearizable(&happy().check());
 }
 
-#[test]
-fn a_search_that_hits_its_bound_is_unknown_not_passed() {
-    let op = |client: u32, inv_us: u64| Op {
+/// A try-lock of `client` on key `k`, sent at `inv_us` and answered `answer` at `resp_us`.
+fn try_lock_op(client: u32, answer: ClientReply, inv_us: u64, resp_us: u64) -> Op {
+    Op {
         client: ClientId(client),
         request: RequestId(1),
         key: Key::new("k"),
         call: Call::Acquire { lease_ms: LEASE_MS, wait_ms: 0 },
-        answer: Some(ClientReply::Busy { remaining_ms: 10 }),
+        answer: Some(answer),
         inv_us,
-        resp_us: inv_us + 10,
+        resp_us,
         lease_end_min_us: 0,
         queue_excuse: false,
         clock_excuse: false,
-    };
-    let ops: Vec<Op> = (0..8).map(|c| op(c, u64::from(c) * 100)).collect();
+    }
+}
+
+#[test]
+fn a_search_that_hits_its_bound_is_unknown_not_passed() {
+    let busy = ClientReply::Busy { remaining_ms: 10 };
+    let ops: Vec<Op> = (0..8).map(|c| try_lock_op(c, busy, u64::from(c) * 100, u64::from(c) * 100 + 10)).collect();
     let tight = Limits { ops_per_key_max: 4, steps_max: 1_000, ..Limits::STANDARD };
     assert_eq!(search(&ops, State::unknown(0), tight).found, Found::Unknown);
     let steps = Limits { ops_per_key_max: 100, steps_max: 3, ..Limits::STANDARD };
@@ -290,18 +295,7 @@ fn a_memo_that_fills_up_costs_steps_never_a_verdict() {
     // no state at all. Proving there is no linearization visits every
     // subset of the eight (256 nodes with the whole memo); a memo of 16
     // keeps forgetting and walks orders instead, but finds the same.
-    let op = |client: u32, answer: ClientReply| Op {
-        client: ClientId(client),
-        request: RequestId(1),
-        key: Key::new("k"),
-        call: Call::Acquire { lease_ms: LEASE_MS, wait_ms: 0 },
-        answer: Some(answer),
-        inv_us: 0,
-        resp_us: 1_000,
-        lease_end_min_us: 0,
-        queue_excuse: false,
-        clock_excuse: false,
-    };
+    let op = |client: u32, answer: ClientReply| try_lock_op(client, answer, 0, 1_000);
     let mut ops: Vec<Op> = (0..8).map(|c| op(c, ClientReply::Busy { remaining_ms: 10 })).collect();
     ops.push(op(8, ClientReply::Released));
     let whole = search(&ops, State::unknown(0), Limits::STANDARD);
