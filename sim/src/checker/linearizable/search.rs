@@ -14,26 +14,31 @@
 //! Both the operations per key and the nodes explored are bounded; hitting a
 //! bound is an `Unknown` outcome, counted by the caller, never a pass.
 //!
-//! The memo keeps a 128-bit fingerprint of each (set, state) pair, not the
-//! pair: the set has a bit per operation, so a key of 2,000 operations made
-//! every entry a 256-byte allocation and the memo of one heavy seed the
-//! largest thing a hunt ever held (8.7 MB of a 10 MB peak). Two pairs
-//! sharing a fingerprint (odds about n²/2^129 for n entries, below 10^-26
-//! within the step limit) would prune a branch never explored.
+//! The memo keeps a fingerprint of each (set, state) pair, not the pair:
+//! the set has a bit per operation, so a key of 2,000 operations made every
+//! entry a 256-byte allocation and the memo of one heavy seed the largest
+//! thing a hunt ever held (8.7 MB of a 10 MB peak).
 //!
-//! The memo holds at most [`MEMO_MAX`] fingerprints, in two generations of
-//! half that (two tables of about 1 MB): when the young one fills, the old
-//! one is dropped. Forgetting a node costs steps, never a result: the memo
-//! only prunes, and the step limit still ends the search. Unbounded, the
-//! memo of the heaviest key met set a hunt's peak (3.3 of a 3.9 MB heap
-//! peak over 6,000 seeds) and grew with the seeds run. Every search of
-//! `hunt --seeds 0..20000` takes the same steps with the cap; the heaviest
-//! of `hunt --swarm --seeds 0..2000` 147,910 instead of 121,284 (emptying a
-//! single full table instead cost it the step limit).
+//! The memo is a table of [`MEMO_SLOTS`] fingerprints (1 MiB), one per
+//! thread, made once and lent to every search the thread runs: a hunt's
+//! memory for it is the same after one seed as after a million. Its slots
+//! come in buckets of eight; a new fingerprint goes to the front of its
+//! bucket and the oldest one falls off the back. Forgetting a node costs
+//! steps, never a result: the memo only prunes, and the step limit still
+//! ends the search. Each search has its own epoch, written into the slots
+//! it fills, so what an earlier search left is never found (and goes first
+//! when a bucket is full): a search depends on its own operations alone,
+//! whichever thread runs it and whatever it ran before. A memo made anew
+//! per search instead grew with the heaviest key met so far, and a hunt's
+//! peak with the seeds run (two jobs each holding a full one at once).
+//!
+//! A slot keeps 56 bits of a fingerprint and the bucket 14 more, so a new
+//! node is taken for one already seen with odds under 2^-53 per lookup (8
+//! slots compared): such a match would prune a branch never explored.
 
 use super::ops::{Call, Op};
 use super::spec::{self, State};
-use std::collections::HashSet;
+use std::cell::RefCell;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// The search's limits.
@@ -41,48 +46,84 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 pub(crate) struct Limits {
     pub ops_per_key_max: usize,
     pub steps_max: u64,
-    /// The most fingerprints the memo holds at once.
-    pub memo_max: usize,
+    /// The memo's size in fingerprints (a multiple of [`Memo::WAYS`]).
+    pub memo_slots: usize,
 }
 
 impl Limits {
-    pub const STANDARD: Limits = Limits { ops_per_key_max: 4_096, steps_max: 200_000, memo_max: MEMO_MAX };
+    pub const STANDARD: Limits = Limits { ops_per_key_max: 4_096, steps_max: 200_000, memo_slots: MEMO_SLOTS };
 }
 
-/// The most fingerprints the memo holds: two generations of 57,344, 7/8 of
-/// a 65,536-slot table, the load at which the standard `HashSet` doubles it.
-pub(crate) const MEMO_MAX: usize = 114_688;
+/// The memo's fingerprints: 131,072 of 8 bytes, 1 MiB. Over
+/// `hunt --seeds 0..20000`, plain and swarm, it decides every key the
+/// memo made anew per search decided. The one key there that hits the step
+/// limit with either (seed 11189's, 69 operations) needs about 700,000
+/// steps with a memo of 8 MiB, and more than 50 million with this one.
+pub(crate) const MEMO_SLOTS: usize = 1 << 17;
 
-/// A set of fingerprints that never holds more than `max`, in two
-/// generations of `max / 2`: when the young one fills, the old one is
-/// dropped and the young one takes its place. Below `max / 2` it is an
-/// exact set; past that it always remembers the latest `max / 2` or more.
-struct Memo {
-    young: HashSet<u128>,
-    old: HashSet<u128>,
-    half: usize,
+thread_local! {
+    /// The thread's memo, made on its first search of standard size.
+    static MEMO: RefCell<Memo> = RefCell::new(Memo::new(MEMO_SLOTS));
+}
+
+/// A set of fingerprints of fixed size that forgets the oldest of a bucket
+/// when it is full, and everything of earlier searches at once.
+///
+/// A slot holds the search's epoch in its top 8 bits and 56 bits of a
+/// fingerprint below; the bucket is chosen by other bits of the
+/// fingerprint. The empty slot is epoch 0, which no search uses; when the
+/// epochs run out (every 255 searches) the table is emptied.
+pub(crate) struct Memo {
+    slots: Box<[u64]>,
+    epoch: u8,
 }
 
 impl Memo {
-    fn new(max: usize) -> Memo {
-        Memo { young: HashSet::new(), old: HashSet::new(), half: (max / 2).max(1) }
+    /// Slots per bucket: eight fingerprints, one 64-byte cache line.
+    const WAYS: usize = 8;
+    const TAG_BITS: u32 = 56;
+
+    fn new(slots: usize) -> Memo {
+        let slots = slots.next_multiple_of(Memo::WAYS).max(Memo::WAYS);
+        Memo { slots: vec![0; slots].into_boxed_slice(), epoch: 0 }
     }
 
-    /// Whether `fingerprint` is new; it is remembered either way.
+    /// Forgets every fingerprint: the next search's epoch.
+    fn start(&mut self) {
+        self.epoch = self.epoch.checked_add(1).unwrap_or_else(|| {
+            self.slots.fill(0);
+            1
+        });
+    }
+
+    /// Whether `fingerprint` is new in this search; it is remembered either way.
     fn insert(&mut self, fingerprint: u128) -> bool {
-        if self.old.contains(&fingerprint) || self.young.contains(&fingerprint) {
+        let buckets = self.slots.len() / Memo::WAYS;
+        let bucket = ((fingerprint >> 64) as usize % buckets) * Memo::WAYS;
+        let tag = (u64::from(self.epoch) << Memo::TAG_BITS) | (fingerprint as u64 & ((1 << Memo::TAG_BITS) - 1));
+        let ways = &mut self.slots[bucket..bucket + Memo::WAYS];
+        if ways.contains(&tag) {
             return false;
         }
-        if self.young.len() >= self.half {
-            std::mem::swap(&mut self.young, &mut self.old);
-            self.young.clear();
-        }
-        self.young.insert(fingerprint)
+        ways.copy_within(..Memo::WAYS - 1, 1);
+        ways[0] = tag;
+        true
     }
 
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.young.len() + self.old.len()
+    /// Runs `f` with the thread's memo, or a memo of `slots` made for it
+    /// when that is another size (a test's small one).
+    fn with<R>(slots: usize, f: impl FnOnce(&mut Memo) -> R) -> R {
+        if slots == MEMO_SLOTS {
+            MEMO.with(|memo| {
+                let mut memo = memo.borrow_mut();
+                memo.start();
+                f(&mut memo)
+            })
+        } else {
+            let mut memo = Memo::new(slots);
+            memo.start();
+            f(&mut memo)
+        }
     }
 }
 
@@ -145,9 +186,12 @@ pub(crate) fn search(ops: &[Op], initial: State, limits: Limits) -> Search {
         return Search { found: Found::Unknown, steps: 0 };
     }
     assert!(ops.windows(2).all(|w| w[0].inv_us <= w[1].inv_us), "operations sorted by first send");
+    Memo::with(limits.memo_slots, |seen| explore(ops, initial, limits, seen))
+}
+
+/// The search itself, with a memo emptied for it.
+fn explore(ops: &[Op], initial: State, limits: Limits, seen: &mut Memo) -> Search {
     let required_total = ops.iter().filter(|op| required(op)).count();
-    // Membership only, never iterated: the order of the search does not depend on it.
-    let mut seen = Memo::new(limits.memo_max);
     let mut stack = vec![(Bits::new(ops.len()), initial, 0usize)];
     let mut steps = 0u64;
     let mut nexts = Vec::new();
@@ -197,17 +241,36 @@ pub(crate) fn search(ops: &[Op], initial: State, limits: Limits) -> Search {
 mod tests {
     use super::Memo;
 
+    /// The `n`th fingerprint of bucket 0 of a two-bucket memo.
+    fn in_bucket_0(n: u128) -> u128 {
+        (n * 2) << 64 | n
+    }
+
     #[test]
-    fn the_memo_never_holds_more_than_its_max_and_answers_like_a_set_below_it() {
+    fn the_memo_answers_like_a_set_until_a_bucket_overflows_then_forgets_its_oldest() {
+        let mut memo = Memo::new(2 * Memo::WAYS);
+        memo.start();
+        for n in 0..Memo::WAYS as u128 {
+            assert!(memo.insert(in_bucket_0(n)), "new");
+            assert!(!memo.insert(in_bucket_0(n)), "seen");
+        }
+        assert!(memo.insert(in_bucket_0(99)), "one more in a full bucket");
+        assert!(!memo.insert(in_bucket_0(1)), "the newer ones stay");
+        assert!(memo.insert(in_bucket_0(0)), "the oldest fell off");
+    }
+
+    #[test]
+    fn a_new_search_finds_nothing_of_the_last_even_when_the_epochs_run_out() {
         let mut memo = Memo::new(16);
-        for fingerprint in 0..16 {
-            assert!(memo.insert(fingerprint), "new");
-            assert!(!memo.insert(fingerprint), "seen");
-        }
-        for fingerprint in 16..1_000 {
-            assert!(memo.insert(fingerprint));
-            assert!(memo.len() <= 16);
-        }
-        assert!(memo.insert(0), "forgotten once the memo filled");
+        memo.start();
+        assert!(memo.insert(7));
+        memo.start();
+        assert!(memo.insert(7), "forgotten by the next search");
+        assert!(!memo.insert(7));
+        memo.epoch = u8::MAX;
+        memo.start();
+        assert_eq!(memo.epoch, 1, "epoch 0 marks an empty slot");
+        assert!(memo.insert(7), "the table was emptied, not only the epoch turned");
+        assert!(memo.insert(0) && !memo.insert(0), "a zero fingerprint is not an empty slot");
     }
 }

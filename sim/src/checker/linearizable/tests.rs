@@ -299,11 +299,11 @@ fn a_memo_that_fills_up_costs_steps_never_a_verdict() {
     let mut ops: Vec<Op> = (0..8).map(|c| op(c, ClientReply::Busy { remaining_ms: 10 })).collect();
     ops.push(op(8, ClientReply::Released));
     let whole = search(&ops, State::unknown(0), Limits::STANDARD);
-    let small = search(&ops, State::unknown(0), Limits { memo_max: 16, ..Limits::STANDARD });
+    let small = search(&ops, State::unknown(0), Limits { memo_slots: 16, ..Limits::STANDARD });
     assert_eq!((whole.found, small.found), (Found::NoLinearization, Found::NoLinearization));
     assert!(whole.steps <= 300, "the whole memo visits each subset once: {} steps", whole.steps);
     assert!(small.steps > 10 * whole.steps, "a small memo forgets: {} steps", small.steps);
     ops.pop();
-    let small = search(&ops, State::unknown(0), Limits { memo_max: 16, ..Limits::STANDARD });
+    let small = search(&ops, State::unknown(0), Limits { memo_slots: 16, ..Limits::STANDARD });
     assert_eq!(small.found, Found::Linearizable, "and passes what passes");
 }
