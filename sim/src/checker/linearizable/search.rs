@@ -46,7 +46,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 pub(crate) struct Limits {
     pub ops_per_key_max: usize,
     pub steps_max: u64,
-    /// The memo's size in fingerprints (a multiple of [`Memo::WAYS`]).
+    /// The memo's size in fingerprints (rounded up to whole buckets).
     pub memo_slots: usize,
 }
 
@@ -55,11 +55,11 @@ impl Limits {
 }
 
 /// The memo's fingerprints: 131,072 of 8 bytes, 1 MiB. Over
-/// `hunt --seeds 0..20000`, plain and swarm, it decides every key the
-/// memo made anew per search decided. The one key there that hits the step
-/// limit with either (seed 11189's, 69 operations) needs about 700,000
-/// steps with a memo of 8 MiB, and more than 50 million with this one.
-pub(crate) const MEMO_SLOTS: usize = 1 << 17;
+/// `hunt --seeds 0..20000` it leaves one key undecided, as the memo made
+/// anew per search did (seed 11189's, 69 operations: about 700,000 steps
+/// with a memo of 8 MiB, more than 50 million with this one); over
+/// `--swarm` it too leaves one.
+const MEMO_SLOTS: usize = 1 << 17;
 
 thread_local! {
     /// The thread's memo, made on its first search of standard size.
@@ -73,7 +73,7 @@ thread_local! {
 /// fingerprint below; the bucket is chosen by other bits of the
 /// fingerprint. The empty slot is epoch 0, which no search uses; when the
 /// epochs run out (every 255 searches) the table is emptied.
-pub(crate) struct Memo {
+struct Memo {
     slots: Box<[u64]>,
     epoch: u8,
 }
