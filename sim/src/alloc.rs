@@ -4,9 +4,10 @@
 //! the system when freed, but it raises that threshold to the size of every
 //! mapped block freed (up to 32 MB), so after the first large table is
 //! freed, later ones come from the heap and stay resident as holes
-//! between smaller blocks. A hunt frees a large table at the end of every
-//! seed whose linearizability search was long (the memo, the search's
-//! stack), so its peak crept up with the seeds run: 13.0 MB at 2,000 seeds,
+//! between smaller blocks. A hunt frees large tables at the end of many
+//! seeds (the simulation's buffers, the search's stack; the search's memo
+//! was one until it became a table per thread, kept for the whole run), so
+//! its peak crept up with the seeds run: 13.0 MB at 2,000 seeds,
 //! 19.6 MB at 20,000. A fixed threshold keeps every block above it mapped
 //! and returned when freed (12.3 and 14.1 MB), at the cost of a `mmap` per
 //! such block: a few per seed.
