@@ -3,7 +3,7 @@
 //! ```toml
 //! cluster_id = "c-7f3a"
 //! lease_ms = 2000          # the lease a client asks for unless told otherwise
-//! heartbeat_ms = 20        # Raft timing, with the simulator model's names
+//! heartbeat_ms = 40        # Raft timing, with the simulator model's names
 //! election_ms_min = 100
 //! election_ms_max = 200
 //! admin = false            # accept admin requests (fault injection, clock)
@@ -82,7 +82,7 @@ fn default_lease_ms() -> u64 {
     2_000
 }
 fn default_heartbeat_ms() -> u64 {
-    20
+    40
 }
 fn default_election_ms_min() -> u64 {
     100
@@ -322,7 +322,7 @@ data_dir = "n2"
     #[test]
     fn a_good_file_takes_the_standard_timing_and_absolute_paths() {
         let cluster = parse(GOOD).expect("valid");
-        assert_eq!((cluster.heartbeat_ms, cluster.election_ms_min, cluster.election_ms_max), (20, 100, 200));
+        assert_eq!((cluster.heartbeat_ms, cluster.election_ms_min, cluster.election_ms_max), (40, 100, 200));
         assert_eq!(cluster.lease_ms, 2_000);
         assert_eq!(cluster.nodes[0].data_dir, PathBuf::from("/base/n0"));
         assert_eq!(cluster.nodes[1].data_dir, PathBuf::from("/abs/n1"));

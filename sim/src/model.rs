@@ -212,7 +212,7 @@ impl Default for Model {
             fault_rate: 1.0,
             swarm: false,
             swarm_bias: None,
-            heartbeat_ms: 20,
+            heartbeat_ms: 40,
             election_ms_min: 100,
             election_ms_max: 200,
             variant: Variant::Default,

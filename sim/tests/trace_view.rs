@@ -1,8 +1,9 @@
 //! The trace's filters (`--actor`, `--key`, `--from`, `--to`), its told
 //! events (`--why`, `--log`) and its JSON form, through the binary.
 //!
-//! Seed 2 of `sink-unfenced` fails twice: c1 stalls holding tok41 of
-//! invoice/B-1042 and writes it at 6762 ms, after c0 wrote tok48.
+//! Seed 2 of `sink-unfenced`, with the 20 ms heartbeat it was recorded
+//! with, fails twice: c1 stalls holding tok41 of invoice/B-1042 and writes it
+//! at 6762 ms, after c0 wrote tok48.
 
 use std::process::{Command, Output};
 
@@ -11,7 +12,7 @@ fn fencesim(args: &[&str]) -> Output {
 }
 
 fn replay(extra: &[&str]) -> (Option<i32>, String) {
-    let mut args = vec!["replay", "--seed", "2", "--variant", "sink-unfenced"];
+    let mut args = vec!["replay", "--seed", "2", "--variant", "sink-unfenced", "--set", "heartbeat_ms=20"];
     args.extend_from_slice(extra);
     let output = fencesim(&args);
     (output.status.code(), String::from_utf8(output.stdout).expect("utf-8 output"))

@@ -694,8 +694,8 @@ mod tests {
         let silent = happy().at_ms(6_000).acquire_request(2, 20, "j").at_ms(9_000).ev(gave_up(2, 20, GiveUp::Retries));
         let verdict = silent.check();
         assert_only(&verdict, Property::Answered);
-        assert_eq!(verdict.violations[0].at_us, 7_100_000);
-        assert!(verdict.violations[0].detail.contains("n0 had not replied by 7100ms"), "{}", verdict.violations[0]);
+        assert_eq!(verdict.violations[0].at_us, 7_300_000);
+        assert!(verdict.violations[0].detail.contains("n0 had not replied by 7300ms"), "{}", verdict.violations[0]);
     }
 
     #[test]
