@@ -221,3 +221,20 @@ fn a_hunt_tells_a_linearizable_failure_in_one_line_and_replay_shows_its_table() 
     let replayed = ok(&["replay", "--seed", "1", "--variant", "released-before-commit"]);
     assert!(replayed.contains("VIOLATION linearizable") && replayed.contains("client  request"), "{replayed}");
 }
+
+/// Seed 3310 of the standard model has a key whose linearizability search
+/// reaches its bound: the run is "ok", and says which key it did not judge.
+#[test]
+fn a_key_left_undecided_is_said_by_replay_and_hunt() {
+    let replayed = ok(&["replay", "--seed", "3310"]);
+    let line = replayed.lines().find(|l| l.starts_with("UNDECIDED ")).expect("an UNDECIDED line");
+    assert!(line.starts_with("UNDECIDED linearizable: invoice/B-1042 not judged: the search over its "), "{line}");
+    assert!(replayed.contains("seed 3310 variant default: ok"), "{replayed}");
+    let json: Value = serde_json::from_str(&ok(&["replay", "--seed", "3310", "--json"])).unwrap();
+    assert_eq!(json["undecided"][0]["key"], "invoice/B-1042");
+    let hunt = ok(&["hunt", "--seeds", "3309..3311"]);
+    assert!(hunt.contains("\nlinearizable: 1 of 4 keys in 1 seed not judged"), "{hunt}");
+    assert!(hunt.contains("  the first is seed 3310, its key named (UNDECIDED line): "), "{hunt}");
+    let quiet = ok(&["replay", "--seed", "3309"]);
+    assert!(!quiet.contains("UNDECIDED"), "{quiet}");
+}

@@ -104,6 +104,36 @@ impl fmt::Display for Violation {
     }
 }
 
+/// A key whose `linearizable` search reached a bound (its steps, or its
+/// operations) before it found a linearization or proved there is none: the
+/// run's verdict does not cover this key's answers.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Undecided {
+    pub key: fencelock::Key,
+    /// The key's client operations.
+    pub operations: u64,
+    /// The search nodes explored before the bound; 0 when the key had more
+    /// operations than a search takes, and none was started.
+    pub steps: u64,
+}
+
+impl fmt::Display for Undecided {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let operations = crate::plural(self.operations, "operation");
+        let why = if self.steps == 0 {
+            format!("its {operations} are more than one search takes")
+        } else {
+            format!("the search over its {operations} reached its bound after {} steps", self.steps)
+        };
+        write!(
+            f,
+            "linearizable: {} not judged: {why}, neither finding a linearization nor showing there is none (the \
+             verdict does not cover this key)",
+            self.key.0
+        )
+    }
+}
+
 /// What every run reports besides its violations.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Counters {
@@ -135,6 +165,8 @@ pub struct Counters {
     /// Keys judged by `linearizable`, and how many of them hit a search bound (neither passed nor failed).
     pub linearizable_keys: u64,
     pub linearizable_unknown: u64,
+    /// The keys `linearizable` could not decide, each said (`UNDECIDED`), never passed in silence.
+    pub linearizable_undecided: Vec<Undecided>,
     /// Client operations per key judged by `linearizable`, one entry per key.
     pub linearizable_ops_per_key: Vec<u64>,
     /// The most search nodes one key's linearizability search explored.

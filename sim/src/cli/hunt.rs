@@ -192,6 +192,8 @@ struct Hunt<'a> {
     exposures_json: Examples<HuntExposureJson>,
     /// The first seed with a lease exposure and its replay line: the summary points at it.
     exposure_seed: Option<(u64, String)>,
+    /// The first seed with a key `linearizable` could not decide, and its replay line.
+    undecided_seed: Option<(u64, String)>,
     /// With --steer: the probes of each seed resumed from the records file,
     /// folded into the steering in their round (16 bytes and a map node a seed).
     resumed_probes: Option<BTreeMap<u64, ProbeSet>>,
@@ -289,6 +291,9 @@ impl Hunt<'_> {
         }
         self.exposures(&result, &replay);
         self.summary.linearizable.add(&result.linearizable);
+        if result.linearizable.unknown > 0 {
+            self.undecided_seed.get_or_insert_with(|| (result.seed, replay.clone()));
+        }
         if let Some(bar) = &self.bar {
             bar.set_message(plural(self.summary.failing_seeds, "failure"));
             bar.inc(1);
@@ -395,6 +400,7 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         violations_json: Examples::new(EXAMPLES_JSON_MAX),
         exposures_json: Examples::new(EXAMPLES_JSON_MAX),
         exposure_seed: None,
+        undecided_seed: None,
         resumed_probes: args.steer.then(BTreeMap::new),
         to_shrink: Vec::new(),
         seeds_resumed: 0,
@@ -500,6 +506,10 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
         }
         if let Some((seed, replay)) = hunt.exposure_seed.take() {
             let line = Summary::exposure_line(seed, &replay);
+            hunt.say(format_args!("{line}"));
+        }
+        let undecided = hunt.undecided_seed.take();
+        for line in hunt.summary.undecided_lines(undecided.as_ref().map(|(seed, replay)| (*seed, replay.as_str()))) {
             hunt.say(format_args!("{line}"));
         }
         if let Some(line) = hunt.summary.coverage_line() {

@@ -209,8 +209,9 @@ pub(crate) fn outcome_json(
 }
 
 /// The trace (when asked for: the view and the events told, with the
-/// checker's findings in place), then the violations and exposures: what
-/// `replay` and `real` print before their summary lines.
+/// checker's findings in place), then the violations, the exposures and the
+/// keys `linearizable` could not decide: what `replay` and `real` print
+/// before their summary lines.
 pub(crate) fn print_findings(outcome: &Outcome, trace: Option<(&TraceView, Vec<Record>)>) {
     if let Some((view, told)) = trace {
         view.print(told, outcome);
@@ -220,6 +221,9 @@ pub(crate) fn print_findings(outcome: &Outcome, trace: Option<(&TraceView, Vec<R
     }
     for exposure in &outcome.exposures {
         crate::outln!("EXPOSURE {exposure}");
+    }
+    for undecided in &outcome.undecided {
+        crate::outln!("UNDECIDED {undecided}");
     }
 }
 

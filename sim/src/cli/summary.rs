@@ -95,12 +95,13 @@ fn nothing_judged(cost: &LinearizableCost) -> bool {
     cost.keys == 0
 }
 
-/// `{"keys", "unknown", "steps_max", "ops_per_key_p99", "ops_per_key_max"}`.
+/// `{"keys", "unknown", "unknown_seeds", "steps_max", "ops_per_key_p99", "ops_per_key_max"}`.
 fn linearizable_json<S: Serializer>(cost: &LinearizableCost, serializer: S) -> Result<S::Ok, S::Error> {
     #[derive(Serialize)]
     struct Json {
         keys: u64,
         unknown: u64,
+        unknown_seeds: u64,
         steps_max: u64,
         ops_per_key_p99: u64,
         ops_per_key_max: u64,
@@ -108,6 +109,7 @@ fn linearizable_json<S: Serializer>(cost: &LinearizableCost, serializer: S) -> R
     Json {
         keys: cost.keys,
         unknown: cost.unknown,
+        unknown_seeds: cost.unknown_seeds,
         steps_max: cost.steps_max,
         ops_per_key_p99: cost.ops_per_key_quantile(990),
         ops_per_key_max: cost.ops_per_key.max(),
@@ -212,6 +214,26 @@ impl Summary {
     /// lease exposure (`replay` is that seed's replay line).
     pub fn exposure_line(seed: u64, replay: &str) -> String {
         format!("  the first is seed {seed}, explained in its trace (EXPOSURE lines): {replay} --trace")
+    }
+
+    /// The lines that say which keys `linearizable` left undecided, pointing
+    /// at the first seed with one (`replay` is its replay line); none when
+    /// every key was decided. A hunt's "0 failing" does not cover those keys.
+    pub fn undecided_lines(&self, first: Option<(u64, &str)>) -> Vec<String> {
+        let cost = &self.linearizable;
+        if cost.unknown == 0 {
+            return Vec::new();
+        }
+        let mut lines = vec![format!(
+            "linearizable: {} of {} in {} not judged (the search reached its bound: neither passed nor failed)",
+            cost.unknown,
+            plural(cost.keys, "key"),
+            plural(cost.unknown_seeds, "seed")
+        )];
+        if let Some((seed, replay)) = first {
+            lines.push(format!("  the first is seed {seed}, its key named (UNDECIDED line): {replay}"));
+        }
+        lines
     }
 
     /// The coverage line after the summary's (none when no seed reported its probes).
@@ -346,6 +368,26 @@ mod tests {
         assert_eq!(
             summary.detail_lines()[0],
             "by property: fenced-write 2 seeds, 3 violations; liveness 1 seed, 1 violation"
+        );
+    }
+
+    #[test]
+    fn undecided_keys_are_counted_with_their_seeds_and_the_first_is_named() {
+        let mut summary = Summary::default();
+        assert!(summary.undecided_lines(None).is_empty(), "nothing to say when every key was decided");
+        for unknown in [0, 2, 0, 1] {
+            let cost =
+                LinearizableCost { keys: 2, unknown, unknown_seeds: u64::from(unknown > 0), ..Default::default() };
+            summary.linearizable.add(&cost);
+        }
+        let lines = summary.undecided_lines(Some((7, "fencesim replay --seed 7")));
+        assert_eq!(
+            lines,
+            [
+                "linearizable: 3 of 8 keys in 2 seeds not judged (the search reached its bound: neither passed nor \
+                 failed)",
+                "  the first is seed 7, its key named (UNDECIDED line): fencesim replay --seed 7",
+            ]
         );
     }
 }

@@ -1,7 +1,7 @@
 //! Running seeds: each on a fresh OS thread with a fresh madsim runtime
 //! (std's HashMap seeds are per thread; MADSIM.md), then checking its history.
 
-use crate::checker::{self, CheckConfig, Counters, Exposure, Property, Violation};
+use crate::checker::{self, CheckConfig, Counters, Exposure, Property, Undecided, Violation};
 use crate::faults::{self, FaultEvent};
 use crate::history::{Event, History, Tap};
 use crate::machine::net::NetStats;
@@ -33,6 +33,9 @@ pub struct Outcome {
     pub lease_exposures: u64,
     /// Each lease exposure explained: the beliefs, their window, what excused it.
     pub exposures: Vec<Exposure>,
+    /// The keys `linearizable` could not decide (absent when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub undecided: Vec<Undecided>,
     #[serde(skip)]
     pub counters: Counters,
     /// Every event, when the run kept them (`run_seed`). A hunt's run
@@ -220,6 +223,7 @@ impl Judge {
             first_leader_ms: counters.first_leader_us.map(|us| us / 1_000),
             lease_exposures: counters.lease_exposures,
             exposures: verdict.exposures,
+            undecided: counters.linearizable_undecided.clone(),
             counters,
             history: record.history,
             events: self.events,

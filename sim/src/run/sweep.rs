@@ -51,6 +51,8 @@ pub struct LinearizableCost {
     pub keys: u64,
     /// Keys whose search hit a bound: neither passed nor failed.
     pub unknown: u64,
+    /// Seeds with at least one such key.
+    pub unknown_seeds: u64,
     /// The most search nodes one key's search explored.
     pub steps_max: u64,
     /// Client operations per key, as a sketch: fixed memory over any number
@@ -67,6 +69,7 @@ impl LinearizableCost {
         LinearizableCost {
             keys: counters.linearizable_keys,
             unknown: counters.linearizable_unknown,
+            unknown_seeds: u64::from(counters.linearizable_unknown > 0),
             steps_max: counters.linearizable_steps_max,
             ops_per_key,
         }
@@ -75,6 +78,7 @@ impl LinearizableCost {
     pub fn add(&mut self, other: &LinearizableCost) {
         self.keys += other.keys;
         self.unknown += other.unknown;
+        self.unknown_seeds += other.unknown_seeds;
         self.steps_max = self.steps_max.max(other.steps_max);
         self.ops_per_key.merge(&other.ops_per_key);
     }

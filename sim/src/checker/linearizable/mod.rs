@@ -27,7 +27,7 @@ mod window;
 mod tests;
 
 use super::state::{Context, Facts};
-use super::{CheckConfig, Family, Property, Report, Violation};
+use super::{CheckConfig, Family, Property, Report, Undecided, Violation};
 use crate::history::{Actor, Event, EventKind};
 use fencelock::service::ClientReply;
 use fencelock::NodeId;
@@ -198,7 +198,11 @@ impl Family for LinearizableChecker {
             counters.linearizable_steps_max = counters.linearizable_steps_max.max(found.steps);
             match found.found {
                 Found::Linearizable => {}
-                Found::Unknown => report.counters.linearizable_unknown += 1,
+                Found::Unknown => {
+                    report.counters.linearizable_unknown += 1;
+                    let undecided = Undecided { key: key.clone(), operations: client_ops, steps: found.steps };
+                    report.counters.linearizable_undecided.push(undecided);
+                }
                 Found::NoLinearization => report.push(violation(key, list, self.limits)),
             }
         }

@@ -6,7 +6,7 @@ use super::ops::{Call, Op};
 use super::search::{search, Found, Limits};
 use super::spec::State;
 use crate::checker::testkit::*;
-use crate::checker::{Property, Verdict, Violation};
+use crate::checker::{Property, Undecided, Verdict, Violation};
 use crate::history::EventKind;
 use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::{ClientId, Key, RequestId, Token};
@@ -306,4 +306,22 @@ fn a_memo_that_fills_up_costs_steps_never_a_verdict() {
     ops.pop();
     let small = search(&ops, State::unknown(0), Limits { memo_slots: 16, ..Limits::STANDARD });
     assert_eq!(small.found, Found::Linearizable, "and passes what passes");
+}
+
+#[test]
+fn a_key_the_search_cannot_take_is_named_not_passed() {
+    // One more operation than a search takes: the key is not judged, and
+    // the verdict says which key it left out and why.
+    let mut h = H::new();
+    for request in 1..=4_097u64 {
+        h = try_lock(h.at_ms(request * 10), 1, request, "k").at_ms(request * 10 + 1).answered(1, request, busy(5));
+    }
+    let verdict = h.check();
+    assert!(found(&verdict).is_empty(), "{:#?}", found(&verdict));
+    let undecided = Undecided { key: key("k"), operations: 4_097, steps: 0 };
+    assert_eq!(verdict.counters.linearizable_undecided, vec![undecided.clone()]);
+    assert_eq!(verdict.counters.linearizable_unknown, 1);
+    assert!(undecided.to_string().starts_with("linearizable: k not judged: its 4097 operations are more than"));
+    let searched = Undecided { steps: 200_001, operations: 56, ..undecided };
+    assert!(searched.to_string().contains("the search over its 56 operations reached its bound after 200001 steps"));
 }
