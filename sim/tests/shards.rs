@@ -400,3 +400,22 @@ fn steering_without_swarm_is_an_input_error() {
         assert!(stderr.contains("--steer steers swarm's draws: add --swarm"), "{stderr}");
     }
 }
+
+/// A key `linearizable` could not decide (seed 3310's) is kept in the
+/// seed's record, and the merge says it as the hunt did.
+#[test]
+fn a_merge_says_the_keys_not_judged() {
+    let dir = scratch("undecided");
+    let records = dir.join("r.jsonl");
+    let hunt = text(&run(&["hunt", "--seeds", "3309..3311", "--records", records.to_str().unwrap()]));
+    let merged = text(&run(&["merge", records.to_str().unwrap()]));
+    let said = "  the first is seed 3310, its key named (UNDECIDED line): ";
+    assert!(hunt.contains("\nlinearizable: 1 of 4 keys in 1 seed not judged") && hunt.contains(said), "{hunt}");
+    assert!(merged.contains("\nlinearizable: 1 key in 1 seed not judged") && merged.contains(said), "{merged}");
+    let json: serde_json::Value =
+        serde_json::from_str(&text(&run(&["merge", records.to_str().unwrap(), "--json"]))).unwrap();
+    assert_eq!(
+        (json["linearizable"]["unknown"].as_u64(), json["linearizable"]["unknown_seeds"].as_u64()),
+        (Some(1), Some(1))
+    );
+}

@@ -98,6 +98,8 @@ struct Merge {
     /// The lowest seed with a lease exposure, and its replay line when the
     /// record keeps one (records of older versions keep it only on failures).
     first_exposure: Option<(u64, Option<String>)>,
+    /// The lowest seed with a key `linearizable` could not decide, and its replay line.
+    first_undecided: Option<(u64, Option<String>)>,
     /// For each shard count N in the records (`hunt --shard I/N`), the indices I seen.
     shards: BTreeMap<u64, BTreeSet<u64>>,
 }
@@ -133,6 +135,13 @@ impl Merge {
         self.wall_ms += record.wall_ms;
         if record.lease_exposures > 0 && self.first_exposure.as_ref().is_none_or(|(seed, _)| record.seed < *seed) {
             self.first_exposure = Some((record.seed, record.replay.clone()));
+        }
+        if record.undecided > 0 {
+            self.summary.linearizable.unknown += record.undecided;
+            self.summary.linearizable.unknown_seeds += 1;
+            if self.first_undecided.as_ref().is_none_or(|(seed, _)| record.seed < *seed) {
+                self.first_undecided = Some((record.seed, record.replay.clone()));
+            }
         }
         if failed {
             self.failures.insert((record.seed, self.records), record);
@@ -310,6 +319,7 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
         violations_left_out: 0,
         conflicts: Examples::new(EXAMPLES_JSON_MAX),
         first_exposure: None,
+        first_undecided: None,
         shards: BTreeMap::new(),
     };
     for file in &files {
@@ -402,6 +412,8 @@ pub fn merge(args: &MergeArgs) -> Result<ExitCode, InputError> {
     if let Some((seed, Some(replay))) = &merge.first_exposure {
         lines.push(Summary::exposure_line(*seed, replay));
     }
+    let undecided = merge.first_undecided.as_ref().and_then(|(seed, replay)| Some((*seed, replay.as_deref()?)));
+    lines.extend(merge.summary.undecided_lines(undecided));
     lines.extend(merge.summary.coverage_line());
     lines.push(format!(
         "merge: {} from {}, {}, in {} ms; the wall time below is the seeds' own, summed",

@@ -266,6 +266,7 @@ fn append_record(path: &PathBuf, run: &RealRun, model: &crate::model::Model, rep
         // Real servers keep their probes off: a real run reports no coverage.
         probes: None,
         swarm_bias: None,
+        undecided: outcome.undecided.len() as u64,
     };
     let mut file = std::fs::OpenOptions::new()
         .create(true)

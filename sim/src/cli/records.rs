@@ -61,7 +61,7 @@ pub struct Record {
     /// line each (absent in records of older versions).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub violations: Vec<String>,
-    /// The line that replays a failing seed, or a seed with lease exposures.
+    /// The line that replays a failing seed, a seed with lease exposures, or one with keys not judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<String>,
     /// `explore --out` records only: the seed's availability figures.
@@ -83,6 +83,10 @@ pub struct Record {
     /// (`swarm_bias`; absent when all fair, and in records of older versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub swarm_bias: Option<String>,
+    /// Keys `linearizable` could not decide (absent when none, and in
+    /// records of older versions); the record then keeps its replay line.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub undecided: u64,
 }
 
 /// What records of one campaign share: merging others is refused.
@@ -97,6 +101,10 @@ pub struct Origin {
 
 fn is_false(value: &bool) -> bool {
     !value
+}
+
+fn is_zero(value: &u64) -> bool {
+    *value == 0
 }
 
 impl std::fmt::Display for Origin {
@@ -150,12 +158,13 @@ impl Record {
             wall_ms: result.wall_ms,
             messages: result.messages,
             lease_exposures: result.lease_exposures,
-            replay: (failed || result.lease_exposures > 0).then_some(replay),
+            replay: (failed || result.lease_exposures > 0 || result.linearizable.unknown > 0).then_some(replay),
             figures: None,
             shard: None,
             availability: Some(result.figures.phases),
             probes: Some(result.probes.iter().map(|probe| probe.name().to_string()).collect()),
             swarm_bias: result.swarm_bias.map(|bias| bias.to_string()),
+            undecided: result.linearizable.unknown,
         }
     }
 
@@ -321,6 +330,7 @@ mod tests {
             availability: None,
             probes: None,
             swarm_bias: None,
+            undecided: 0,
         }
     }
 

@@ -92,7 +92,7 @@ fn availability_json<S: Serializer>(availability: &(u64, PhaseAvailability), ser
 }
 
 fn nothing_judged(cost: &LinearizableCost) -> bool {
-    cost.keys == 0
+    cost.keys == 0 && cost.unknown == 0
 }
 
 /// `{"keys", "unknown", "unknown_seeds", "steps_max", "ops_per_key_p99", "ops_per_key_max"}`.
@@ -224,10 +224,15 @@ impl Summary {
         if cost.unknown == 0 {
             return Vec::new();
         }
+        // Records keep the keys not judged, not the keys judged: a merge
+        // says how many were not judged, of an unknown whole.
+        let of = if cost.keys == 0 {
+            plural(cost.unknown, "key")
+        } else {
+            format!("{} of {}", cost.unknown, plural(cost.keys, "key"))
+        };
         let mut lines = vec![format!(
-            "linearizable: {} of {} in {} not judged (the search reached its bound: neither passed nor failed)",
-            cost.unknown,
-            plural(cost.keys, "key"),
+            "linearizable: {of} in {} not judged (the search reached its bound: neither passed nor failed)",
             plural(cost.unknown_seeds, "seed")
         )];
         if let Some((seed, replay)) = first {
