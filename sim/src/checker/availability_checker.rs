@@ -129,6 +129,13 @@ pub(crate) struct AvailabilityChecker {
     /// whose last one came at the heal's instant (the heal brought them back).
     returning: BTreeMap<NodeId, u64>,
     returned_at_heal: BTreeSet<NodeId>,
+    /// Each server's pause: when it began, and when it ended (`None` while
+    /// it lasts); forgotten at a restart or restore.
+    pauses: BTreeMap<NodeId, (u64, Option<u64>)>,
+    /// The pauses the heal ended, in µs summed over their servers: every
+    /// message sent to a paused server waits for it, and it answers them all
+    /// when it resumes.
+    backlog_us: u64,
     /// The highest term any server was seen leading.
     highest_leader_term: Term,
     /// New leader terms after the heal, in order: (term, node, at).
@@ -288,6 +295,10 @@ impl AvailabilityChecker {
 
     fn on_heal(&mut self, at_us: u64) {
         self.returned_at_heal = self.returning.iter().filter(|(_, us)| **us == at_us).map(|(n, _)| *n).collect();
+        let ended_now = |(_, (paused_us, resumed_us)): (&NodeId, &(u64, Option<u64>))| {
+            (*resumed_us == Some(at_us)).then(|| at_us - paused_us)
+        };
+        self.backlog_us = self.pauses.iter().filter_map(ended_now).sum();
     }
 
     /// Leader changes after the heal beyond one plus one per server the heal brought back.
@@ -370,8 +381,13 @@ impl AvailabilityChecker {
             // messages a peer; an entry a server applies came in one append.
             // In the heal's own stretch every returning server is probed
             // and caught up beside the heartbeats: they count twice there.
+            // And a server the heal resumed answers every heartbeat its
+            // leader sent while it was paused, each answer prompting an
+            // append: two exchanges per heartbeat it missed.
             let probes = if i == 0 { heartbeats } else { 0 };
-            let message_budget = WORK_BUDGET_FACTOR * 2 * (heartbeats + probes + peers * operations + demand.applied);
+            let backlog = if i == 0 { 2 * self.backlog_us.div_ceil(config.heartbeat_ms * 1_000) } else { 0 };
+            let message_budget =
+                WORK_BUDGET_FACTOR * 2 * (heartbeats + probes + backlog + peers * operations + demand.applied);
             // A round per input at most: a tick, a message or a request.
             let round_budget = WORK_BUDGET_FACTOR * (ticks + messages + demand.requests);
             // A sync per server per operation (its entry, or its vote), and
@@ -592,9 +608,16 @@ impl Family for AvailabilityChecker {
             }
             EventKind::Restarted { actor: Actor::Server(node) } | EventKind::NodeRestored { node, .. } => {
                 self.returning.insert(*node, at_us);
+                self.pauses.remove(node);
+            }
+            EventKind::Paused { actor: Actor::Server(node) } => {
+                self.pauses.insert(*node, (at_us, None));
             }
             EventKind::Resumed { actor: Actor::Server(node) } => {
                 self.returning.insert(*node, at_us);
+                if let Some((_, resumed_us)) = self.pauses.get_mut(node) {
+                    *resumed_us = Some(at_us);
+                }
             }
             EventKind::Work { every_us, messages, ready_rounds, syncs } => {
                 self.judge_work(ctx, at_us, *every_us, [messages, ready_rounds, syncs], report);
@@ -876,6 +899,25 @@ mod tests {
         assert_only(&verdict, Property::WorkBudget);
         assert_eq!(verdict.violations[0].at_us, 8_000_000, "the stretch from 7 s to 8 s");
         assert!(verdict.violations[0].detail.contains("100000 Ready rounds"), "{}", verdict.violations[0]);
+    }
+
+    #[test]
+    fn a_server_resumed_by_the_heal_may_answer_what_waited_for_it() {
+        // Three servers, heartbeat 40 ms: the heal's second has a budget of
+        // 4 x 2 x (50 heartbeats + 50 probes + 2) = 816 messages. n2 paused
+        // for the 2 s before the heal missed 50 heartbeats, each answered
+        // with an append back: 4 x 2 x 100 more.
+        let busy_heal = |h: H| h.at_ms(12_000).ev(work(1_000, &[1_200, 100, 100], &[300; 3], &[6; 3])).check();
+        let paused = |h: H| h.at_ms(1_000).ev(EventKind::Paused { actor: server(2) });
+        let base = || H::new().leader(0, 1);
+        let resumed_at_heal = paused(base()).at_ms(3_000).ev(EventKind::Resumed { actor: server(2) }).healed();
+        assert_clean(&busy_heal(resumed_at_heal));
+        let resumed_before =
+            paused(base()).at_ms(2_900).ev(EventKind::Resumed { actor: server(2) }).at_ms(3_000).healed();
+        assert_only(&busy_heal(resumed_before), Property::WorkBudget);
+        let restarted_at_heal = paused(base()).at_ms(2_000).crash(server(2)).at_ms(3_000).restart(server(2)).healed();
+        assert_only(&busy_heal(restarted_at_heal), Property::WorkBudget);
+        assert_only(&busy_heal(base().at_ms(3_000).healed()), Property::WorkBudget);
     }
 
     #[test]
