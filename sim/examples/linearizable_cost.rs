@@ -41,7 +41,7 @@ fn main() {
                 let mut t = totals.lock().unwrap();
                 t.0.extend(c.linearizable_ops_per_key.iter().copied());
                 t.1 = t.1.max(c.linearizable_steps_max);
-                t.2 += c.linearizable_unknown;
+                t.2 += c.linearizable_undecided.len() as u64;
                 t.3 += c.linearizable_keys;
                 t.4 += u64::from(failing);
                 t.5 += run_wall;

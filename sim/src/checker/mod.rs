@@ -162,10 +162,10 @@ pub struct Counters {
     pub floor_reads: u64,
     /// Writes answered `Unavailable` while a restored resource read its floors.
     pub writes_unavailable: u64,
-    /// Keys judged by `linearizable`, and how many of them hit a search bound (neither passed nor failed).
+    /// Keys judged by `linearizable`.
     pub linearizable_keys: u64,
-    pub linearizable_unknown: u64,
-    /// The keys `linearizable` could not decide, each said (`UNDECIDED`), never passed in silence.
+    /// The keys whose search hit a bound (neither passed nor failed), each
+    /// said (`UNDECIDED`), never passed in silence.
     pub linearizable_undecided: Vec<Undecided>,
     /// Client operations per key judged by `linearizable`, one entry per key.
     pub linearizable_ops_per_key: Vec<u64>,

@@ -66,10 +66,11 @@ impl LinearizableCost {
         for ops in &counters.linearizable_ops_per_key {
             ops_per_key.add_n(*ops, 1);
         }
+        let unknown = counters.linearizable_undecided.len() as u64;
         LinearizableCost {
             keys: counters.linearizable_keys,
-            unknown: counters.linearizable_unknown,
-            unknown_seeds: u64::from(counters.linearizable_unknown > 0),
+            unknown,
+            unknown_seeds: u64::from(unknown > 0),
             steps_max: counters.linearizable_steps_max,
             ops_per_key,
         }

@@ -199,7 +199,6 @@ impl Family for LinearizableChecker {
             match found.found {
                 Found::Linearizable => {}
                 Found::Unknown => {
-                    report.counters.linearizable_unknown += 1;
                     let undecided = Undecided { key: key.clone(), operations: client_ops, steps: found.steps };
                     report.counters.linearizable_undecided.push(undecided);
                 }
