@@ -9,7 +9,7 @@
 //! database restored from a backup taken before B's write, then its floor
 //! raised from the lock service (B holds 42).
 
-mod support;
+use crate::support;
 
 use fencelock::resource::{Fence, LockFloor, ResourceState, Write, WritePath, WriteVerdict};
 use fencelock::{ClientId, Holder, Key, RequestId, Token, Variant};

@@ -14,8 +14,8 @@
 //! Every test is bounded (`TEST_TIMEOUT`) and every process is killed by PID
 //! when it ends (`TestCluster`'s Drop). Timings are printed, not asserted.
 
-mod common;
-mod support;
+use crate::common;
+use crate::support;
 
 use common::{bounded, serial, TestCluster};
 use fencelock::resource::{Fence, Write, WritePath, WriteVerdict};

@@ -3,7 +3,7 @@
 //! cluster file, a data directory of another cluster, bad flags (of the
 //! operator's restores too).
 
-mod common;
+use crate::common;
 
 use common::{run, serial, stderr, TestCluster};
 

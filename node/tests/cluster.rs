@@ -6,7 +6,7 @@
 //! Timings are printed (run with `--nocapture`), never asserted, except the
 //! failover bound the brief sets: a new leader within election_ms_max + 1 s.
 
-mod common;
+use crate::common;
 
 use common::{bounded, serial, TestCluster};
 use fencelock::{ClientId, Key, NodeId, Token};

@@ -4,7 +4,7 @@
 //! with its lock table and token counter; with no server up it gives up
 //! within its attempts. Every process is killed by PID when a test ends.
 
-mod common;
+use crate::common;
 
 use common::{bounded, serial, TestCluster};
 use fencelock::resource::Fence;

@@ -21,7 +21,7 @@
 //! `restore-naive` issues the backup's tokens again and the checker names
 //! `token-monotonic`.
 
-mod common;
+use crate::common;
 
 use fencelock::resource::WriteVerdict;
 use fencelock::{ClientId, NodeId, Token, Variant};
@@ -32,7 +32,6 @@ use fencesim::history::{Event, EventKind};
 use fencesim::machine::net::Addr;
 use fencesim::model::Model;
 use fencesim::real::RealRun;
-use std::sync::Mutex;
 
 const LEASE_MS: u64 = 500;
 const STALL_MS: u64 = 10 * LEASE_MS;
@@ -44,9 +43,6 @@ const RESTORE_AT_MS: u64 = 5_500;
 /// How long the other workers are held, from just before the restore:
 /// past the stopped holder's waking, however late it took the stall.
 const HOLD_MS: u64 = 3_500;
-
-/// One real cluster at a time: the two cores are shared.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 fn plan() -> Vec<FaultEvent> {
     let at = |at_ms: u64, fault: Fault| FaultEvent { at_ms, fault };
@@ -86,7 +82,7 @@ fn model(variant: Variant) -> Model {
 /// Plays `plan` on `model`, one real run at a time, and checks that every
 /// fault was played and that no process of the run outlives it.
 fn play(model: Model, plan: Vec<FaultEvent>) -> RealRun {
-    let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _serial = common::serial();
     let planned = plan.len();
     let (_temp, _dir, run) = common::real_run(11, model, plan);
     assert_eq!(run.played.len(), planned, "every planned fault is played");

@@ -12,7 +12,7 @@
 //! elections and the stall, that the stale write was rejected, and that no
 //! process of the run outlives it.
 
-mod common;
+use crate::common;
 
 use fencelock::resource::WriteVerdict;
 use fencelock::{ClientId, NodeId};

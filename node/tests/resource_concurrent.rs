@@ -13,7 +13,7 @@
 //! processes on one database): their next write is answered `Unavailable`
 //! until the floor is raised, and never lands in the image the restore replaced.
 
-mod support;
+use crate::support;
 
 use fencelock::resource::{Fence, LockFloor, Write, WritePath, WriteVerdict};
 use fencelock::{ClientId, Holder, Key, RequestId, Token};

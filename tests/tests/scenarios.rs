@@ -20,7 +20,7 @@ where
 {
     let outcome = run_script(0, model, story_fn);
     if std::env::var_os("FENCESIM_TRACE").is_some() {
-        // `FENCESIM_TRACE=1 cargo test -p fencesim-tests --test scenarios NAME -- --nocapture`
+        // `FENCESIM_TRACE=1 cargo test -p fencesim-tests --test suite scenarios::NAME -- --nocapture`
         for event in outcome.history.events() {
             println!("{}", fencesim::run::trace::line(event));
         }
