@@ -226,16 +226,23 @@ fn late_renewals_hold_a_renew_until_its_lease_ends_and_the_protocol_stays_safe()
         assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
         let events = outcome.history.events();
         for (i, event) in events.iter().enumerate() {
-            let EventKind::Churn(hold @ ChurnEvent::RenewalHeld { node, client, after_us, .. }) = &event.kind else {
+            let EventKind::Churn(hold @ ChurnEvent::RenewalHeld { node, client, after_us, retry, .. }) = &event.kind
+            else {
                 continue;
             };
             holds += 1;
             assert!(*after_us <= 1_000, "seed {seed}: `{hold}` more than a millisecond after the renew");
-            let sent = events[..i].iter().rev().any(|e| {
-                matches!(&e.kind, EventKind::Requested { client: c, to, body: ClientRequest::Renew { .. }, .. }
-                    if c == client && to == node && e.at_us + after_us == event.at_us)
+            let sent = events[..i].iter().rev().any(|e| match &e.kind {
+                EventKind::Requested { client: c, to, body, .. } if c == client && to == node => {
+                    e.at_us + after_us == event.at_us
+                        && matches!(
+                            (body, retry),
+                            (ClientRequest::Renew { .. }, false) | (ClientRequest::Acquire { .. }, true)
+                        )
+                }
+                _ => false,
             });
-            assert!(sent, "seed {seed}: `{hold}` follows no renew of its client to its node");
+            assert!(sent, "seed {seed}: `{hold}` follows no renew (or retry) of its client to its node");
         }
         let probes = outcome.probes;
         met += usize::from(
@@ -244,6 +251,61 @@ fn late_renewals_hold_a_renew_until_its_lease_ends_and_the_protocol_stays_safe()
     }
     assert!(holds >= 3, "{holds} held renewals in six seeds");
     assert!(met >= 2, "a held renewal met the expiry in {met} of six seeds");
+}
+
+/// A Grant that a leader applied without answering it (its waiter's
+/// leader was struck as it proposed it) is a lease nobody knows of; late
+/// renewals hold the waiter's retry of that acquire to that leader until
+/// just past the lease's end there. The retry then finds the Grant in the
+/// log while the leader expires it, and the answer must say `NotHeld`
+/// (`grant-answered-not-held`), never `Granted` for a lock that is gone.
+#[test]
+fn late_renewals_hold_a_retry_of_an_unanswered_grant_until_its_lease_ends() {
+    use fencelock::service::{ClientReply, ClientRequest};
+    use fencelock::{ApplyResult, Command, Probe};
+    let model = Model { swarm: true, ..Model::default() };
+    let (mut retries, mut met) = (0, 0);
+    for seed in 100..200 {
+        let outcome = run_seed(seed, &model);
+        assert!(outcome.ok, "swarm seed {seed}: {:?}", outcome.violations);
+        let events = outcome.history.events();
+        for (i, event) in events.iter().enumerate() {
+            let EventKind::Churn(hold @ ChurnEvent::RenewalHeld { node, client, after_us, retry: true, .. }) =
+                &event.kind
+            else {
+                continue;
+            };
+            retries += 1;
+            let sent_us = event.at_us - after_us;
+            let request = events[..i]
+                .iter()
+                .rev()
+                .find_map(|e| match &e.kind {
+                    EventKind::Requested { client: c, to, request, body: ClientRequest::Acquire { .. } }
+                        if c == client && to == node && e.at_us == sent_us =>
+                    {
+                        Some(*request)
+                    }
+                    _ => None,
+                })
+                .unwrap_or_else(|| panic!("swarm seed {seed}: `{hold}` follows no acquire of its client to its node"));
+            // The node applied that request's Grant and did not answer it.
+            let granted = events[..i].iter().rposition(|e| {
+                matches!(&e.kind, EventKind::Applied { node: n, command: Command::Grant { holder, .. },
+                    result: ApplyResult::Granted { .. }, .. }
+                    if n == node && holder.client == *client && holder.request == request)
+            });
+            let granted = granted.unwrap_or_else(|| panic!("swarm seed {seed}: `{hold}`: {node} never granted it"));
+            let answered = events[granted..i].iter().any(|e| {
+                matches!(&e.kind, EventKind::Replied { node: n, client: c, reply: ClientReply::Granted { .. }, .. }
+                    if n == node && c == client)
+            });
+            assert!(!answered, "swarm seed {seed}: `{hold}`: {node} had answered the Grant");
+        }
+        met += usize::from(outcome.probes.contains(Probe::GrantAnsweredNotHeld));
+    }
+    assert!(retries >= 5, "{retries} held retries in swarm seeds 100..200");
+    assert!(met >= 2, "a held retry met the expiry in {met} of swarm seeds 100..200");
 }
 
 /// Grant strikes (`world/grants.rs`) pause a leader within a millisecond

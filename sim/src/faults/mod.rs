@@ -389,8 +389,18 @@ pub enum ChurnEvent {
     },
     /// `client`'s renew to `node`, leader of `term`, held on the wire for
     /// `held_ms` from `after_us` after it was sent, to arrive just past the
-    /// end of the lease `node` last gave `client`.
-    RenewalHeld { node: NodeId, client: ClientId, term: Term, after_us: u64, held_ms: u64 },
+    /// end of the lease `node` last gave `client`; with `retry`, its retry
+    /// of an acquire that `node` granted without an answer, to arrive just
+    /// past the end of that lease.
+    RenewalHeld {
+        node: NodeId,
+        client: ClientId,
+        term: Term,
+        after_us: u64,
+        held_ms: u64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        retry: bool,
+    },
     /// `cut` cut off from the other servers while `leader` leads `term`, and
     /// every server backed up (`fsync_ms` 0) or the other followers' fsyncs slowed to `fsync_ms`.
     AmnesiaArmed { leader: NodeId, term: Term, cut: Vec<NodeId>, fsync_ms: u64 },
@@ -435,10 +445,16 @@ impl fmt::Display for ChurnEvent {
                 "renew strike: cut {node}, leader of {term}, off with {client} and pause it {pause_ms} ms, \
                  {after_us} us after it renewed {client}'s lease; links back in {cut_ms} ms"
             ),
-            ChurnEvent::RenewalHeld { node, client, term, after_us, held_ms } => write!(
+            ChurnEvent::RenewalHeld { node, client, term, after_us, held_ms, retry: false } => write!(
                 f,
                 "late renewal: hold {client}'s renew to {node}, leader of {term}, {held_ms} ms on the wire \
                  ({after_us} us after it was sent), to arrive just past the lease's end there"
+            ),
+            ChurnEvent::RenewalHeld { node, client, term, after_us, held_ms, retry: true } => write!(
+                f,
+                "late renewal: hold {client}'s retry to {node}, leader of {term}, {held_ms} ms on the wire \
+                 ({after_us} us after it was sent), to arrive just past the end of the lease it granted \
+                 {client} without an answer"
             ),
             ChurnEvent::GrantStruck { node, client, key, term, after_us, pause_ms } => write!(
                 f,

@@ -13,7 +13,17 @@
 //! its expiry round (the renewal's own round goes first) or while that round
 //! is out (the Expire is proposed with the renewal waiting for its round).
 //!
-//! One held renewal at a time; no draws at run time. The hold is the net's
+//! The same hold serves a waiter's retry of a Grant it never heard: a
+//! leader that applies a client's Grant without answering it (the leader
+//! that queued the request was paused or crashed as it proposed it, and a
+//! successor committed it) holds a lease nobody knows of, and expires it
+//! `lease_ms` after the apply. The client still retries its acquire; held
+//! until `after_ms` past that end, the retry reaches the leader as it
+//! decides the expiry, so the Grant it finds in the log (the session
+//! table's answer) may be gone by the time the answer would leave, which
+//! must then say `NotHeld` (`grant-answered-not-held`).
+//!
+//! One held message at a time; no draws at run time. The hold is the net's
 //! (`Net::hold_link`), so a heal ends it for what is sent afterwards, not for
 //! what is already on the wire. Every hold is in the history
 //! (`ChurnEvent::RenewalHeld`).
@@ -23,7 +33,7 @@ use crate::faults::{ChurnEvent, Fault};
 use crate::history::{Event, EventKind, Reader};
 use crate::machine::net::Addr;
 use fencelock::service::{ClientReply, ClientRequest};
-use fencelock::{ClientId, NodeId};
+use fencelock::{ApplyResult, ClientId, Command, NodeId, RequestId};
 use std::collections::BTreeMap;
 
 /// How often the supervisor reads the history during an episode (madsim's finest sleep).
@@ -36,6 +46,10 @@ enum RenewTraffic {
     Leased { node: NodeId, client: ClientId, lease_ms: u64, at_us: u64 },
     /// `client` sent a renew to `to` at `at_us`.
     Renewing { client: ClientId, to: NodeId, at_us: u64 },
+    /// `node` applied a Grant of a lease of `lease_ms` to `client`'s `request` at `at_us`.
+    GrantApplied { node: NodeId, client: ClientId, request: RequestId, lease_ms: u64, at_us: u64 },
+    /// `client` sent `request`, an acquire, to `to` at `at_us`.
+    Acquiring { client: ClientId, request: RequestId, to: NodeId, at_us: u64 },
 }
 
 impl RenewTraffic {
@@ -50,6 +64,21 @@ impl RenewTraffic {
             EventKind::Requested { client, to, body: ClientRequest::Renew { .. }, .. } => {
                 Some(RenewTraffic::Renewing { client: *client, to: *to, at_us: event.at_us })
             }
+            EventKind::Requested { client, request, to, body: ClientRequest::Acquire { .. } } => {
+                Some(RenewTraffic::Acquiring { client: *client, request: *request, to: *to, at_us: event.at_us })
+            }
+            EventKind::Applied {
+                node,
+                command: Command::Grant { lease_ms, holder, .. },
+                result: ApplyResult::Granted { .. },
+                ..
+            } => Some(RenewTraffic::GrantApplied {
+                node: *node,
+                client: holder.client,
+                request: holder.request,
+                lease_ms: *lease_ms,
+                at_us: event.at_us,
+            }),
             _ => None,
         }
     }
@@ -62,13 +91,23 @@ pub(super) struct LateRenewal {
     after_ms: u64,
     /// The true instant each client's current lease ends at the server that gave it.
     leases: BTreeMap<ClientId, (NodeId, u64)>,
+    /// Each client's last Grant applied by a server that did not answer it
+    /// (yet): the server, the request and the true instant its lease ends there.
+    unanswered: BTreeMap<ClientId, (NodeId, RequestId, u64)>,
     /// The true instant the renewal held last arrives: no other is held before it.
     held_until_us: u64,
 }
 
 impl LateRenewal {
     pub(super) fn new() -> LateRenewal {
-        LateRenewal { until_us: 0, strikes_left: 0, after_ms: 0, leases: BTreeMap::new(), held_until_us: 0 }
+        LateRenewal {
+            until_us: 0,
+            strikes_left: 0,
+            after_ms: 0,
+            leases: BTreeMap::new(),
+            unanswered: BTreeMap::new(),
+            held_until_us: 0,
+        }
     }
 
     fn watching(&self, now_us: u64) -> bool {
@@ -89,11 +128,14 @@ impl LateRenewal {
         self.strikes_left = strikes;
         self.after_ms = after_ms;
         self.leases.clear();
+        self.unanswered.clear();
         cluster.follow_history(Reader::LateRenewals);
     }
 
     /// Reads the history since the last look and holds the first renew
-    /// bound for the leader that gave its sender the lease it renews.
+    /// bound for the leader that gave its sender the lease it renews, or
+    /// the first retry of an acquire bound for a leader that granted it
+    /// without an answer.
     pub(super) fn step(&mut self, now_us: u64, cluster: &mut impl Cluster) {
         if !self.watching(now_us) {
             // Leases given before the next episode are read afresh by it.
@@ -109,23 +151,54 @@ impl LateRenewal {
             match traffic {
                 RenewTraffic::Leased { node, client, lease_ms, at_us } => {
                     self.leases.insert(client, (node, at_us + lease_ms * 1_000));
+                    self.unanswered.remove(&client);
+                }
+                RenewTraffic::GrantApplied { node, client, request, lease_ms, at_us } => {
+                    // Every server applies it; the one that leads now is the one that expires it.
+                    if leaders.iter().any(|(leader, _)| *leader == node) {
+                        self.unanswered.insert(client, (node, request, at_us + lease_ms * 1_000));
+                    }
                 }
                 RenewTraffic::Renewing { client, to, at_us } => {
                     let Some(&(node, lease_end_us)) = self.leases.get(&client) else { continue };
-                    let Some(&(_, term)) = leaders.iter().find(|(leader, _)| *leader == to) else { continue };
-                    let until_us = lease_end_us + self.after_ms * 1_000;
-                    let ready = self.strikes_left > 0 && self.held_until_us <= now_us;
-                    if node != to || until_us <= now_us || !ready {
-                        continue;
+                    if node == to {
+                        self.hold(now_us, cluster, &leaders, client, to, at_us, lease_end_us, false);
                     }
-                    let held_ms = (until_us - now_us) / 1_000;
-                    let after_us = now_us - at_us;
-                    cluster.note(ChurnEvent::RenewalHeld { node: to, client, term, after_us, held_ms });
-                    cluster.hold_link(Addr::Client(client), Addr::Server(to), until_us);
-                    self.held_until_us = until_us;
-                    self.strikes_left -= 1;
+                }
+                RenewTraffic::Acquiring { client, request, to, at_us } => {
+                    let Some(&(node, granted, lease_end_us)) = self.unanswered.get(&client) else { continue };
+                    if node == to && granted == request {
+                        self.hold(now_us, cluster, &leaders, client, to, at_us, lease_end_us, true);
+                    }
                 }
             }
         }
+    }
+
+    /// Holds `client`'s link to `to`, a live leader, until `after_ms` past
+    /// `lease_end_us`, if no other hold is on and a strike is left.
+    #[allow(clippy::too_many_arguments)]
+    fn hold(
+        &mut self,
+        now_us: u64,
+        cluster: &mut impl Cluster,
+        leaders: &[(NodeId, fencelock::Term)],
+        client: ClientId,
+        to: NodeId,
+        sent_us: u64,
+        lease_end_us: u64,
+        retry: bool,
+    ) {
+        let Some(&(_, term)) = leaders.iter().find(|(leader, _)| *leader == to) else { return };
+        let until_us = lease_end_us + self.after_ms * 1_000;
+        if until_us <= now_us || self.strikes_left == 0 || self.held_until_us > now_us {
+            return;
+        }
+        let held_ms = (until_us - now_us) / 1_000;
+        let after_us = now_us - sent_us;
+        cluster.note(ChurnEvent::RenewalHeld { node: to, client, term, after_us, held_ms, retry });
+        cluster.hold_link(Addr::Client(client), Addr::Server(to), until_us);
+        self.held_until_us = until_us;
+        self.strikes_left -= 1;
     }
 }
