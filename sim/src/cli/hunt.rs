@@ -14,15 +14,16 @@
 use crate::checker::Exposure;
 use crate::cli::args::{
     check_steer, exit_for, load_model, parse_seeds, replay_line, replay_line_drawn, wrote_scenario_line, HuntArgs,
-    InputError,
+    InputError, ModelArgs,
 };
 use crate::cli::coverage::stdout_has_color;
-use crate::cli::output::try_write_line;
+use crate::cli::output::{try_write_line, JsonText};
 use crate::cli::records::{Origin, Place, Record, RecordFile};
 use crate::cli::shard::{parse_shard, Shard};
 use crate::cli::shrink::{saved_path, shrink_failures};
 use crate::cli::summary::{Examples, SeedFacts, Summary};
 use crate::faults::steer::{Steer, ROUND_SEEDS};
+use crate::faults::swarm::Bias;
 use crate::plural;
 use crate::run::sweep::{default_jobs, quiet_panics, sweep_each, sweep_steered, Flow, SeedResult, Sweep};
 use crate::signals::{self, INTERRUPTED};
@@ -126,14 +127,14 @@ fn progress_template(len: u64) -> String {
 const COLUMNS: usize = 80;
 
 #[derive(Serialize)]
-struct HuntJson {
+struct HuntJson<'a> {
     variant: String,
     /// The first violations (up to `EXAMPLES_JSON_MAX`), in seed order.
     violations: Vec<HuntViolationJson>,
     /// Violations past the first `EXAMPLES_JSON_MAX` (counted in `by_property`).
     violations_left_out: u64,
     /// The first lease exposures (up to `EXAMPLES_JSON_MAX`), in seed order.
-    exposures: Vec<HuntExposureJson>,
+    exposures: ExposuresJson<'a>,
     /// Lease exposures of the seeds run past those listed.
     exposures_left_out: u64,
     /// `seeds_run`, `sim_ms` and `messages` (as always), and the counts per
@@ -163,12 +164,39 @@ struct SteerJson {
 
 /// One lease exposure of one seed, explained (`replay` shows it in the trace).
 #[derive(Serialize)]
-struct HuntExposureJson {
+struct HuntExposureJson<'a> {
     seed: u64,
     detail: String,
     #[serde(flatten)]
-    exposure: Exposure,
+    exposure: &'a Exposure,
     replay: String,
+}
+
+/// A lease exposure kept for `--json`. Its sentence and replay line are
+/// written as the JSON is, one example at a time: a thousand examples held
+/// as text cost about 0.9 MB, most of a long hunt's growth.
+struct KeptExposure {
+    seed: u64,
+    exposure: Exposure,
+    /// A steered seed's weights, for its replay line.
+    drawn: Option<Bias>,
+}
+
+/// The kept exposures as `--json` lists them.
+struct ExposuresJson<'a> {
+    kept: &'a [KeptExposure],
+    model: &'a ModelArgs,
+}
+
+impl Serialize for ExposuresJson<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.kept.iter().map(|kept| HuntExposureJson {
+            seed: kept.seed,
+            detail: kept.exposure.to_string(),
+            exposure: &kept.exposure,
+            replay: format!("{} --trace", replay_line_drawn(kept.seed, self.model, kept.drawn.as_ref())),
+        }))
+    }
 }
 
 #[derive(Serialize)]
@@ -189,7 +217,7 @@ struct Hunt<'a> {
     records: Option<RecordFile>,
     bar: Option<ProgressBar>,
     violations_json: Examples<HuntViolationJson>,
-    exposures_json: Examples<HuntExposureJson>,
+    exposures_json: Examples<KeptExposure>,
     /// The first seed with a lease exposure and its replay line: the summary points at it.
     exposure_seed: Option<(u64, String)>,
     /// The first seed with a key `linearizable` could not decide, and its replay line.
@@ -335,13 +363,13 @@ impl Hunt<'_> {
         if !self.args.json {
             return;
         }
-        let json = result.exposures.iter().map(|exposure| HuntExposureJson {
+        let drawn = if self.args.steer { result.swarm_bias } else { None };
+        let kept = result.exposures.iter().map(|exposure| KeptExposure {
             seed: result.seed,
-            detail: exposure.to_string(),
             exposure: exposure.clone(),
-            replay: format!("{replay} --trace"),
+            drawn,
         });
-        self.exposures_json.extend(json);
+        self.exposures_json.extend(kept);
     }
 
     /// With --save: the seed's scenario file (the shrunk one once shrunk).
@@ -485,12 +513,13 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
     let wall_ms = started.elapsed().as_millis() as u64;
     let shard_text = hunt.shard_text.clone();
     if args.json {
+        let kept_exposures = std::mem::take(&mut hunt.exposures_json.kept);
         let json = HuntJson {
             variant: hunt.variant.clone(),
             violations_left_out: hunt.violations_json.left_out,
             violations: std::mem::take(&mut hunt.violations_json.kept),
             exposures_left_out: hunt.exposures_json.left_out,
-            exposures: std::mem::take(&mut hunt.exposures_json.kept),
+            exposures: ExposuresJson { kept: &kept_exposures, model: &args.model },
             summary: hunt.summary.clone(),
             wall_ms,
             shrunk: shrunk.iter().map(|s| s.json.clone()).collect(),
@@ -499,7 +528,8 @@ pub fn hunt(args: &HuntArgs) -> Result<ExitCode, InputError> {
             seeds_resumed: hunt.seeds_resumed,
             steer: steer_json,
         };
-        hunt.say(format_args!("{}", serde_json::to_string(&json).expect("hunt json serializes")));
+        let text = JsonText(&json);
+        hunt.say(format_args!("{text}"));
     } else {
         for line in hunt.summary.detail_lines() {
             hunt.say(format_args!("{line}"));
