@@ -142,7 +142,9 @@ pub enum Fault {
     /// (with whatever else the holder sends that leader) until `after_ms`
     /// past that lease's end as the leader measures it
     /// (`world/late_renewals.rs`): it arrives while the leader decides the
-    /// lease's expiry, before or after it asks its expiry round.
+    /// lease's expiry, before or after it asks its expiry round. A waiter's
+    /// retry of an acquire that a leader granted without answering it is
+    /// held the same way, until just past that lease's end there.
     LateRenewals {
         for_ms: u64,
         strikes: u64,

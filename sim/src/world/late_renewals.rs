@@ -33,8 +33,19 @@ use crate::faults::{ChurnEvent, Fault};
 use crate::history::{Event, EventKind, Reader};
 use crate::machine::net::Addr;
 use fencelock::service::{ClientReply, ClientRequest};
-use fencelock::{ApplyResult, ClientId, Command, NodeId, RequestId};
+use fencelock::{ApplyResult, ClientId, Command, NodeId, RequestId, Term};
 use std::collections::BTreeMap;
+
+/// A message the supervisor may hold: `client`'s renew (or, with `retry`,
+/// its retry of an acquire granted without an answer) sent to `to` at
+/// `sent_us`, about a lease that ends there at `lease_end_us`.
+struct Holdable {
+    client: ClientId,
+    to: NodeId,
+    sent_us: u64,
+    lease_end_us: u64,
+    retry: bool,
+}
 
 /// How often the supervisor reads the history during an episode (madsim's finest sleep).
 const WATCH_US: u64 = 1_000;
@@ -162,33 +173,26 @@ impl LateRenewal {
                 RenewTraffic::Renewing { client, to, at_us } => {
                     let Some(&(node, lease_end_us)) = self.leases.get(&client) else { continue };
                     if node == to {
-                        self.hold(now_us, cluster, &leaders, client, to, at_us, lease_end_us, false);
+                        let renew = Holdable { client, to, sent_us: at_us, lease_end_us, retry: false };
+                        self.hold(now_us, cluster, &leaders, renew);
                     }
                 }
                 RenewTraffic::Acquiring { client, request, to, at_us } => {
                     let Some(&(node, granted, lease_end_us)) = self.unanswered.get(&client) else { continue };
                     if node == to && granted == request {
-                        self.hold(now_us, cluster, &leaders, client, to, at_us, lease_end_us, true);
+                        let retry = Holdable { client, to, sent_us: at_us, lease_end_us, retry: true };
+                        self.hold(now_us, cluster, &leaders, retry);
                     }
                 }
             }
         }
     }
 
-    /// Holds `client`'s link to `to`, a live leader, until `after_ms` past
-    /// `lease_end_us`, if no other hold is on and a strike is left.
-    #[allow(clippy::too_many_arguments)]
-    fn hold(
-        &mut self,
-        now_us: u64,
-        cluster: &mut impl Cluster,
-        leaders: &[(NodeId, fencelock::Term)],
-        client: ClientId,
-        to: NodeId,
-        sent_us: u64,
-        lease_end_us: u64,
-        retry: bool,
-    ) {
+    /// Holds the message's link, if it goes to a live leader, until
+    /// `after_ms` past its lease's end, when no other hold is on and a
+    /// strike is left.
+    fn hold(&mut self, now_us: u64, cluster: &mut impl Cluster, leaders: &[(NodeId, Term)], message: Holdable) {
+        let Holdable { client, to, sent_us, lease_end_us, retry } = message;
         let Some(&(_, term)) = leaders.iter().find(|(leader, _)| *leader == to) else { return };
         let until_us = lease_end_us + self.after_ms * 1_000;
         if until_us <= now_us || self.strikes_left == 0 || self.held_until_us > now_us {
