@@ -226,6 +226,11 @@ pub(crate) fn happy() -> H {
     happy_after_c1_wrote(happy_until_c1_wrote())
 }
 
+/// `happy` with `extra` told at 50 ms, during the faults (`happy` heals at 3 s).
+pub(crate) fn happy_with_at_50ms(extra: impl FnOnce(H) -> H) -> H {
+    happy_after_c1_wrote(extra(happy_until_c1_wrote().at_ms(50)))
+}
+
 /// `happy` with the operator's backup of the resource at 100 ms: after c1's
 /// write with 41, before c2's with 42.
 pub(crate) fn happy_with_backup_at_100ms() -> H {
