@@ -2,6 +2,8 @@
 //! process and deliver its queue on resume; a run depends on its seed alone;
 //! a model without faults stays clean.
 
+use fencelock::service::ClientRequest;
+use fencelock::RequestId;
 use fencesim::faults::{ChurnEvent, Fault};
 use fencesim::history::{Actor, Event, EventKind};
 use fencesim::model::Model;
@@ -217,7 +219,6 @@ fn renew_strikes_follow_a_renewal_and_the_protocol_stays_safe() {
 /// (either way round) and the protocol stays safe.
 #[test]
 fn late_renewals_hold_a_renew_until_its_lease_ends_and_the_protocol_stays_safe() {
-    use fencelock::service::ClientRequest;
     use fencelock::Probe;
     let model = Model { late_renewals: Some(true), ..Model::default() };
     let (mut holds, mut met) = (0, 0);
@@ -226,21 +227,13 @@ fn late_renewals_hold_a_renew_until_its_lease_ends_and_the_protocol_stays_safe()
         assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
         let events = outcome.history.events();
         for (i, event) in events.iter().enumerate() {
-            let EventKind::Churn(hold @ ChurnEvent::RenewalHeld { node, client, after_us, retry, .. }) = &event.kind
-            else {
+            let EventKind::Churn(hold @ ChurnEvent::RenewalHeld { after_us, retry, .. }) = &event.kind else {
                 continue;
             };
             holds += 1;
             assert!(*after_us <= 1_000, "seed {seed}: `{hold}` more than a millisecond after the renew");
-            let sent = events[..i].iter().rev().any(|e| match &e.kind {
-                EventKind::Requested { client: c, to, body, .. } if c == client && to == node => {
-                    e.at_us + after_us == event.at_us
-                        && matches!(
-                            (body, retry),
-                            (ClientRequest::Renew { .. }, false) | (ClientRequest::Acquire { .. }, true)
-                        )
-                }
-                _ => false,
+            let sent = held_requests(events, i).any(|(_, body)| {
+                matches!((body, retry), (ClientRequest::Renew { .. }, false) | (ClientRequest::Acquire { .. }, true))
             });
             assert!(sent, "seed {seed}: `{hold}` follows no renew (or retry) of its client to its node");
         }
@@ -253,6 +246,21 @@ fn late_renewals_hold_a_renew_until_its_lease_ends_and_the_protocol_stays_safe()
     assert!(met >= 2, "a held renewal met the expiry in {met} of six seeds");
 }
 
+/// The requests a late renewal's hold (`events[i]`) may have held: each its
+/// client sent to its node `after_us` before the hold.
+fn held_requests(events: &[Event], i: usize) -> impl Iterator<Item = (RequestId, &ClientRequest)> {
+    let EventKind::Churn(ChurnEvent::RenewalHeld { node, client, after_us, .. }) = events[i].kind else {
+        panic!("events[{i}] is a late renewal's hold");
+    };
+    let sent_us = events[i].at_us - after_us;
+    events[..i].iter().filter_map(move |e| match &e.kind {
+        EventKind::Requested { client: c, to, request, body } if *c == client && *to == node && e.at_us == sent_us => {
+            Some((*request, body))
+        }
+        _ => None,
+    })
+}
+
 /// A Grant that a leader applied without answering it (its waiter's
 /// leader was struck as it proposed it) is a lease nobody knows of; late
 /// renewals hold the waiter's retry of that acquire to that leader until
@@ -261,7 +269,7 @@ fn late_renewals_hold_a_renew_until_its_lease_ends_and_the_protocol_stays_safe()
 /// (`grant-answered-not-held`), never `Granted` for a lock that is gone.
 #[test]
 fn late_renewals_hold_a_retry_of_an_unanswered_grant_until_its_lease_ends() {
-    use fencelock::service::{ClientReply, ClientRequest};
+    use fencelock::service::ClientReply;
     use fencelock::{ApplyResult, Command, Probe};
     let model = Model { swarm: true, ..Model::default() };
     let (mut retries, mut met) = (0, 0);
@@ -270,24 +278,12 @@ fn late_renewals_hold_a_retry_of_an_unanswered_grant_until_its_lease_ends() {
         assert!(outcome.ok, "swarm seed {seed}: {:?}", outcome.violations);
         let events = outcome.history.events();
         for (i, event) in events.iter().enumerate() {
-            let EventKind::Churn(hold @ ChurnEvent::RenewalHeld { node, client, after_us, retry: true, .. }) =
-                &event.kind
-            else {
+            let EventKind::Churn(hold @ ChurnEvent::RenewalHeld { node, client, retry: true, .. }) = &event.kind else {
                 continue;
             };
             retries += 1;
-            let sent_us = event.at_us - after_us;
-            let request = events[..i]
-                .iter()
-                .rev()
-                .find_map(|e| match &e.kind {
-                    EventKind::Requested { client: c, to, request, body: ClientRequest::Acquire { .. } }
-                        if c == client && to == node && e.at_us == sent_us =>
-                    {
-                        Some(*request)
-                    }
-                    _ => None,
-                })
+            let request = held_requests(events, i)
+                .find_map(|(request, body)| matches!(body, ClientRequest::Acquire { .. }).then_some(request))
                 .unwrap_or_else(|| panic!("swarm seed {seed}: `{hold}` follows no acquire of its client to its node"));
             // The node applied that request's Grant and did not answer it.
             let granted = events[..i].iter().rposition(|e| {

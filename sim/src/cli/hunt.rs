@@ -288,8 +288,12 @@ impl Hunt<'_> {
     /// the weights its round drew with (any other `swarm_bias` came from the
     /// hunt's own `--set` or model, which the line already names).
     fn replay_of(&self, result: &SeedResult) -> String {
-        let drawn = if self.args.steer { result.swarm_bias.as_ref() } else { None };
-        replay_line_drawn(result.seed, &self.args.model, drawn)
+        replay_line_drawn(result.seed, &self.args.model, self.drawn(result).as_ref())
+    }
+
+    /// The weights a steered seed's round drew with (`None` unless steered).
+    fn drawn(&self, result: &SeedResult) -> Option<Bias> {
+        result.swarm_bias.filter(|_| self.args.steer)
     }
 
     fn finished(&mut self, result: SeedResult) -> Flow {
@@ -363,7 +367,7 @@ impl Hunt<'_> {
         if !self.args.json {
             return;
         }
-        let drawn = if self.args.steer { result.swarm_bias } else { None };
+        let drawn = self.drawn(result);
         let kept = result.exposures.iter().map(|exposure| KeptExposure {
             seed: result.seed,
             exposure: exposure.clone(),

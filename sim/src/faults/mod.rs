@@ -447,17 +447,18 @@ impl fmt::Display for ChurnEvent {
                 "renew strike: cut {node}, leader of {term}, off with {client} and pause it {pause_ms} ms, \
                  {after_us} us after it renewed {client}'s lease; links back in {cut_ms} ms"
             ),
-            ChurnEvent::RenewalHeld { node, client, term, after_us, held_ms, retry: false } => write!(
-                f,
-                "late renewal: hold {client}'s renew to {node}, leader of {term}, {held_ms} ms on the wire \
-                 ({after_us} us after it was sent), to arrive just past the lease's end there"
-            ),
-            ChurnEvent::RenewalHeld { node, client, term, after_us, held_ms, retry: true } => write!(
-                f,
-                "late renewal: hold {client}'s retry to {node}, leader of {term}, {held_ms} ms on the wire \
-                 ({after_us} us after it was sent), to arrive just past the end of the lease it granted \
-                 {client} without an answer"
-            ),
+            ChurnEvent::RenewalHeld { node, client, term, after_us, held_ms, retry } => {
+                let held = if *retry { "retry" } else { "renew" };
+                write!(
+                    f,
+                    "late renewal: hold {client}'s {held} to {node}, leader of {term}, {held_ms} ms on the wire \
+                     ({after_us} us after it was sent), to arrive just past "
+                )?;
+                match retry {
+                    false => f.write_str("the lease's end there"),
+                    true => write!(f, "the end of the lease it granted {client} without an answer"),
+                }
+            }
             ChurnEvent::GrantStruck { node, client, key, term, after_us, pause_ms } => write!(
                 f,
                 "grant strike: pause {node}, leader of {term}, {pause_ms} ms, {after_us} us after it freed {key} \
