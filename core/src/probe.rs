@@ -144,6 +144,8 @@ probes! {
         "a new leader refused a request before it had applied an entry of its term: its lock table may lack committed commands";
     LeasesRestartedByNewLeader => "leases-restarted-by-new-leader", Core,
         "a new leader inherited held locks and restarted their leases from its own start of office";
+    WaitQueueFull => "wait-queue-full", Core,
+        "an acquire was turned away by a full wait queue: backpressure, which a client must hear as Unavailable and not as silence";
     WaiterTimedOut => "waiter-timed-out", Core,
         "a waiter's wait ran out in the queue: its TimedOut goes through the log";
     WaiterDeadlinesFollowedClockBack => "waiter-deadlines-followed-clock-back", Core,

@@ -316,7 +316,7 @@ pub const VARIANTS: &[VariantInfo] = &[
         name: "silent-unavailable",
         breaks: Some(Property::Answered),
         about: "the service stays silent where it would answer Unavailable: the client learns nothing until its timeout",
-        model: "",
+        model: "wait_queue_max = 1",
     },
     VariantInfo {
         variant: Variant::WaitersNeverTimeOut,

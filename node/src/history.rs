@@ -70,6 +70,11 @@ pub enum EventKind {
         token: Token,
         holder: Holder,
     },
+    TurnedAway {
+        node: NodeId,
+        key: Key,
+        holder: Holder,
+    },
     Requested {
         client: ClientId,
         request: RequestId,

@@ -560,6 +560,9 @@ impl Node {
             Output::GhostReleaseProposed { key, token, holder } => {
                 self.record(EventKind::GhostReleaseProposed { node: id, key, token, holder });
             }
+            Output::TurnedAway { key, holder } => {
+                self.record(EventKind::TurnedAway { node: id, key, holder });
+            }
             Output::FloorAnswer { read, answer } => {
                 // Each read is answered once; a lost answer is asked again under a new id.
                 if let Some(conn) = self.floor_routes.remove(&read) {

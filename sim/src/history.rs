@@ -117,6 +117,14 @@ pub enum EventKind {
         token: Token,
         holder: Holder,
     },
+    /// The leader turned an acquire away: the key's wait queue (or the table
+    /// of waiting keys) was full. Its `Unavailable` follows; `answered`
+    /// gives a request turned away its deadline afresh from here.
+    TurnedAway {
+        node: NodeId,
+        key: Key,
+        holder: Holder,
+    },
 
     // ---- clients ----
     Requested {
@@ -511,6 +519,7 @@ impl EventKind {
             K::Requested { body, .. } => request_key(body),
             K::ExpireProposed { key, .. }
             | K::GhostReleaseProposed { key, .. }
+            | K::TurnedAway { key, .. }
             | K::BeliefStart { key, .. }
             | K::BeliefEnd { key, .. }
             | K::WriteSent { key, .. }
@@ -587,6 +596,7 @@ impl EventKind {
             | K::ExpireProposed { node, .. }
             | K::GhostReleaseProposed { node, .. } => vec![Actor::Server(*node)],
             K::Replied { node, client, .. } => vec![Actor::Server(*node), Actor::Client(*client)],
+            K::TurnedAway { node, holder, .. } => vec![Actor::Server(*node), Actor::Client(holder.client)],
             K::Requested { client, to: node, .. } | K::Answered { client, from: node, .. } => {
                 vec![Actor::Client(*client), Actor::Server(*node)]
             }
@@ -683,6 +693,10 @@ impl EventKind {
             K::GhostReleaseProposed { node, key, token, holder } => {
                 (node.to_string(), format!("proposes ghost Release({key}, {token}) of {holder}"))
             }
+            K::TurnedAway { node, key, holder } => (
+                node.to_string(),
+                format!("turns {} {} away: the wait queue of {key} is full", holder.client, holder.request),
+            ),
             K::Requested { client, request, to, body } => (client.to_string(), format!("{request} to {to}: {body:?}")),
             K::Answered { client, request, from, reply } => {
                 (client.to_string(), format!("{request} answered by {from}: {reply:?}"))

@@ -142,6 +142,11 @@ pub struct Model {
     /// that was down or cut off for a moment catch up through a snapshot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snapshot_entries: Option<u32>,
+    /// Waiters queued per key on a leader (extension of CLI.md); one more is
+    /// turned away `Unavailable`. Absent, core's standard (8), which the
+    /// standard model's four workers never fill; swarm draws 1 or 2 in some seeds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_queue_max: Option<u32>,
     /// Jobs each worker does before it idles (extension of
     /// CLI.md); absent, workers never stop. `shrink` sets it to cut a story short.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -208,6 +213,7 @@ impl Default for Model {
             entries_per_message_max: 64,
             inflight_max: 4,
             snapshot_entries: None,
+            wait_queue_max: None,
             jobs_max: None,
             fault_rate: 1.0,
             swarm: false,
@@ -361,6 +367,12 @@ pub const KEYS: &[KeyInfo] = &[
         1,
         1_000_000,
         "Raft compacts its log every this many applied entries; absent, 256 (core's standard).",
+    ),
+    int(
+        "wait_queue_max",
+        1,
+        fencelock::service::WAITERS_PER_KEY_MAX as u64,
+        "Waiters a leader queues per key; one more is turned away Unavailable. Absent, 8 (core's standard).",
     ),
     int("jobs_max", 1, 1_000_000, "Jobs each worker does before it idles; absent, workers never stop."),
     rate("fault_rate", 0.01, 10.0, "How often every fault family strikes, relative to the standard model."),
@@ -740,6 +752,7 @@ mod tests {
             fence_strikes: Some(true),
             late_renewals: Some(true),
             snapshot_entries: Some(32),
+            wait_queue_max: Some(2),
             swarm: true,
             swarm_bias: Some("crashes:700".parse().unwrap()),
             ..Model::default()

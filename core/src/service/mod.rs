@@ -98,7 +98,7 @@ pub struct ServiceConfig {
 impl ServiceConfig {
     /// The settings the simulation's servers run with.
     pub fn standard(variant: Variant) -> ServiceConfig {
-        ServiceConfig { tick_ms: crate::raft::TICK_MS_STANDARD, wait_queue_max: 8, variant }
+        ServiceConfig { tick_ms: crate::raft::TICK_MS_STANDARD, wait_queue_max: WAIT_QUEUE_MAX_STANDARD, variant }
     }
 
     fn assert_valid(&self) {
@@ -140,6 +140,14 @@ pub enum Output {
         token: Token,
         holder: Holder,
     },
+    /// An acquire turned away because its key's wait queue (or the table of
+    /// waiting keys) was full, for the history: its `Unavailable` is
+    /// backpressure, and how long a client turned away waits is no bound the
+    /// service promises. Comes just before that `Reply`.
+    TurnedAway {
+        key: Key,
+        holder: Holder,
+    },
     /// Send `answer` to the resource's floor read `read`.
     FloorAnswer {
         read: u64,
@@ -149,6 +157,8 @@ pub enum Output {
 
 /// Client proposals awaiting apply on this node; beyond it, requests answer `Unavailable`.
 pub const PENDING_MAX: usize = 1_024;
+/// Waiters queued per key in the standard configuration.
+pub const WAIT_QUEUE_MAX_STANDARD: usize = 8;
 /// Hard ceiling for `wait_queue_max`.
 pub const WAITERS_PER_KEY_MAX: usize = 1_024;
 /// Keys that may have waiters at once.

@@ -201,6 +201,8 @@ impl LockServer {
         let keys_full = !self.waiters.contains_key(&key) && self.waiters.len() >= WAITING_KEYS_MAX;
         let queue_full = self.waiters.get(&key).is_some_and(|queue| queue.len() >= self.config.wait_queue_max);
         if keys_full || queue_full {
+            self.probe(Probe::WaitQueueFull);
+            self.push(Output::TurnedAway { key, holder });
             self.reply(holder.client, holder.request, ClientReply::Unavailable);
             return;
         }

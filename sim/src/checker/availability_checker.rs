@@ -54,6 +54,12 @@ struct Request {
     /// The last reply that was not final, for the violation's sentence.
     last_reply: Option<ClientReply>,
     gave_up: Option<(u64, GiveUp)>,
+    /// The last time a leader turned it away (a full wait queue): its
+    /// deadline runs afresh from there, and a give-up after it is the
+    /// backpressure's, not the service's failure.
+    turned_away_us: Option<u64>,
+    /// Turned away and not sent again since: it asks for no key meanwhile.
+    away: bool,
 }
 
 impl Request {
@@ -64,10 +70,13 @@ impl Request {
     /// When the service owes its final answer: the wait plus the leader
     /// bound from the first send, or for a request of the faults from the
     /// client's first try after the heal (the heal itself if it made none).
+    /// A request turned away counts from its last turn-away: under
+    /// backpressure the service owes an `Unavailable` (each attempt's rule),
+    /// not a final answer within a bound.
     fn deadline_us(&self, healed_us: u64, leader_bound_us: u64) -> u64 {
         let from_us =
             if self.first_us >= healed_us { self.first_us } else { self.first_healed_us.unwrap_or(healed_us) };
-        from_us + self.wait_ms * 1_000 + leader_bound_us
+        from_us.max(self.turned_away_us.unwrap_or(0)) + self.wait_ms * 1_000 + leader_bound_us
     }
 
     /// When the first final answer or the give-up came, if either did.
@@ -245,14 +254,27 @@ impl AvailabilityChecker {
             answered_us: None,
             last_reply: None,
             gave_up: None,
+            turned_away_us: None,
+            away: false,
         });
         if healed {
             entry.first_healed_us.get_or_insert(at_us);
         }
-        if let (true, Some(key)) = (new, acquire) {
+        // A new acquire, or one turned away and asking again, wants its key.
+        let asks = new || std::mem::take(&mut entry.away);
+        if let (true, Some(key)) = (asks, acquire) {
             self.wanted.entry(key.clone()).or_default().insert((client, request));
             self.restate(&key, at_us);
         }
+    }
+
+    /// A leader turned the request away (a full wait queue): until the
+    /// client asks again it waits for no key at the service.
+    fn on_turned_away(&mut self, client: ClientId, request: RequestId, at_us: u64) {
+        let Some(pending) = self.requests.get_mut(&(client, request)) else { return };
+        pending.turned_away_us = Some(at_us);
+        pending.away = true;
+        self.unwant(client, request, at_us);
     }
 
     fn on_answer(&mut self, client: ClientId, request: RequestId, reply: ClientReply, at_us: u64) {
@@ -571,6 +593,7 @@ impl Family for AvailabilityChecker {
                 }
             }
             EventKind::Answered { client, request, reply, .. } => self.on_answer(*client, *request, *reply, at_us),
+            EventKind::TurnedAway { holder, .. } => self.on_turned_away(holder.client, holder.request, at_us),
             EventKind::GaveUp { client, request, why } => {
                 if let Some(pending) = self.requests.get_mut(&(*client, *request)) {
                     pending.gave_up.get_or_insert((at_us, *why));
@@ -665,6 +688,14 @@ impl Family for AvailabilityChecker {
                 // stepped back (found by the hunt: swarm seed 51995, a client
                 // stepped back 3829 ms 178 ms before the heal).
                 (None, Some((_, GiveUp::Retries))) if pending.first_healed_us.is_none() => continue,
+                // Turned away after its first try since the heal: its
+                // retries met a full wait queue, and each attempt's reply
+                // (`judge_attempts`) is what the service owed.
+                (None, Some((_, GiveUp::Retries)))
+                    if pending.turned_away_us.zip(pending.first_healed_us).is_some_and(|(t, f)| t >= f) =>
+                {
+                    continue
+                }
                 (None, Some((gave_up_us, GiveUp::Retries))) => {
                     let detail = format!(
                         "{sent} was given up by its client at {}ms after its retries ran out ({last}), although \
@@ -766,6 +797,84 @@ mod tests {
         let verdict = retried.check();
         assert_only(&verdict, Property::Answered);
         assert!(verdict.violations[0].detail.contains("retries ran out"), "{}", verdict.violations[0]);
+    }
+
+    fn turned_away(client: u32, request: u64, k: &str) -> EventKind {
+        EventKind::TurnedAway { node: NodeId(0), key: key(k), holder: holder(client, request) }
+    }
+
+    #[test]
+    fn a_request_turned_away_is_owed_each_attempts_unavailable_not_a_final_answer() {
+        // Healed at 3 s, leader bound 5 s: a full queue turns c2 away at 6 s and
+        // on every retry until its give-up at 9 s. Backpressure, answered.
+        let tried = |h: H, ms: u64| {
+            h.at_ms(ms).acquire_request(2, 20, "j").ev(turned_away(2, 20, "j")).reply(
+                0,
+                2,
+                20,
+                ClientReply::Unavailable,
+            )
+        };
+        let full = tried(tried(happy(), 6_000), 8_500).at_ms(9_000).ev(gave_up(2, 20, GiveUp::Retries));
+        assert_clean(&full.check());
+        // The same turn-away left silent: each attempt's own rule still fails.
+        let silent = happy().at_ms(6_000).acquire_request(2, 20, "j").ev(turned_away(2, 20, "j"));
+        let verdict = silent.at_ms(9_000).ev(gave_up(2, 20, GiveUp::Retries)).check();
+        assert_only(&verdict, Property::Answered);
+        assert!(verdict.violations[0].detail.contains("n0 had not replied by 7300ms"), "{}", verdict.violations[0]);
+    }
+
+    #[test]
+    fn a_request_turned_away_counts_its_deadline_from_its_last_turn_away() {
+        // A wait of 2 s for `k` (held by 43), sent at 4 s: due by 11 s without a
+        // turn-away. Turned away until 8.5 s, then queued: due by 15.5 s.
+        let waits = || ClientRequest::Acquire { key: key("k"), lease_ms: 2_000, wait_ms: 2_000 };
+        let tried = |h: H, ms: u64| {
+            h.at_ms(ms).request(2, 20, 0, waits()).ev(turned_away(2, 20, "k")).reply(0, 2, 20, ClientReply::Unavailable)
+        };
+        let granted_at = |ms: u64| {
+            let queued = tried(tried(happy(), 4_000), 8_500).at_ms(8_750).request(2, 20, 0, waits());
+            let freed = queued.at_ms(ms - 100).apply_all(
+                &[0, 1, 2],
+                6,
+                expire("k", 43),
+                ApplyResult::Expired { existed: true },
+            );
+            freed.at_ms(ms).acquire(7, "k", 2, 20, 44)
+        };
+        assert_clean(&granted_at(12_000).check_until_ms(20_000));
+        // Past that deadline, late all the same (and the queued attempt unanswered past its own).
+        let verdict = granted_at(16_000).check_until_ms(20_000);
+        assert_only(&verdict, Property::Answered);
+        assert!(
+            verdict.violations.iter().any(|v| v.detail.contains("deadline of 15500ms")),
+            "{:#?}",
+            verdict.violations
+        );
+    }
+
+    #[test]
+    fn a_client_turned_away_asks_for_no_key_until_it_asks_again() {
+        // `k` freed at 8.5 s while c2, turned away at 8.4 s, retries only at 10 s:
+        // not starving until it asks again, then granted within the bound.
+        let asks = || ClientRequest::Acquire { key: key("k"), lease_ms: 2_000, wait_ms: 2_000 };
+        let retried = || {
+            happy()
+                .at_ms(8_400)
+                .request(2, 20, 0, asks())
+                .ev(turned_away(2, 20, "k"))
+                .reply(0, 2, 20, ClientReply::Unavailable)
+                .at_ms(8_500)
+                .apply_all(&[0, 1, 2], 6, expire("k", 43), fencelock::ApplyResult::Expired { existed: true })
+                .at_ms(10_000)
+                .request(2, 20, 0, asks())
+        };
+        assert_clean(&retried().at_ms(10_100).acquire(7, "k", 2, 20, 44).check_until_ms(14_000));
+        let h = retried();
+        // Asking again and never granted: starving from the retry.
+        let verdict = h.check_until_ms(14_000);
+        let progress = verdict.violations.iter().find(|v| v.property == Property::Progress).expect("progress");
+        assert_eq!(progress.at_us, (10_000 + h.config(0).progress_bound_ms) * 1_000);
     }
 
     #[test]

@@ -32,6 +32,8 @@ const FRACTION_STEPS: u32 = 1_000;
 const SNAPSHOT_OFTEN_MIN: u64 = 8;
 /// …and at most.
 const SNAPSHOT_OFTEN_MAX: u64 = 64;
+/// A seed with short queues queues at most this many waiters per key.
+const SHORT_QUEUE_MAX: u32 = 2;
 /// Rates are kept to five decimals, so a drawn model reads well in a file.
 const RATE_STEPS: f64 = 100_000.0;
 
@@ -72,10 +74,12 @@ pub enum Coin {
     /// Compaction every 36 to 64 entries rather than 8 to 36.
     SparseCompaction,
     LateRenewals,
+    /// A wait queue of one or two per key, which the workers fill.
+    ShortQueues,
 }
 
 impl Coin {
-    pub const ALL: [Coin; 27] = [
+    pub const ALL: [Coin; 28] = [
         Coin::SmallBatches,
         Coin::OneInFlight,
         Coin::Partitions,
@@ -103,6 +107,7 @@ impl Coin {
         Coin::FastDrift,
         Coin::SparseCompaction,
         Coin::LateRenewals,
+        Coin::ShortQueues,
     ];
 
     /// Its name in `swarm_bias`: the model key it decides, where there is one.
@@ -135,6 +140,7 @@ impl Coin {
             Coin::FastDrift => "fast_drift",
             Coin::SparseCompaction => "sparse_compaction",
             Coin::LateRenewals => "late_renewals",
+            Coin::ShortQueues => "short_queues",
         }
     }
 }
@@ -377,6 +383,14 @@ pub fn draw_tossed(model: &Model, seed: u64) -> (Model, Heads) {
     // And after it: a holder's renewal held on the wire until its lease ends at the leader.
     drawn.late_renewals =
         Some(coins.family(Coin::LateRenewals, model.late_renewals != Some(false) && model.partitions));
+    // And last: backpressure. Half the seeds queue one or two waiters per
+    // key (never more than the model's), so the workers fill a queue and a
+    // leader turns acquires away `Unavailable`, which the standard queue of
+    // eight never does with four workers.
+    let short_queues = coins.toss(Coin::ShortQueues);
+    let queue = coins.rng.gen_range(1..=SHORT_QUEUE_MAX);
+    let limit = model.wait_queue_max.unwrap_or(fencelock::service::WAIT_QUEUE_MAX_STANDARD as u32);
+    drawn.wait_queue_max = if short_queues { Some(queue.min(limit)) } else { model.wait_queue_max };
     debug_assert!(drawn.validate().is_ok(), "a swarm draw of a valid model is valid");
     (drawn, coins.heads)
 }
@@ -387,7 +401,7 @@ pub fn describe(drawn: &Model) -> String {
         "nodes={} entries_per_message_max={} inflight_max={} partitions={} crashes={} leader_churn={} restores={} \
          pauses={} clock_steps={} resource_crashes={} resource_restores={} corruption={} drift_beyond_bound={} loss_rate={} dup_rate={} \
          pause_ms_max={} drift_ppm_max={} ack_crashes={} snapshot_entries={} renew_strikes={} ack_amnesia={} grant_strikes={} vote_strikes={} fence_strikes={} \
-         late_renewals={}",
+         late_renewals={} wait_queue_max={}",
         drawn.nodes,
         drawn.entries_per_message_max,
         drawn.inflight_max,
@@ -413,6 +427,7 @@ pub fn describe(drawn: &Model) -> String {
         drawn.vote_strikes.unwrap_or(false),
         drawn.fence_strikes.unwrap_or(false),
         drawn.late_renewals.unwrap_or(false),
+        drawn.wait_queue_max.map_or(fencelock::service::WAIT_QUEUE_MAX_STANDARD as u32, |q| q),
     )
 }
 
@@ -498,6 +513,21 @@ mod tests {
         for seed in 0..1_000 {
             let entries = draw(&tight, seed).snapshot_entries;
             assert!(entries.is_some_and(|entries| (8..=20).contains(&entries)), "seed {seed}: {entries:?}");
+        }
+    }
+
+    #[test]
+    fn about_half_the_seeds_queue_one_or_two_waiters_and_never_above_the_models_queue() {
+        let queues: Vec<Option<u32>> = (0..1_000).map(|seed| draw(&swarm_model(), seed).wait_queue_max).collect();
+        let short = queues.iter().filter(|queue| queue.is_some()).count();
+        assert!((400..=600).contains(&short), "{short} of 1000 seeds queue few waiters");
+        for size in [1, 2] {
+            assert!(queues.contains(&Some(size)), "some seed queues {size}");
+        }
+        assert!(queues.iter().all(|queue| queue.is_none_or(|size| (1..=2).contains(&size))), "{queues:?}");
+        let single = Model { wait_queue_max: Some(1), ..swarm_model() };
+        for seed in 0..1_000 {
+            assert_eq!(draw(&single, seed).wait_queue_max, Some(1), "seed {seed}");
         }
     }
 

@@ -116,7 +116,10 @@ fn start(ctx: &Ctx, id: NodeId) -> LockServer {
     config.heartbeat_ticks = ticks(model.heartbeat_ms);
     config.election_ticks_min = ticks(model.election_ms_min);
     config.election_ticks_max = ticks(model.election_ms_max);
-    let service_config = ServiceConfig::standard(model.variant);
+    let mut service_config = ServiceConfig::standard(model.variant);
+    if let Some(waiters) = model.wait_queue_max {
+        service_config.wait_queue_max = waiters as usize;
+    }
     let rng_seed = streams::raft(ctx.seed, id.0, incarnation);
     let raft = RaftNode::new(config, durable, rng_seed).expect("the standard raft config is valid");
     LockServer::new(service_config, raft, state)
@@ -286,6 +289,9 @@ fn handle_outputs(ctx: &Ctx, id: NodeId, server: &mut LockServer) {
             }
             Output::GhostReleaseProposed { key, token, holder } => {
                 ctx.record(EventKind::GhostReleaseProposed { node: id, key, token, holder });
+            }
+            Output::TurnedAway { key, holder } => {
+                ctx.record(EventKind::TurnedAway { node: id, key, holder });
             }
             Output::FloorAnswer { read, answer } => {
                 ctx.send(Addr::Server(id), Addr::Resource, &Envelope::FloorReply { read, answer });

@@ -119,11 +119,21 @@ fn fourth_waiter_of_a_queue_of_two(variant: Variant) -> (Cluster, Vec<ClientRepl
     (cluster, answers)
 }
 
-/// `silent-unavailable`: the request a full queue turns away is not told so.
+/// The requests the node turned away for a full queue, as its outputs say.
+fn turned_away(cluster: &Cluster) -> Vec<Holder> {
+    let outputs = cluster.outputs_of(NodeId(0));
+    outputs
+        .filter_map(|output| if let Output::TurnedAway { holder, .. } = output { Some(*holder) } else { None })
+        .collect()
+}
+
+/// `silent-unavailable`: the request a full queue turns away is not told so
+/// (the history still learns it was turned away).
 #[test]
 fn silent_unavailable_variant_leaves_a_full_queue_unanswered() {
-    let (_, answers) = fourth_waiter_of_a_queue_of_two(Variant::SilentUnavailable);
+    let (cluster, answers) = fourth_waiter_of_a_queue_of_two(Variant::SilentUnavailable);
     assert_eq!(answers, vec![]);
+    assert_eq!(turned_away(&cluster), vec![Holder { client: ClientId(4), request: RequestId(1) }]);
 }
 
 #[test]
@@ -132,6 +142,8 @@ fn the_wait_queue_is_bounded() {
     assert_eq!(cluster.answers(2, 1), vec![]);
     assert_eq!(cluster.answers(3, 1), vec![]);
     assert_eq!(answers, vec![ClientReply::Unavailable]);
+    // The turn-away is told to the driver, for the history: backpressure, not a fault.
+    assert_eq!(turned_away(&cluster), vec![Holder { client: ClientId(4), request: RequestId(1) }]);
     // First in, first served.
     cluster.request(NodeId(0), 1, 2, ClientRequest::Release { key: key(), token: Token(1) });
     assert_eq!(cluster.answers(2, 1), vec![ClientReply::Granted { token: Token(2), lease_ms: LEASE_MS }]);
