@@ -59,21 +59,21 @@ pub(crate) struct Supervisor {
     backups: Backups,
     pub(super) rng: ChaCha8Rng,
     /// Taken out while it acts on the supervisor (`churn_step`); always there otherwise.
-    churn: Option<Churn>,
+    churn: Option<Box<Churn>>,
     /// Crashes after acknowledging; taken out like `churn` while it acts.
-    acks: Option<AckCrash>,
+    acks: Option<Box<AckCrash>>,
     /// Renew strikes; taken out like `churn` while they act.
-    renews: Option<RenewStrike>,
+    renews: Option<Box<RenewStrike>>,
     /// Ack amnesia; taken out like `churn` while it acts.
-    amnesia: Option<Amnesia>,
+    amnesia: Option<Box<Amnesia>>,
     /// Grant strikes; taken out like `churn` while they act.
-    grants: Option<GrantStrike>,
+    grants: Option<Box<GrantStrike>>,
     /// Vote strikes; taken out like `churn` while they act.
-    votes: Option<VoteStrike>,
+    votes: Option<Box<VoteStrike>>,
     /// Fence strikes; taken out like `churn` while they act.
-    fences: Option<FenceStrike>,
+    fences: Option<Box<FenceStrike>>,
     /// Late renewals; taken out like `churn` while they act.
-    late: Option<LateRenewal>,
+    late: Option<Box<LateRenewal>>,
     /// The tasks that end timed pauses, aborted when the run ends (`tear_down`).
     pause_ends: Vec<AbortHandle>,
     /// Leaders crashed by `CrashLeader` and the true instant each comes back, in order.
@@ -213,14 +213,14 @@ impl Supervisor {
             paused: Arc::new(Mutex::new(BTreeMap::new())),
             backups: Backups::default(),
             rng,
-            churn: Some(Churn::new(ctx_seed)),
-            acks: Some(AckCrash::new(ctx_seed)),
-            renews: Some(RenewStrike::new(ctx_seed)),
-            amnesia: Some(Amnesia::new(ctx_seed)),
-            grants: Some(GrantStrike::new(follows.grants)),
-            votes: Some(VoteStrike::new(ctx_seed)),
-            fences: Some(FenceStrike::new(follows.fences)),
-            late: Some(LateRenewal::new()),
+            churn: Some(Box::new(Churn::new(ctx_seed))),
+            acks: Some(Box::new(AckCrash::new(ctx_seed))),
+            renews: Some(Box::new(RenewStrike::new(ctx_seed))),
+            amnesia: Some(Box::new(Amnesia::new(ctx_seed))),
+            grants: Some(Box::new(GrantStrike::new(follows.grants))),
+            votes: Some(Box::new(VoteStrike::new(ctx_seed))),
+            fences: Some(Box::new(FenceStrike::new(follows.fences))),
+            late: Some(Box::new(LateRenewal::new())),
             pause_ends: Vec::new(),
             restarts_due: Vec::new(),
         }
@@ -508,14 +508,14 @@ impl Supervisor {
         for disk in &self.ctx.node_disks {
             disk.lock().expect("disk lock").set_stall_us(0);
         }
-        self.churn = Some(Churn::new(self.ctx.seed));
-        self.acks = Some(AckCrash::new(self.ctx.seed));
-        self.renews = Some(RenewStrike::new(self.ctx.seed));
-        self.amnesia = Some(Amnesia::new(self.ctx.seed));
-        self.grants = Some(GrantStrike::new(Follows::NONE.grants));
-        self.votes = Some(VoteStrike::new(self.ctx.seed));
-        self.fences = Some(FenceStrike::new(Follows::NONE.fences));
-        self.late = Some(LateRenewal::new());
+        self.churn = Some(Box::new(Churn::new(self.ctx.seed)));
+        self.acks = Some(Box::new(AckCrash::new(self.ctx.seed)));
+        self.renews = Some(Box::new(RenewStrike::new(self.ctx.seed)));
+        self.amnesia = Some(Box::new(Amnesia::new(self.ctx.seed)));
+        self.grants = Some(Box::new(GrantStrike::new(Follows::NONE.grants)));
+        self.votes = Some(Box::new(VoteStrike::new(self.ctx.seed)));
+        self.fences = Some(Box::new(FenceStrike::new(Follows::NONE.fences)));
+        self.late = Some(Box::new(LateRenewal::new()));
         for reader in [Reader::GrantStrikes, Reader::FenceStrikes, Reader::RenewStrikes, Reader::LateRenewals] {
             self.ctx.unfollow_history(reader);
         }
@@ -588,10 +588,13 @@ impl Supervisor {
     }
 
     /// Takes a reactive family out of its slot while it acts on this
-    /// supervisor (it needs the supervisor mutably), then puts it back.
+    /// supervisor (it needs the supervisor mutably), then puts it back. The
+    /// families are boxed: this runs for each of them every millisecond,
+    /// and moving a pointer costs nothing where moving a family and its
+    /// random stream was a few percent of a run.
     fn with_family<F>(
         &mut self,
-        slot: fn(&mut Supervisor) -> &mut Option<F>,
+        slot: fn(&mut Supervisor) -> &mut Option<Box<F>>,
         act: impl FnOnce(&mut F, &mut Supervisor),
     ) {
         let mut family = slot(self).take().expect("a reactive family is back after every step");
