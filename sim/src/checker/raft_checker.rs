@@ -15,7 +15,7 @@ use super::{Family, Property, Report, Violation};
 use crate::history::{Event, EventKind};
 use fencelock::raft::Role;
 use fencelock::service::ClientReply;
-use fencelock::{ApplyResult, ClientId, Command, Holder, LogIndex, NodeId, Term, Token};
+use fencelock::{ApplyResult, ClientId, Command, LogIndex, NodeId, RequestId, Term, Token};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A command a server told its client was committed.
@@ -26,6 +26,19 @@ struct Acked {
     command: Command,
     token: Option<Token>,
 }
+
+/// How many of a client's latest grants (and, apart, releases) each node's
+/// applies are kept for, to match that node's acknowledgements against.
+/// A server answers only a client's latest acquire from its session (an
+/// older one gets `Noop`), so an acknowledgement of an entry four applies
+/// old for the same client is not judged here, as one answered from a
+/// snapshot is not: `grant-validity` and `linearizable` still see it. What
+/// the checker keeps stays fixed however long the run.
+const APPLIES_KEPT_PER_CLIENT: usize = 4;
+
+/// One node's latest applies for one client, of one kind (grants or releases),
+/// oldest first: the request, and the entry with its result.
+type LastApplies = std::collections::VecDeque<(RequestId, (LogIndex, Command, ApplyResult))>;
 
 /// What one node applied in this epoch, and how far a snapshot carried it.
 #[derive(Clone, Debug, Default)]
@@ -79,8 +92,9 @@ pub(crate) struct RaftChecker {
     leaders: BTreeMap<Term, NodeId>,
     split_terms: BTreeSet<Term>,
     disagreements: BTreeSet<(u32, LogIndex)>,
-    /// Per (node, holder, is-a-grant): the last entry of that holder the node applied, this epoch.
-    last_apply: BTreeMap<(NodeId, Holder, bool), (LogIndex, Command, ApplyResult)>,
+    /// Per (node, client, is-a-grant): the last entry of each of that
+    /// client's latest requests the node applied, this epoch.
+    last_apply: BTreeMap<(NodeId, ClientId, bool), LastApplies>,
     acked: BTreeMap<LogIndex, Acked>,
     progress: BTreeMap<NodeId, Progress>,
     lost: BTreeSet<(u32, LogIndex)>,
@@ -169,7 +183,12 @@ impl RaftChecker {
             Command::Expire { .. } | Command::Decline { .. } => None,
         };
         if let Some((holder, is_grant)) = holder {
-            self.last_apply.insert((node, holder, is_grant), (index, command.clone(), *result));
+            let kept = self.last_apply.entry((node, holder.client, is_grant)).or_default();
+            kept.retain(|(request, _)| *request != holder.request);
+            kept.push_back((holder.request, (index, command.clone(), *result)));
+            if kept.len() > APPLIES_KEPT_PER_CLIENT {
+                kept.pop_front();
+            }
         }
     }
 
@@ -206,11 +225,12 @@ impl RaftChecker {
             ClientReply::Released => (false, None),
             _ => return,
         };
-        let holder = Holder { client, request };
         // An acknowledgement the node cannot back with its own apply in this
-        // epoch (answered from a snapshot or from before a restore) is not
-        // judged here; `grant-validity` judges unknown tokens.
-        let Some((index, command, result)) = self.last_apply.get(&(node, holder, is_grant)) else { return };
+        // epoch (answered from a snapshot, from before a restore, or of a
+        // request older than the client's latest few) is not judged here;
+        // `grant-validity` judges unknown tokens.
+        let kept = self.last_apply.get(&(node, client, is_grant)).into_iter().flatten();
+        let Some((_, (index, command, result))) = kept.rev().find(|(kept, _)| *kept == request) else { return };
         let matches = match (result, token) {
             (ApplyResult::Granted { token: applied }, Some(replied)) => *applied == replied,
             (ApplyResult::Released, None) => true,

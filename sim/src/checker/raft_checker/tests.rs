@@ -291,3 +291,26 @@ fn applied_runs_answer_as_a_map_of_every_index() {
         }
     }
 }
+
+#[test]
+fn only_a_clients_latest_four_applies_per_server_back_its_acknowledgements() {
+    // n0 alone applies c2's r7 at i6 and `later` more grants of c2 after it,
+    // then acknowledges r7; the new leader n1 applies past them all.
+    let acked_then_skipped = |later: u64| {
+        let mut h = happy().at_ms(4_000).apply(0, 6, grant("j", 2, 7), granted(44));
+        for i in 0..later {
+            h = h.apply(0, 7 + i, grant(["a", "b", "c", "d"][i as usize], 2, 8 + i), granted(45 + i));
+        }
+        let h = h.reply(0, 2, 7, reply_granted(44)).crash(server(0)).at_ms(4_500).leader(1, 2);
+        h.apply_all(&[1, 2], 7 + later, expire("k", 43), ApplyResult::Expired { existed: true }).check()
+    };
+    let lost_at_i6 = |later: u64| {
+        let verdict = acked_then_skipped(later);
+        verdict.violations.iter().any(|v| v.property == Property::CommitDurability && v.detail.contains("at i6"))
+    };
+    // Among c2's four latest applies at n0: judged, and lost.
+    assert!(lost_at_i6(3));
+    // The fifth latest: a server answers only a client's latest acquire, and
+    // the checker keeps four per client and server; not judged here.
+    assert!(!lost_at_i6(4));
+}
