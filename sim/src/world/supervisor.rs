@@ -576,15 +576,18 @@ impl Supervisor {
     /// Lets the churn, the ack crashes, the renew strikes, the ack amnesia,
     /// the grant, vote and fence strikes and the late renewals, in this
     /// order, do what they owe now, acting on this supervisor.
+    /// The step is synchronous, so simulated time stands still through it:
+    /// one reading of the clock serves every family.
     fn churn_step(&mut self) {
-        self.with_family(|s| &mut s.churn, |churn, s| churn.step(now_us(), s));
-        self.with_family(|s| &mut s.acks, |acks, s| acks.step(now_us(), s));
-        self.with_family(|s| &mut s.renews, |renews, s| renews.step(now_us(), s));
-        self.with_family(|s| &mut s.amnesia, |amnesia, s| amnesia.step(now_us(), s));
-        self.with_family(|s| &mut s.grants, |grants, s| grants.step(now_us(), s));
-        self.with_family(|s| &mut s.votes, |votes, s| votes.step(now_us(), s));
-        self.with_family(|s| &mut s.fences, |fences, s| fences.step(now_us(), s));
-        self.with_family(|s| &mut s.late, |late, s| late.step(now_us(), s));
+        let now = now_us();
+        self.with_family(|s| &mut s.churn, |churn, s| churn.step(now, s));
+        self.with_family(|s| &mut s.acks, |acks, s| acks.step(now, s));
+        self.with_family(|s| &mut s.renews, |renews, s| renews.step(now, s));
+        self.with_family(|s| &mut s.amnesia, |amnesia, s| amnesia.step(now, s));
+        self.with_family(|s| &mut s.grants, |grants, s| grants.step(now, s));
+        self.with_family(|s| &mut s.votes, |votes, s| votes.step(now, s));
+        self.with_family(|s| &mut s.fences, |fences, s| fences.step(now, s));
+        self.with_family(|s| &mut s.late, |late, s| late.step(now, s));
     }
 
     /// Takes a reactive family out of its slot while it acts on this
