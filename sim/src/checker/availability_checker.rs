@@ -269,8 +269,14 @@ impl AvailabilityChecker {
     }
 
     /// A leader turned the request away (a full wait queue): until the
-    /// client asks again it waits for no key at the service.
-    fn on_turned_away(&mut self, client: ClientId, request: RequestId, at_us: u64) {
+    /// client asks again it waits for no key at the service. Believed only
+    /// while the key is held (by the committed table): a queue fills behind
+    /// a holder, and a server that turned clients away from a free key would
+    /// otherwise pass `answered` and `progress` granting nothing.
+    fn on_turned_away(&mut self, client: ClientId, request: RequestId, key: &Key, at_us: u64) {
+        if self.key_free(key) {
+            return;
+        }
         let Some(pending) = self.requests.get_mut(&(client, request)) else { return };
         pending.turned_away_us = Some(at_us);
         pending.away = true;
@@ -593,7 +599,7 @@ impl Family for AvailabilityChecker {
                 }
             }
             EventKind::Answered { client, request, reply, .. } => self.on_answer(*client, *request, *reply, at_us),
-            EventKind::TurnedAway { holder, .. } => self.on_turned_away(holder.client, holder.request, at_us),
+            EventKind::TurnedAway { holder, key, .. } => self.on_turned_away(holder.client, holder.request, key, at_us),
             EventKind::GaveUp { client, request, why } => {
                 if let Some(pending) = self.requests.get_mut(&(*client, *request)) {
                     pending.gave_up.get_or_insert((at_us, *why));
@@ -803,37 +809,50 @@ mod tests {
         EventKind::TurnedAway { node: NodeId(0), key: key(k), holder: holder(client, request) }
     }
 
+    /// c2 sends its r20 (`body`, an acquire) to n0 at `ms`, which turns it away `Unavailable`.
+    fn turned_away_at(h: H, ms: u64, body: ClientRequest) -> H {
+        let ClientRequest::Acquire { key: k, .. } = &body else { panic!("only an acquire is turned away") };
+        let away = EventKind::TurnedAway { node: NodeId(0), key: k.clone(), holder: holder(2, 20) };
+        h.at_ms(ms).request(2, 20, 0, body).ev(away).reply(0, 2, 20, ClientReply::Unavailable)
+    }
+
+    /// An acquire of `k` (held by 43 in `happy` from 3.1 s) waiting up to `wait_ms`.
+    fn asks_k(wait_ms: u64) -> ClientRequest {
+        ClientRequest::Acquire { key: key("k"), lease_ms: 2_000, wait_ms }
+    }
+
     #[test]
     fn a_request_turned_away_is_owed_each_attempts_unavailable_not_a_final_answer() {
-        // Healed at 3 s, leader bound 5 s: a full queue turns c2 away at 6 s and
-        // on every retry until its give-up at 9 s. Backpressure, answered.
-        let tried = |h: H, ms: u64| {
-            h.at_ms(ms).acquire_request(2, 20, "j").ev(turned_away(2, 20, "j")).reply(
-                0,
-                2,
-                20,
-                ClientReply::Unavailable,
-            )
-        };
+        // Healed at 3 s, leader bound 5 s: a full queue behind 43 turns c2 away
+        // at 6 s and on every retry until its give-up at 9 s. Backpressure, answered.
+        let tried = |h: H, ms: u64| turned_away_at(h, ms, asks_k(0));
         let full = tried(tried(happy(), 6_000), 8_500).at_ms(9_000).ev(gave_up(2, 20, GiveUp::Retries));
         assert_clean(&full.check());
         // The same turn-away left silent: each attempt's own rule still fails.
-        let silent = happy().at_ms(6_000).acquire_request(2, 20, "j").ev(turned_away(2, 20, "j"));
+        let silent = happy().at_ms(6_000).request(2, 20, 0, asks_k(0)).ev(turned_away(2, 20, "k"));
         let verdict = silent.at_ms(9_000).ev(gave_up(2, 20, GiveUp::Retries)).check();
         assert_only(&verdict, Property::Answered);
         assert!(verdict.violations[0].detail.contains("n0 had not replied by 7300ms"), "{}", verdict.violations[0]);
     }
 
     #[test]
+    fn a_turn_away_from_a_free_key_excuses_nothing() {
+        // `j` is free: no queue can be full behind it, so a server that turns
+        // c2 away until its give-up has not answered it.
+        let j = || ClientRequest::Acquire { key: key("j"), lease_ms: 2_000, wait_ms: 0 };
+        let tried = |h: H, ms: u64| turned_away_at(h, ms, j());
+        let verdict = tried(tried(happy(), 6_000), 8_500).at_ms(9_000).ev(gave_up(2, 20, GiveUp::Retries)).check();
+        assert_only(&verdict, Property::Answered);
+        assert!(verdict.violations[0].detail.contains("retries ran out"), "{}", verdict.violations[0]);
+    }
+
+    #[test]
     fn a_request_turned_away_counts_its_deadline_from_its_last_turn_away() {
-        // A wait of 2 s for `k` (held by 43), sent at 4 s: due by 11 s without a
-        // turn-away. Turned away until 8.5 s, then queued: due by 15.5 s.
-        let waits = || ClientRequest::Acquire { key: key("k"), lease_ms: 2_000, wait_ms: 2_000 };
-        let tried = |h: H, ms: u64| {
-            h.at_ms(ms).request(2, 20, 0, waits()).ev(turned_away(2, 20, "k")).reply(0, 2, 20, ClientReply::Unavailable)
-        };
+        // A wait of 2 s for `k`, sent at 4 s: due by 11 s without a turn-away.
+        // Turned away until 8.5 s, then queued: due by 15.5 s.
+        let tried = |h: H, ms: u64| turned_away_at(h, ms, asks_k(2_000));
         let granted_at = |ms: u64| {
-            let queued = tried(tried(happy(), 4_000), 8_500).at_ms(8_750).request(2, 20, 0, waits());
+            let queued = tried(tried(happy(), 4_000), 8_500).at_ms(8_750).request(2, 20, 0, asks_k(2_000));
             let freed = queued.at_ms(ms - 100).apply_all(
                 &[0, 1, 2],
                 6,
@@ -857,17 +876,12 @@ mod tests {
     fn a_client_turned_away_asks_for_no_key_until_it_asks_again() {
         // `k` freed at 8.5 s while c2, turned away at 8.4 s, retries only at 10 s:
         // not starving until it asks again, then granted within the bound.
-        let asks = || ClientRequest::Acquire { key: key("k"), lease_ms: 2_000, wait_ms: 2_000 };
         let retried = || {
-            happy()
-                .at_ms(8_400)
-                .request(2, 20, 0, asks())
-                .ev(turned_away(2, 20, "k"))
-                .reply(0, 2, 20, ClientReply::Unavailable)
+            turned_away_at(happy(), 8_400, asks_k(2_000))
                 .at_ms(8_500)
-                .apply_all(&[0, 1, 2], 6, expire("k", 43), fencelock::ApplyResult::Expired { existed: true })
+                .apply_all(&[0, 1, 2], 6, expire("k", 43), ApplyResult::Expired { existed: true })
                 .at_ms(10_000)
-                .request(2, 20, 0, asks())
+                .request(2, 20, 0, asks_k(2_000))
         };
         assert_clean(&retried().at_ms(10_100).acquire(7, "k", 2, 20, 44).check_until_ms(14_000));
         let h = retried();
