@@ -556,6 +556,11 @@ impl Model {
         self.drift_ppm_real_max.unwrap_or(self.drift_ppm_max)
     }
 
+    /// The waiters a leader queues per key: `wait_queue_max`, or core's standard.
+    pub fn wait_queue(&self) -> u32 {
+        self.wait_queue_max.unwrap_or(fencelock::service::WAIT_QUEUE_MAX_STANDARD as u32)
+    }
+
     /// The longest stall between a worker's lease check and its write (see `stall_ms_max`).
     pub fn stall_ms_longest(&self) -> u64 {
         self.stall_ms_max.unwrap_or(2 * self.lease_ms + self.pause_ms_max.min(self.lease_ms) - 1)

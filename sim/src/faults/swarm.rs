@@ -389,8 +389,7 @@ pub fn draw_tossed(model: &Model, seed: u64) -> (Model, Heads) {
     // eight never does with four workers.
     let short_queues = coins.toss(Coin::ShortQueues);
     let queue = coins.rng.gen_range(1..=SHORT_QUEUE_MAX);
-    let limit = model.wait_queue_max.unwrap_or(fencelock::service::WAIT_QUEUE_MAX_STANDARD as u32);
-    drawn.wait_queue_max = if short_queues { Some(queue.min(limit)) } else { model.wait_queue_max };
+    drawn.wait_queue_max = if short_queues { Some(queue.min(model.wait_queue())) } else { model.wait_queue_max };
     debug_assert!(drawn.validate().is_ok(), "a swarm draw of a valid model is valid");
     (drawn, coins.heads)
 }
@@ -427,7 +426,7 @@ pub fn describe(drawn: &Model) -> String {
         drawn.vote_strikes.unwrap_or(false),
         drawn.fence_strikes.unwrap_or(false),
         drawn.late_renewals.unwrap_or(false),
-        drawn.wait_queue_max.map_or(fencelock::service::WAIT_QUEUE_MAX_STANDARD as u32, |q| q),
+        drawn.wait_queue(),
     )
 }
 

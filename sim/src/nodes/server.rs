@@ -117,9 +117,7 @@ fn start(ctx: &Ctx, id: NodeId) -> LockServer {
     config.election_ticks_min = ticks(model.election_ms_min);
     config.election_ticks_max = ticks(model.election_ms_max);
     let mut service_config = ServiceConfig::standard(model.variant);
-    if let Some(waiters) = model.wait_queue_max {
-        service_config.wait_queue_max = waiters as usize;
-    }
+    service_config.wait_queue_max = model.wait_queue() as usize;
     let rng_seed = streams::raft(ctx.seed, id.0, incarnation);
     let raft = RaftNode::new(config, durable, rng_seed).expect("the standard raft config is valid");
     LockServer::new(service_config, raft, state)
