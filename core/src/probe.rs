@@ -92,6 +92,8 @@ probes! {
         "a majority stored an entry of an older term and the leader did not commit it by counting (Raft's figure 8)";
     OldTermCommittedByCurrent => "old-term-committed-by-current", Core,
         "entries of an older term were committed only through an entry of the leader's own term";
+    Figure8LeaderLostOffice => "figure-8-leader-lost-office", Core,
+        "a leader lost office after an older term's entry reached a majority under it and before its own term's did: counted, that entry is lost to a rival's overwrite";
     AppendBelowCommitTrimmed => "append-below-commit-trimmed", Core,
         "an append reached back below the follower's commit: the committed prefix is skipped, never rewritten";
     FollowerCommitCapped => "follower-commit-capped", Core,

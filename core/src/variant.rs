@@ -181,8 +181,8 @@ pub const VARIANTS: &[VariantInfo] = &[
         about: "a leader commits entries of earlier terms by counting replicas (Raft figure 8)",
         // A new leader's first entries travel one append at a time, so an older
         // term's entry can reach a majority before the leader's own does, and
-        // leader churn strikes leaders just as they apply it.
-        model: "leader_churn = true\nentries_per_message_max = 1\ninflight_max = 1",
+        // the figure-8 strikes walk the three leaders of figure 8 through it.
+        model: "figure8_strikes = true\nentries_per_message_max = 1\ninflight_max = 1",
     },
     VariantInfo {
         variant: Variant::VoteNotDurable,

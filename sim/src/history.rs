@@ -504,7 +504,10 @@ impl EventKind {
                 | ChurnEvent::VoteSplit { term, .. }
                 | ChurnEvent::VoteStruck { term, .. }
                 | ChurnEvent::AmnesiaArmed { term, .. }
-                | ChurnEvent::AmnesiaStruck { term, .. },
+                | ChurnEvent::AmnesiaStruck { term, .. }
+                | ChurnEvent::Figure8Stranded { term, .. }
+                | ChurnEvent::Figure8SuccessorUnplugged { term, .. }
+                | ChurnEvent::Figure8Struck { term, .. },
             ) => Some(*term),
             _ => None,
         }
@@ -586,6 +589,11 @@ impl EventKind {
                 vec![Actor::Server(*node), Actor::Server(*leader)]
             }
             K::Churn(ChurnEvent::Reconnected { addrs }) => addrs.iter().copied().map(Actor::from).collect(),
+            K::Churn(ChurnEvent::Figure8Stranded { leader, .. }) => vec![Actor::Server(*leader)],
+            K::Churn(
+                ChurnEvent::Figure8SuccessorUnplugged { successor, leader, .. }
+                | ChurnEvent::Figure8Struck { successor, leader, .. },
+            ) => vec![Actor::Server(*leader), Actor::Server(*successor)],
             K::Crashed { actor } | K::Restarted { actor } | K::Paused { actor } | K::Resumed { actor } => vec![*actor],
             K::Clock { actor, .. } => vec![*actor],
             K::NodeRestored { node, .. }

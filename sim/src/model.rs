@@ -131,6 +131,13 @@ pub struct Model {
     /// when the model has `partitions`; `false` keeps it off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub late_renewals: Option<bool>,
+    /// Stretches in which the cluster is walked through Raft's figure 8: a
+    /// leader stranded, its successor unplugged as it takes office, the
+    /// first leader struck as it returns to office, the successor back
+    /// (extension of CLI.md; `world/figure8.rs`). Absent, off in a plain
+    /// run; swarm draws it when the model has `partitions`; `false` keeps it off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub figure8_strikes: Option<bool>,
     /// Raft entries per append message (extension of CLI.md); 1 makes a new
     /// leader's first entries travel one by one.
     pub entries_per_message_max: u32,
@@ -210,6 +217,7 @@ impl Default for Model {
             vote_strikes: None,
             fence_strikes: None,
             late_renewals: None,
+            figure8_strikes: None,
             entries_per_message_max: 64,
             inflight_max: 4,
             snapshot_entries: None,
@@ -359,6 +367,11 @@ pub const KEYS: &[KeyInfo] = &[
         "late_renewals",
         "A holder's renewal is held on the wire to the leader until just past the lease's end there, so it \
          arrives as the expiry is decided; absent, off, but drawn by swarm (with partitions).",
+    ),
+    flag(
+        "figure8_strikes",
+        "Raft's figure 8 walked step by step: a leader stranded, its successor unplugged as it takes office, the \
+         first leader struck as it returns to office; absent, off, but drawn by swarm (with partitions).",
     ),
     int("entries_per_message_max", 1, 1_024, "Raft entries per append message."),
     int("inflight_max", 1, 64, "Raft appends in flight per follower."),
@@ -756,6 +769,7 @@ mod tests {
             vote_strikes: Some(true),
             fence_strikes: Some(true),
             late_renewals: Some(true),
+            figure8_strikes: Some(true),
             snapshot_entries: Some(32),
             wait_queue_max: Some(2),
             swarm: true,

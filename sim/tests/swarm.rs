@@ -26,7 +26,7 @@ fn a_swarm_failure_saved_by_hunt_replays_to_the_same_verdict() {
         "--variant",
         "sink-unfenced",
         "--seeds",
-        "0..4",
+        "0..6",
         "--jobs",
         "1",
         "--swarm",

@@ -481,3 +481,56 @@ fn ack_amnesia_restores_or_crashes_a_follower_as_the_leader_applies_and_the_prot
     }
     assert!(restores >= 1 && crashes >= 1, "{restores} restores and {crashes} crashes in four seeds");
 }
+
+/// Figure-8 strikes (`world/figure8.rs`) walk Raft's figure 8 in order: a
+/// leader stranded, a successor of a later term unplugged as it takes
+/// office, the first leader struck in a still later term as it returns to
+/// office while the successor is plugged back in. The protocol, which
+/// commits an older term's entry only through one of its own, stays safe;
+/// `commit-old-term-by-count` applies an entry the successor overwrites.
+#[test]
+fn figure8_strikes_walk_the_figure_in_order_and_only_a_commit_by_count_breaks() {
+    use fencelock::{Property, Variant};
+    let model = Model {
+        figure8_strikes: Some(true),
+        nodes: 3,
+        entries_per_message_max: 1,
+        inflight_max: 1,
+        ..Model::default()
+    };
+    let mut struck = 0;
+    for seed in 0..4 {
+        let outcome = run_seed(seed, &model);
+        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+        let events = outcome.history.events();
+        let (mut stranded, mut unplugged) = (None, None);
+        for (i, event) in events.iter().enumerate() {
+            match &event.kind {
+                EventKind::Churn(ChurnEvent::Figure8Stranded { leader, term }) => stranded = Some((*leader, *term)),
+                EventKind::Churn(step @ ChurnEvent::Figure8SuccessorUnplugged { successor, leader, term }) => {
+                    let (first, first_term) = stranded.expect("a successor is unplugged only after a strand");
+                    assert_eq!(first, *leader, "seed {seed}: `{step}`");
+                    assert!(*term > first_term && successor != leader, "seed {seed}: `{step}`");
+                    unplugged = Some((*leader, *successor, *term));
+                }
+                EventKind::Churn(strike @ ChurnEvent::Figure8Struck { leader, successor, term, .. }) => {
+                    let (first, second, second_term) = unplugged.expect("a strike follows an unplugged successor");
+                    assert_eq!((first, second), (*leader, *successor), "seed {seed}: `{strike}`");
+                    assert!(*term > second_term, "seed {seed}: `{strike}`");
+                    let back = at_its_instant(
+                        events,
+                        i,
+                        |e| matches!(&e.kind, EventKind::Churn(ChurnEvent::PluggedBack { node }) if node == successor),
+                    );
+                    assert!(back, "seed {seed}: `{strike}` left the successor unplugged");
+                    struck += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(struck >= 2, "{struck} figure-8 strikes in four seeds");
+    let by_count = Model { variant: Variant::CommitOldTermByCount, ..model };
+    let caught = (0..4).filter(|seed| violates(*seed, &by_count, Property::ApplyAgreement)).count();
+    assert!(caught >= 1, "commit-old-term-by-count caught in {caught} of four seeds");
+}

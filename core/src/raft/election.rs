@@ -96,6 +96,10 @@ impl RaftNode {
             if self.reads.has_pending() {
                 self.probe(Probe::ReadRoundsDroppedOnStepDown);
             }
+            let stored = self.majority_stored();
+            if stored > self.office_commit && self.log.term(stored).is_some_and(|term| term < self.term) {
+                self.probe(Probe::Figure8LeaderLostOffice);
+            }
         }
         if term > self.term {
             self.term = term;
@@ -152,6 +156,7 @@ impl RaftNode {
         self.backs_campaign = false;
         self.votes.clear();
         self.reset_election_timer();
+        self.office_commit = self.log.committed;
         let next = LogIndex(self.log.last_index().0 + 1);
         self.progress = self.peers().into_iter().map(|peer| (peer, Progress::new(next))).collect();
         // The no-op of the new term: once it commits, everything before it is

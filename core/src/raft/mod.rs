@@ -312,6 +312,10 @@ pub struct RaftNode {
     snapshot: Option<Snapshot>,
     /// The leader's view of every other voter; empty otherwise.
     progress: BTreeMap<NodeId, Progress>,
+    /// The commit index when this node last took office: an older term's
+    /// entry stored by a majority above it reached that majority in this
+    /// office (figure 8's window, watched by a probe at step-down).
+    office_commit: LogIndex,
     /// (Pre-)votes received in the current campaign: voter -> granted.
     votes: BTreeMap<NodeId, bool>,
     election_elapsed: u32,
@@ -384,6 +388,7 @@ impl RaftNode {
             log,
             snapshot: durable.snapshot,
             progress: BTreeMap::new(),
+            office_commit: LogIndex(0),
             votes: BTreeMap::new(),
             election_elapsed: 0,
             backs_campaign: false,

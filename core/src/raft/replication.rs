@@ -357,20 +357,7 @@ impl RaftNode {
     /// own persisted log), if that entry is of the current term (Raft figure 8).
     pub(super) fn maybe_commit(&mut self) -> bool {
         assert_eq!(self.role, Role::Leader);
-        let mut stored: Vec<LogIndex> = self
-            .config
-            .voters
-            .iter()
-            .map(|id| {
-                if *id == self.config.id {
-                    self.log.persisted
-                } else {
-                    self.progress.get(id).expect("the leader tracks every peer").match_index
-                }
-            })
-            .collect();
-        stored.sort_unstable_by(|a, b| b.cmp(a));
-        let candidate = stored[self.quorum() - 1];
+        let candidate = self.majority_stored();
         if candidate <= self.log.committed {
             return false;
         }
@@ -387,6 +374,25 @@ impl RaftNode {
         self.release_reads();
         self.broadcast_commit();
         true
+    }
+
+    /// The highest index a majority stores, the leader counting its own
+    /// persisted log (a leader's view: its followers' match indexes).
+    pub(super) fn majority_stored(&self) -> LogIndex {
+        let mut stored: Vec<LogIndex> = self
+            .config
+            .voters
+            .iter()
+            .map(|id| {
+                if *id == self.config.id {
+                    self.log.persisted
+                } else {
+                    self.progress.get(id).expect("the leader tracks every peer").match_index
+                }
+            })
+            .collect();
+        stored.sort_unstable_by(|a, b| b.cmp(a));
+        stored[self.quorum() - 1]
     }
 
     /// Followers learn a new commit index at once, as in etcd and raft-rs,

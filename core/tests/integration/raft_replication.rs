@@ -3,7 +3,7 @@
 
 use crate::raft_harness::{disk, Cluster};
 use fencelock::raft::{Config, DurableState, HardState, MessageBody, RaftNode, Role, Snapshot};
-use fencelock::{LockState, LogIndex, NodeId, Term, Token, Variant};
+use fencelock::{LockState, LogIndex, NodeId, Probe, Term, Token, Variant};
 
 const S1: NodeId = NodeId(0);
 const S2: NodeId = NodeId(1);
@@ -27,6 +27,28 @@ fn figure_8_an_old_term_entry_is_committed_only_through_a_current_term_entry() {
 /// crashes before its no-op spreads; S5 (last term 3) then wins and
 /// overwrites index 2.
 fn figure_8_overwrite(variant: Variant) -> Vec<String> {
+    let mut cluster = figure_8_window(variant);
+    // S1 crashes; its pending appends are lost with it.
+    cluster.crash(S1);
+    cluster.queue.clear();
+    // S2 and S3 restart (so they do not wait out S1's lease); S4 and S5 come back.
+    for id in [S2, S3, S4, S5] {
+        cluster.crash(id);
+        cluster.restart(id);
+    }
+    cluster.campaign(S5);
+    cluster.campaign(S5);
+    assert_eq!(cluster.role(S5), Role::Leader, "S5's last term 3 beats the term-2 entry");
+    cluster.run_ticks(10);
+    cluster.restart(S1);
+    cluster.run_ticks(30);
+    cluster.violations.clone()
+}
+
+/// Figure 8's window: S1 leads term 4 (probes on), S2 and S3 store its
+/// index 2 of term 2 and S1 has heard both, and no node but S1 holds its
+/// no-op at index 3.
+fn figure_8_window(variant: Variant) -> Cluster {
     let disks = vec![
         disk(3, None, &[(1, 1), (2, 2)]),
         disk(3, None, &[(1, 1)]),
@@ -38,6 +60,7 @@ fn figure_8_overwrite(variant: Variant) -> Vec<String> {
         config.entries_per_message_max = 1;
         config.variant = variant;
     });
+    cluster.node_mut(S1).probes_on();
     cluster.crash(S4);
     cluster.crash(S5);
     let ticks_max = 40;
@@ -47,8 +70,6 @@ fn figure_8_overwrite(variant: Variant) -> Vec<String> {
             break;
         }
     }
-    // Deliver until S2 and S3 stored index 2 and S1 heard both, but no node
-    // other than S1 holds the no-op at index 3.
     let stored_two = |cluster: &Cluster| {
         [S2, S3].iter().all(|&id| cluster.disks[id.0 as usize].entry(LogIndex(2)).is_some_and(|e| e.term == Term(2)))
             && !cluster.queue.iter().any(|message| {
@@ -65,21 +86,46 @@ fn figure_8_overwrite(variant: Variant) -> Vec<String> {
         Variant::Default => assert!(s1_commit < LogIndex(2), "an old-term entry is not committed by count"),
         _ => assert_eq!(s1_commit, LogIndex(2), "the unsafe variant commits it by count"),
     }
-    // S1 crashes; its pending appends are lost with it.
-    cluster.crash(S1);
-    cluster.queue.clear();
-    // S2 and S3 restart (so they do not wait out S1's lease); S4 and S5 come back.
-    for id in [S2, S3, S4, S5] {
-        cluster.crash(id);
-        cluster.restart(id);
+    cluster
+}
+
+/// The probe marks the window whatever the commit rule: a leader that loses
+/// office there leaves an older term's entry on a majority, committed (by
+/// count) or not, for a rival of a higher term to overwrite. A leader whose
+/// own no-op reached the majority first leaves nothing of the kind.
+#[test]
+fn a_leader_losing_office_in_figure_8s_window_is_probed() {
+    for variant in [Variant::Default, Variant::CommitOldTermByCount] {
+        let mut cluster = figure_8_window(variant);
+        cluster.queue.clear();
+        cluster.isolate(S1);
+        for _ in 0..100 {
+            cluster.tick(S1);
+            if cluster.role(S1) == Role::Follower {
+                break;
+            }
+        }
+        assert_eq!(cluster.role(S1), Role::Follower, "{variant:?}: check-quorum deposes the isolated leader");
+        let probes = cluster.node_mut(S1).take_probes();
+        assert!(
+            probes.contains(Probe::Figure8LeaderLostOffice),
+            "{variant:?}: {:?}",
+            probes.iter().collect::<Vec<_>>()
+        );
     }
-    cluster.campaign(S5);
-    cluster.campaign(S5);
-    assert_eq!(cluster.role(S5), Role::Leader, "S5's last term 3 beats the term-2 entry");
-    cluster.run_ticks(10);
-    cluster.restart(S1);
-    cluster.run_ticks(30);
-    cluster.violations.clone()
+    // Past the window: the no-op on the majority too, nothing older above the office's commit.
+    let mut cluster = figure_8_window(Variant::Default);
+    cluster.deliver_all();
+    assert_eq!(cluster.node(S1).commit_index(), LogIndex(3), "the no-op committed, and index 2 through it");
+    cluster.isolate(S1);
+    for _ in 0..100 {
+        cluster.tick(S1);
+        if cluster.role(S1) != Role::Leader {
+            break;
+        }
+    }
+    assert_eq!(cluster.role(S1), Role::Follower, "check-quorum deposes the isolated leader");
+    assert!(!cluster.node_mut(S1).take_probes().contains(Probe::Figure8LeaderLostOffice));
 }
 
 #[test]

@@ -23,6 +23,7 @@ mod amnesia;
 mod churn;
 mod disks;
 mod fences;
+mod figure8;
 mod grants;
 mod late_renewals;
 mod renews;
@@ -33,6 +34,7 @@ mod tests;
 mod validate;
 mod votes;
 
+pub(crate) use figure8::{FIGURE8_RETURN_WAIT_MS, FIGURE8_STRAND_WAIT_MS};
 pub(crate) use renews::RENEW_CUT_AFTER_PAUSE_MS_MAX;
 pub use validate::validate;
 pub(crate) use votes::VOTE_WAIT_MS;
@@ -149,6 +151,19 @@ pub enum Fault {
         for_ms: u64,
         strikes: u64,
         after_ms: u64,
+    },
+    /// For `for_ms`, up to `strikes` times, figure 8 of the Raft paper
+    /// (`world/figure8.rs`): a leader is cut off from the other servers
+    /// (its clients still reach it), the successor they elect is unplugged
+    /// as it takes office, and the first leader reconnected; if it wins
+    /// office again, it is unplugged at its first apply or `strike_ms`
+    /// after it is seen leading, whichever is first, and the successor
+    /// plugged back in; the first leader returns `down_ms` later.
+    Figure8Strikes {
+        for_ms: u64,
+        strikes: u64,
+        strike_ms: u64,
+        down_ms: u64,
     },
     /// The next worker to pass its lease check with a lock held stalls `ms`
     /// between that check and its write (worker A of seed 002), whoever it
@@ -421,6 +436,16 @@ pub enum ChurnEvent {
     },
     /// The links of these addresses to the other servers, cut by a reactive family, are back.
     Reconnected { addrs: Vec<Addr> },
+    /// A figure-8 strike's first step: `leader`, leading `term`, cut off
+    /// from the other servers (its clients still reach it).
+    Figure8Stranded { leader: NodeId, term: Term },
+    /// `successor`, seen leading `term` (elected without the stranded
+    /// `leader`'s last entries), unplugged at once; `leader` reconnected.
+    Figure8SuccessorUnplugged { successor: NodeId, leader: NodeId, term: Term },
+    /// `leader`, in office again in `term`, unplugged `seen_ms` after it was
+    /// seen leading (or as it applied its first entries there), back
+    /// `down_ms` later; `successor` is plugged back in at once (`PluggedBack`).
+    Figure8Struck { leader: NodeId, successor: NodeId, term: Term, seen_ms: u64, at_first_apply: bool, down_ms: u64 },
 }
 
 impl fmt::Display for ChurnEvent {
@@ -431,7 +456,7 @@ impl fmt::Display for ChurnEvent {
                 let when = if *at_first_apply { ", as it applied its first entries" } else { "" };
                 write!(f, "churn: {verb} {node}, leader of {term}, {seen_ms} ms after it was seen leading{when}")
             }
-            ChurnEvent::PluggedBack { node } => write!(f, "churn: plug {node} back in"),
+            ChurnEvent::PluggedBack { node } => write!(f, "plug {node} back in"),
             ChurnEvent::AckStruck { node, to, term, acked, after_us, down_ms } => {
                 let what = match acked {
                     Acked::Vote => "granted its vote",
@@ -512,6 +537,24 @@ impl fmt::Display for ChurnEvent {
                 let addrs: Vec<String> = addrs.iter().map(Addr::to_string).collect();
                 write!(f, "reconnect {} to the other servers", addrs.join(" "))
             }
+            ChurnEvent::Figure8Stranded { leader, term } => write!(
+                f,
+                "figure-8 strike: cut {leader}, leader of {term}, off from the other servers (its clients still \
+                 reach it)"
+            ),
+            ChurnEvent::Figure8SuccessorUnplugged { successor, leader, term } => write!(
+                f,
+                "figure-8 strike: unplug {successor} as it leads {term} without {leader}'s last entries; reconnect \
+                 {leader}"
+            ),
+            ChurnEvent::Figure8Struck { leader, successor, term, seen_ms, at_first_apply, down_ms } => {
+                let when = if *at_first_apply { ", as it applied its first entries" } else { "" };
+                write!(
+                    f,
+                    "figure-8 strike: unplug {leader}, leader again in {term}, {seen_ms} ms after it was seen \
+                     leading{when}, back in {down_ms} ms; {successor} returns"
+                )
+            }
         }
     }
 }
@@ -553,6 +596,7 @@ impl Fault {
             | Fault::VoteStrikes { .. }
             | Fault::FenceStrikes { .. }
             | Fault::LateRenewals { .. }
+            | Fault::Figure8Strikes { .. }
             | Fault::StallUntilOvertaken(_)
             | Fault::StallOnGrant { .. }
             | Fault::LoseWriteAnswer
@@ -693,6 +737,12 @@ impl fmt::Display for Fault {
                 "late renewals for {for_ms} ms: up to {strikes} times, hold a holder's renew to the leader on the \
                  wire until {after_ms} ms past its lease's end there"
             ),
+            Fault::Figure8Strikes { for_ms, strikes, strike_ms, down_ms } => write!(
+                f,
+                "figure-8 strikes for {for_ms} ms: up to {strikes} times, strand a leader, unplug its successor as \
+                 it takes office, and unplug the first leader again at its first apply back in office or \
+                 {strike_ms} ms in, away {down_ms} ms while the successor returns"
+            ),
         }
     }
 }
@@ -722,6 +772,7 @@ enum Family {
     VoteStrikes = 15,
     FenceStrikes = 16,
     LateRenewals = 17,
+    Figure8Strikes = 18,
 }
 
 fn family_rng(seed: u64, family: Family) -> ChaCha8Rng {
@@ -780,6 +831,9 @@ pub fn plan(model: &Model, seed: u64) -> Vec<FaultEvent> {
     }
     if model.late_renewals == Some(true) {
         planner.late_renewals(&mut family_rng(seed, Family::LateRenewals));
+    }
+    if model.figure8_strikes == Some(true) {
+        planner.figure8_strikes(&mut family_rng(seed, Family::Figure8Strikes));
     }
     let mut events = planner.events;
     // Stable: events at the same millisecond keep their family order.

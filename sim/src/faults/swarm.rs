@@ -76,10 +76,11 @@ pub enum Coin {
     LateRenewals,
     /// A wait queue of one or two per key, which the workers fill.
     ShortQueues,
+    Figure8Strikes,
 }
 
 impl Coin {
-    pub const ALL: [Coin; 28] = [
+    pub const ALL: [Coin; 29] = [
         Coin::SmallBatches,
         Coin::OneInFlight,
         Coin::Partitions,
@@ -108,6 +109,7 @@ impl Coin {
         Coin::SparseCompaction,
         Coin::LateRenewals,
         Coin::ShortQueues,
+        Coin::Figure8Strikes,
     ];
 
     /// Its name in `swarm_bias`: the model key it decides, where there is one.
@@ -141,6 +143,7 @@ impl Coin {
             Coin::SparseCompaction => "sparse_compaction",
             Coin::LateRenewals => "late_renewals",
             Coin::ShortQueues => "short_queues",
+            Coin::Figure8Strikes => "figure8_strikes",
         }
     }
 }
@@ -390,6 +393,9 @@ pub fn draw_tossed(model: &Model, seed: u64) -> (Model, Heads) {
     let short_queues = coins.toss(Coin::ShortQueues);
     let queue = coins.rng.gen_range(1..=SHORT_QUEUE_MAX);
     drawn.wait_queue_max = if short_queues { Some(queue.min(model.wait_queue())) } else { model.wait_queue_max };
+    // After it: Raft's figure 8 walked step by step, with cuts.
+    drawn.figure8_strikes =
+        Some(coins.family(Coin::Figure8Strikes, model.figure8_strikes != Some(false) && model.partitions));
     debug_assert!(drawn.validate().is_ok(), "a swarm draw of a valid model is valid");
     (drawn, coins.heads)
 }
@@ -400,7 +406,7 @@ pub fn describe(drawn: &Model) -> String {
         "nodes={} entries_per_message_max={} inflight_max={} partitions={} crashes={} leader_churn={} restores={} \
          pauses={} clock_steps={} resource_crashes={} resource_restores={} corruption={} drift_beyond_bound={} loss_rate={} dup_rate={} \
          pause_ms_max={} drift_ppm_max={} ack_crashes={} snapshot_entries={} renew_strikes={} ack_amnesia={} grant_strikes={} vote_strikes={} fence_strikes={} \
-         late_renewals={} wait_queue_max={}",
+         late_renewals={} wait_queue_max={} figure8_strikes={}",
         drawn.nodes,
         drawn.entries_per_message_max,
         drawn.inflight_max,
@@ -427,6 +433,7 @@ pub fn describe(drawn: &Model) -> String {
         drawn.fence_strikes.unwrap_or(false),
         drawn.late_renewals.unwrap_or(false),
         drawn.wait_queue(),
+        drawn.figure8_strikes.unwrap_or(false),
     )
 }
 
@@ -734,6 +741,28 @@ mod tests {
             assert_eq!(
                 Model { late_renewals: None, ..draw(&off, seed) },
                 Model { late_renewals: None, ..drawn.clone() },
+                "seed {seed}"
+            );
+        }
+    }
+
+    #[test]
+    fn figure8_strikes_are_drawn_after_every_other_key_and_only_with_partitions() {
+        let draws: Vec<Model> = (0..400).map(|seed| draw(&swarm_model(), seed)).collect();
+        let on = draws.iter().filter(|m| m.figure8_strikes == Some(true)).count();
+        assert!((140..=260).contains(&on), "figure8_strikes on in {on} of 400 seeds");
+        let off = Model { figure8_strikes: Some(false), ..swarm_model() };
+        let forced = Model { figure8_strikes: Some(true), ..swarm_model() };
+        let no_cuts = Model { partitions: false, ..swarm_model() };
+        for seed in 0..400 {
+            let drawn = &draws[seed as usize];
+            assert_eq!(draw(&off, seed).figure8_strikes, Some(false), "seed {seed}: false keeps it off");
+            assert_eq!(&draw(&forced, seed), drawn, "seed {seed}: true is what absent draws");
+            assert_eq!(draw(&no_cuts, seed).figure8_strikes, Some(false), "seed {seed}: the network family's");
+            // Drawn last: every other key is what it was before the family existed.
+            assert_eq!(
+                Model { figure8_strikes: None, ..draw(&off, seed) },
+                Model { figure8_strikes: None, ..drawn.clone() },
                 "seed {seed}"
             );
         }

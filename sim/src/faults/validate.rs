@@ -86,6 +86,11 @@ fn physical(fault: &Fault) -> Option<String> {
         Fault::LateRenewals { for_ms, after_ms, .. } if for_ms.max(after_ms) > STEP_MS_MAX => {
             Some(format!("a late-renewal episode's times must be within 0..={STEP_MS_MAX} ms (one day)"))
         }
+        Fault::Figure8Strikes { for_ms, strike_ms, down_ms, .. }
+            if for_ms.max(strike_ms).max(down_ms) > STEP_MS_MAX =>
+        {
+            Some(format!("a figure-8 strike's times must be within 0..={STEP_MS_MAX} ms (one day)"))
+        }
         Fault::GrantStrikes { for_ms, pause_ms, .. } if for_ms.max(pause_ms) > STEP_MS_MAX => {
             Some(format!("a grant strike's times must be within 0..={STEP_MS_MAX} ms (one day)"))
         }

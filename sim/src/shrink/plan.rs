@@ -109,7 +109,8 @@ fn family(fault: &Fault) -> Family {
         | Fault::GrantStrikes { .. }
         | Fault::VoteStrikes { .. }
         | Fault::FenceStrikes { .. }
-        | Fault::LateRenewals { .. } => Family::Reactive,
+        | Fault::LateRenewals { .. }
+        | Fault::Figure8Strikes { .. } => Family::Reactive,
     }
 }
 

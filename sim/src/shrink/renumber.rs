@@ -103,7 +103,8 @@ fn remap_fault(fault: &Fault, map: &IdMap<'_>) -> Option<Fault> {
         | Fault::GrantStrikes { .. }
         | Fault::VoteStrikes { .. }
         | Fault::FenceStrikes { .. }
-        | Fault::LateRenewals { .. } => fault.clone(),
+        | Fault::LateRenewals { .. }
+        | Fault::Figure8Strikes { .. } => fault.clone(),
     })
 }
 

@@ -353,6 +353,9 @@ pub(crate) fn widened(case: &Case, run_ms: u64) -> Option<Case> {
                 Fault::LateRenewals { strikes, after_ms, .. } => {
                     Fault::LateRenewals { for_ms, strikes: strikes_of(strikes), after_ms }
                 }
+                Fault::Figure8Strikes { strikes, strike_ms, down_ms, .. } => {
+                    Fault::Figure8Strikes { for_ms, strikes: strikes_of(strikes), strike_ms, down_ms }
+                }
                 Fault::VoteStrikes { strikes, down_ms, cut_ms, .. } => {
                     Fault::VoteStrikes { for_ms, strikes: strikes_of(strikes), down_ms, cut_ms }
                 }

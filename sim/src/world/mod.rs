@@ -15,6 +15,7 @@ mod acks;
 mod amnesia;
 mod churn;
 mod fences;
+mod figure8;
 mod grants;
 mod late_renewals;
 mod renews;

@@ -6,6 +6,7 @@ use super::acks::AckCrash;
 use super::amnesia::Amnesia;
 use super::churn::{Churn, Cluster};
 use super::fences::FenceStrike;
+use super::figure8::Figure8Strike;
 use super::grants::GrantStrike;
 use super::late_renewals::LateRenewal;
 use super::renews::RenewStrike;
@@ -74,6 +75,8 @@ pub(crate) struct Supervisor {
     fences: Option<Box<FenceStrike>>,
     /// Late renewals; taken out like `churn` while they act.
     late: Option<Box<LateRenewal>>,
+    /// Figure-8 strikes; taken out like `churn` while they act.
+    figure8: Option<Box<Figure8Strike>>,
     /// The tasks that end timed pauses, aborted when the run ends (`tear_down`).
     pause_ends: Vec<AbortHandle>,
     /// Leaders crashed by `CrashLeader` and the true instant each comes back, in order.
@@ -221,6 +224,7 @@ impl Supervisor {
             votes: Some(Box::new(VoteStrike::new(ctx_seed))),
             fences: Some(Box::new(FenceStrike::new(follows.fences))),
             late: Some(Box::new(LateRenewal::new())),
+            figure8: Some(Box::new(Figure8Strike::new())),
             pause_ends: Vec::new(),
             restarts_due: Vec::new(),
         }
@@ -245,6 +249,7 @@ impl Supervisor {
         self.votes.as_mut().expect("the vote strikes are back after every step").yield_to(fault);
         self.fences.as_mut().expect("the fence strikes are back after every step").yield_to(fault);
         // Late renewals only hold links; a planned heal ends a hold for what is sent after it.
+        self.figure8_mut().yield_to(fault);
         match fault {
             Fault::Partition { sides } => ctx.net.partition(sides),
             Fault::OneWay { from, to } => ctx.net.cut(*from, *to),
@@ -347,6 +352,7 @@ impl Supervisor {
                 self.with_family(|s| &mut s.fences, |fences, s| fences.start(now_us(), fault, s))
             }
             Fault::LateRenewals { .. } => self.with_family(|s| &mut s.late, |late, s| late.start(now_us(), fault, s)),
+            Fault::Figure8Strikes { .. } => self.figure8_mut().start(now_us(), fault),
         }
     }
 
@@ -516,6 +522,7 @@ impl Supervisor {
         self.votes = Some(Box::new(VoteStrike::new(self.ctx.seed)));
         self.fences = Some(Box::new(FenceStrike::new(Follows::NONE.fences)));
         self.late = Some(Box::new(LateRenewal::new()));
+        self.figure8 = Some(Box::new(Figure8Strike::new()));
         for reader in [Reader::GrantStrikes, Reader::FenceStrikes, Reader::RenewStrikes, Reader::LateRenewals] {
             self.ctx.unfollow_history(reader);
         }
@@ -541,8 +548,9 @@ impl Supervisor {
             let votes = self.votes.as_ref().expect("the vote strikes are back after every step").next_wake_us(now);
             let fences = self.fences.as_ref().expect("the fence strikes are back after every step").next_wake_us(now);
             let late = self.late.as_ref().expect("the late renewals are back after every step").next_wake_us(now);
+            let figure8 = self.figure8_mut().next_wake_us(now);
             let restart = self.restarts_due.iter().map(|(due_us, _)| *due_us).min();
-            let wake_us = [churn, acks, renews, amnesia, grants, votes, fences, late, restart]
+            let wake_us = [churn, acks, renews, amnesia, grants, votes, fences, late, figure8, restart]
                 .into_iter()
                 .flatten()
                 .fold(at_us, u64::min);
@@ -573,9 +581,13 @@ impl Supervisor {
         self.churn.as_mut().expect("the churn is back after every step")
     }
 
+    fn figure8_mut(&mut self) -> &mut Figure8Strike {
+        self.figure8.as_mut().expect("the figure-8 strikes are back after every step")
+    }
+
     /// Lets the churn, the ack crashes, the renew strikes, the ack amnesia,
-    /// the grant, vote and fence strikes and the late renewals, in this
-    /// order, do what they owe now, acting on this supervisor.
+    /// the grant, vote and fence strikes, the late renewals and the figure-8
+    /// strikes, in this order, do what they owe now, acting on this supervisor.
     /// The step is synchronous, so simulated time stands still through it:
     /// one reading of the clock serves every family.
     fn churn_step(&mut self) {
@@ -588,6 +600,7 @@ impl Supervisor {
         self.with_family(|s| &mut s.votes, |votes, s| votes.step(now, s));
         self.with_family(|s| &mut s.fences, |fences, s| fences.step(now, s));
         self.with_family(|s| &mut s.late, |late, s| late.step(now, s));
+        self.with_family(|s| &mut s.figure8, |figure8, s| figure8.step(now, s));
     }
 
     /// Takes a reactive family out of its slot while it acts on this

@@ -274,7 +274,9 @@ impl Servers {
 
     fn churn(&mut self, event: &Event, churn: &ChurnEvent) {
         match churn {
-            ChurnEvent::Struck { node, crashed: false, .. } => {
+            ChurnEvent::Struck { node, crashed: false, .. }
+            | ChurnEvent::Figure8SuccessorUnplugged { successor: node, .. }
+            | ChurnEvent::Figure8Struck { leader: node, .. } => {
                 self.unplugged.insert(*node, Open::new(event, Style::NetFault, format!("unplug {node}")));
             }
             // A crash is drawn from its `Crashed` event.
@@ -289,7 +291,8 @@ impl Servers {
             | ChurnEvent::FenceStruck { .. }
             | ChurnEvent::AmnesiaArmed { .. }
             | ChurnEvent::AmnesiaStruck { .. }
-            | ChurnEvent::Reconnected { .. } => {}
+            | ChurnEvent::Reconnected { .. }
+            | ChurnEvent::Figure8Stranded { .. } => {}
             ChurnEvent::PluggedBack { node } => {
                 if let Some(open) = self.unplugged.remove(node) {
                     self.close_net(open, vec![LaneId::Server(*node)], event.at_us, Some(super::trace_line(event)));
