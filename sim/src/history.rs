@@ -590,10 +590,12 @@ impl EventKind {
             }
             K::Churn(ChurnEvent::Reconnected { addrs }) => addrs.iter().copied().map(Actor::from).collect(),
             K::Churn(ChurnEvent::Figure8Stranded { leader, .. }) => vec![Actor::Server(*leader)],
-            K::Churn(
-                ChurnEvent::Figure8SuccessorUnplugged { successor, leader, .. }
-                | ChurnEvent::Figure8Struck { successor, leader, .. },
-            ) => vec![Actor::Server(*leader), Actor::Server(*successor)],
+            K::Churn(ChurnEvent::Figure8SuccessorUnplugged { successor, leader, .. }) => {
+                vec![Actor::Server(*successor), Actor::Server(*leader)]
+            }
+            K::Churn(ChurnEvent::Figure8Struck { leader, successor, .. }) => {
+                vec![Actor::Server(*leader), Actor::Server(*successor)]
+            }
             K::Crashed { actor } | K::Restarted { actor } | K::Paused { actor } | K::Resumed { actor } => vec![*actor],
             K::Clock { actor, .. } => vec![*actor],
             K::NodeRestored { node, .. }

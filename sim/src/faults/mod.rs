@@ -152,19 +152,6 @@ pub enum Fault {
         strikes: u64,
         after_ms: u64,
     },
-    /// For `for_ms`, up to `strikes` times, figure 8 of the Raft paper
-    /// (`world/figure8.rs`): a leader is cut off from the other servers
-    /// (its clients still reach it), the successor they elect is unplugged
-    /// as it takes office, and the first leader reconnected; if it wins
-    /// office again, it is unplugged at its first apply or `strike_ms`
-    /// after it is seen leading, whichever is first, and the successor
-    /// plugged back in; the first leader returns `down_ms` later.
-    Figure8Strikes {
-        for_ms: u64,
-        strikes: u64,
-        strike_ms: u64,
-        down_ms: u64,
-    },
     /// The next worker to pass its lease check with a lock held stalls `ms`
     /// between that check and its write (worker A of seed 002), whoever it
     /// is: the stall the workload draws (`stalls`), as a planned event.
@@ -293,6 +280,21 @@ pub enum Fault {
     /// these, before an election).
     ElectionStorm {
         servers: u8,
+    },
+    // Added last: a variant's place is its index on the wire and in the
+    // trace hash, so a new one goes at the end.
+    /// For `for_ms`, up to `strikes` times, figure 8 of the Raft paper
+    /// (`world/figure8.rs`): a leader is cut off from the other servers
+    /// (its clients still reach it), the successor they elect is unplugged
+    /// as it takes office, and the first leader reconnected; if it wins
+    /// office again, it is unplugged at its first apply or `strike_ms`
+    /// after it is seen leading, whichever is first, and the successor
+    /// plugged back in; the first leader returns `down_ms` later.
+    Figure8Strikes {
+        for_ms: u64,
+        strikes: u64,
+        strike_ms: u64,
+        down_ms: u64,
     },
 }
 
@@ -442,9 +444,10 @@ pub enum ChurnEvent {
     /// `successor`, seen leading `term` (elected without the stranded
     /// `leader`'s last entries), unplugged at once; `leader` reconnected.
     Figure8SuccessorUnplugged { successor: NodeId, leader: NodeId, term: Term },
-    /// `leader`, in office again in `term`, unplugged `seen_ms` after it was
-    /// seen leading (or as it applied its first entries there), back
-    /// `down_ms` later; `successor` is plugged back in at once (`PluggedBack`).
+    /// `leader`, the stranded one, in office again in `term`, unplugged
+    /// `seen_ms` after it was seen leading (or as it applied its first
+    /// entries there), back `down_ms` later; `successor` is plugged back in
+    /// at once (`PluggedBack`).
     Figure8Struck { leader: NodeId, successor: NodeId, term: Term, seen_ms: u64, at_first_apply: bool, down_ms: u64 },
 }
 
@@ -551,8 +554,8 @@ impl fmt::Display for ChurnEvent {
                 let when = if *at_first_apply { ", as it applied its first entries" } else { "" };
                 write!(
                     f,
-                    "figure-8 strike: unplug {leader}, leader again in {term}, {seen_ms} ms after it was seen \
-                     leading{when}, back in {down_ms} ms; {successor} returns"
+                    "figure-8 strike: unplug {leader}, in office again in {term}, {seen_ms} ms after it was seen \
+                     leading{when}, away {down_ms} ms; {successor} returns"
                 )
             }
         }

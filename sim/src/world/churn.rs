@@ -45,6 +45,8 @@ pub(super) trait Cluster {
     fn restart(&mut self, node: NodeId);
     fn unplug(&mut self, node: NodeId);
     fn plug(&mut self, node: NodeId);
+    /// Servers whose cable is pulled, by whichever family pulled it.
+    fn servers_unplugged(&self) -> usize;
     /// Records what the churn did.
     fn note(&self, event: ChurnEvent);
     /// Whether `node` is running (not crashed and not restarted yet).

@@ -13,9 +13,12 @@
 //!    pulled — what it sent is lost — and A reconnected. B now holds an entry
 //!    of term `b` where A holds entries of term `a`, and no other server
 //!    holds either.
-//! 3. **Return.** Only A can win the next election: the others' logs end
-//!    before A's, and B is away. At its first look after A leads a term
-//!    above `b`, the strike is armed: A is unplugged at its first apply in
+//! 3. **Return.** On three servers only A can win the next election: the
+//!    other's log ends before A's, and B is away (above three, the others
+//!    may elect one of themselves instead, and the strike is given up; a
+//!    strand of A with followers, tried, let the figure through in fewer
+//!    seeds: the others must then elect B without a spare server). At its
+//!    first look after A leads a term above `b`, the strike is armed: A is unplugged at its first apply in
 //!    that office, or `strike_ms` after it was seen leading, whichever is
 //!    first. Its first apply is where a leader counting replicas has just
 //!    committed an entry of term `a` that reached a majority ahead of its
@@ -29,6 +32,11 @@
 //! A step not reached in time is given up, and every cut and cable of the
 //! strike undone: no successor within `FIGURE8_STRAND_WAIT_MS`, no return
 //! of A within `FIGURE8_RETURN_WAIT_MS` or another server winning instead.
+//! A strike given up does not count against `strikes`: the next look may
+//! strand the next leader. A strand needs three servers or more, all up and
+//! plugged in (leader churn and ack amnesia pull cables too; a server held
+//! away by them stands on neither side of the figure); once it stands, the
+//! other families may still strike its servers, as they would any others.
 //! Every step is in the history (`ChurnEvent::Figure8Stranded`,
 //! `Figure8SuccessorUnplugged`, `Figure8Struck`, `Reconnected`,
 //! `PluggedBack`). Reconnecting A restores every link between it and the
@@ -47,7 +55,7 @@ const WATCH_US: u64 = 1_000;
 /// Where the strike stands.
 #[derive(Clone, Copy, Debug)]
 enum Stage {
-    /// Waiting for a leader with every server up.
+    /// Waiting for a leader with every server up and plugged in.
     Watching,
     /// `leader` (of `term`) cut off from the other servers until one of them leads a later term.
     Stranded { leader: NodeId, term: Term, give_up_us: u64 },
@@ -100,16 +108,7 @@ impl Figure8Strike {
     /// Moves the strike on by what the cluster's roles and applies show now.
     pub(super) fn step(&mut self, now_us: u64, cluster: &mut impl Cluster) {
         self.stage = match self.stage {
-            Stage::Watching if self.watching(now_us) && cluster.servers_down() == 0 => {
-                match newest_leader(cluster, |_, _| true) {
-                    Some((leader, term)) => {
-                        cluster.note(ChurnEvent::Figure8Stranded { leader, term });
-                        cluster.cut_between(Addr::Server(leader), &others(cluster, leader));
-                        Stage::Stranded { leader, term, give_up_us: now_us + FIGURE8_STRAND_WAIT_MS * 1_000 }
-                    }
-                    None => Stage::Watching,
-                }
-            }
+            Stage::Watching if self.watching(now_us) => strand(now_us, cluster),
             Stage::Stranded { leader, term, give_up_us } => {
                 match newest_leader(cluster, |node, t| node != leader && t > term) {
                     Some((successor, term)) => {
@@ -173,6 +172,21 @@ impl Figure8Strike {
             self.stage = Stage::Watching;
         }
     }
+}
+
+/// Strands the leader, alone, if there are at least three servers, all up
+/// and plugged in (a server another family holds away would stand on
+/// neither side of the figure).
+fn strand(now_us: u64, cluster: &mut impl Cluster) -> Stage {
+    if cluster.nodes() < 3 || cluster.servers_down() > 0 || cluster.servers_unplugged() > 0 {
+        return Stage::Watching;
+    }
+    let Some((leader, term)) = newest_leader(cluster, |_, _| true) else {
+        return Stage::Watching;
+    };
+    cluster.note(ChurnEvent::Figure8Stranded { leader, term });
+    cluster.cut_between(Addr::Server(leader), &others(cluster, leader));
+    Stage::Stranded { leader, term, give_up_us: now_us + FIGURE8_STRAND_WAIT_MS * 1_000 }
 }
 
 /// The live server leading the highest term among those `pick` accepts.

@@ -665,6 +665,10 @@ impl Cluster for Supervisor {
         self.ctx.net.plug(Addr::Server(node));
     }
 
+    fn servers_unplugged(&self) -> usize {
+        (0..self.ctx.model.nodes).filter(|n| self.ctx.net.is_unplugged(Addr::Server(NodeId(*n)))).count()
+    }
+
     fn note(&self, event: ChurnEvent) {
         self.ctx.record(EventKind::Churn(event));
     }

@@ -386,6 +386,11 @@ impl Net {
         self.lock().unplugged.remove(&addr);
     }
 
+    /// Whether `addr`'s cable is pulled.
+    pub fn is_unplugged(&self, addr: Addr) -> bool {
+        self.lock().unplugged.contains(&addr)
+    }
+
     /// Holds the link from `from` to `to` until the true instant `until_us`:
     /// what is on the wire on it and what is sent on it until then arrives
     /// at `until_us` at the earliest (in the order it was sent). A heal ends
