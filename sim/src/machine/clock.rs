@@ -7,6 +7,7 @@
 //! to local time anchored at a pair of references; changing the rate or stepping
 //! re-bases the references so the mapping stays continuous up to the change.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -30,23 +31,45 @@ const WAKERS_MAX: usize = 256;
 /// iteration is a clock change or a deadline, so this only bounds pathological runs.
 const SLEEP_ITERATIONS_MAX: u32 = 10_000;
 
+thread_local! {
+    /// The time source of the run on this thread, while a [`TrueTime`]
+    /// lives: every reading of the clock (several per message) then skips
+    /// madsim's runtime lookup and the clone of its handle.
+    static TRUE_TIME: RefCell<Option<madsim::time::TimeHandle>> = const { RefCell::new(None) };
+}
+
 /// True simulated time in microseconds since the runtime started.
 ///
 /// Derived from madsim's own clock (elapsed time since the runtime was built),
 /// so it needs no per-run state and is deterministic. Panics outside a madsim runtime.
 pub fn now_us() -> u64 {
-    let elapsed = madsim::time::TimeHandle::current().elapsed();
+    let elapsed = TRUE_TIME
+        .with_borrow(|time| time.as_ref().map(madsim::time::TimeHandle::elapsed))
+        .unwrap_or_else(|| madsim::time::TimeHandle::current().elapsed());
     u64::try_from(elapsed.as_micros()).expect("simulated time fits in u64 microseconds")
 }
 
+/// A run's hold on its true time, from [`init_true_time`] until dropped.
+#[must_use = "true time is read from the run's clock only while the guard lives"]
+pub struct TrueTime(());
+
+impl Drop for TrueTime {
+    fn drop(&mut self) {
+        TRUE_TIME.set(None);
+    }
+}
+
 /// Marks the start of a run's true time. True time counts from the runtime's
-/// creation, so this only checks that it is called inside a madsim runtime:
-/// calling `now_us` anywhere else is a determinism bug.
-pub fn init_true_time() {
-    assert!(
-        madsim::time::TimeHandle::try_current().is_some(),
-        "init_true_time must be called inside a madsim runtime's block_on"
-    );
+/// creation, so this checks that it is called inside a madsim runtime
+/// (calling `now_us` anywhere else is a determinism bug) and keeps that
+/// runtime's clock at hand for `now_us` until the guard is dropped, which the
+/// run does as it ends (a later run on the thread, or a read outside any, never
+/// sees this one's clock).
+pub fn init_true_time() -> TrueTime {
+    let time = madsim::time::TimeHandle::try_current()
+        .expect("init_true_time must be called inside a madsim runtime's block_on");
+    TRUE_TIME.set(Some(time));
+    TrueTime(())
 }
 
 /// A local clock: `local = local_ref + (true - true_ref) * (1e6 + rate_ppm) / 1e6`.
@@ -310,7 +333,7 @@ mod tests {
         std::thread::spawn(move || {
             let rt = madsim::runtime::Runtime::with_seed_and_config(seed, madsim::Config::default());
             rt.block_on(async move {
-                init_true_time();
+                let _time = init_true_time();
                 f().await
             })
         })

@@ -15,7 +15,7 @@ use super::votes::VoteStrike;
 use super::{salvage, RunRecord};
 use crate::faults::{ChurnEvent, Fault, FaultEvent};
 use crate::history::{Actor, Event, EventKind, History, Reader};
-use crate::machine::clock::{init_true_time, now_us};
+use crate::machine::clock::{init_true_time, now_us, TrueTime};
 use crate::machine::disk::{NodeImage, NodeOp};
 use crate::machine::net::{Addr, Net, NetConfig};
 use crate::model::Model;
@@ -81,6 +81,8 @@ pub(crate) struct Supervisor {
     pause_ends: Vec<AbortHandle>,
     /// Leaders crashed by `CrashLeader` and the true instant each comes back, in order.
     restarts_due: Vec<(u64, NodeId)>,
+    /// `now_us` reads this run's clock directly while the supervisor lives.
+    _true_time: TrueTime,
 }
 
 pub(super) fn is_initial_rate(fault: &Fault) -> bool {
@@ -125,7 +127,7 @@ impl Supervisor {
         script_queues: Option<BTreeMap<ClientId, CommandQueue>>,
         history: History,
     ) -> Supervisor {
-        init_true_time();
+        let true_time = init_true_time();
         let net_config = NetConfig {
             loss_rate: model.loss_rate,
             dup_rate: model.dup_rate,
@@ -162,7 +164,7 @@ impl Supervisor {
             let rate_ppm = clock_rates.get(&actor).copied().unwrap_or(0);
             ctx.record(clock_event(&ctx, actor, rate_ppm));
         }
-        Supervisor::build(ctx, Handle::current(), follows)
+        Supervisor::build(ctx, Handle::current(), follows, true_time)
     }
 
     /// Ends the run and hands back what it recorded.
@@ -196,7 +198,7 @@ impl Supervisor {
         self.ctx.net.close();
     }
 
-    fn build(ctx: Arc<Ctx>, handle: Handle, follows: Follows) -> Supervisor {
+    fn build(ctx: Arc<Ctx>, handle: Handle, follows: Follows, true_time: TrueTime) -> Supervisor {
         let servers = (0..ctx.model.nodes)
             .map(|n| spawn_node(&handle, &ctx, format!("n{n}"), move |c| server::run(c, NodeId(n))))
             .collect();
@@ -227,6 +229,7 @@ impl Supervisor {
             figure8: Some(Box::new(Figure8Strike::new())),
             pause_ends: Vec::new(),
             restarts_due: Vec::new(),
+            _true_time: true_time,
         }
     }
 
