@@ -123,9 +123,25 @@ struct Demand {
     applied: u64,
 }
 
+/// Requests settled before the heal, counted and forgotten: `answered`
+/// judges only what was pending at the heal or sent after it, so a request
+/// settled during the faults matters only to the fault phase's figures, and
+/// all it tells them is known once it settles. What a long run keeps is the
+/// requests still in flight, not every request it made.
+#[derive(Clone, Copy, Debug, Default)]
+struct Retired {
+    requests: u64,
+    answered: u64,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct AvailabilityChecker {
     requests: BTreeMap<(ClientId, RequestId), Request>,
+    /// Requests settled before the heal, in the order they settled: retired
+    /// once the history has passed the instant they settled (an
+    /// interruption recorded at that same instant still excuses them).
+    settling: std::collections::VecDeque<(u64, ClientId, RequestId)>,
+    retired: Retired,
     /// Every crash, pause or stall of each client, in time order.
     interrupted_us: BTreeMap<ClientId, Vec<u64>>,
     /// The committed lock table (first applies); `None` after a cluster
@@ -293,6 +309,40 @@ impl AvailabilityChecker {
         self.unwant(client, request, at_us);
     }
 
+    /// A request that settled before the heal waits to be retired.
+    fn settle(&mut self, client: ClientId, request: RequestId) {
+        if let Some(settled_us) = self.requests.get(&(client, request)).and_then(Request::settled_us) {
+            self.settling.push_back((settled_us, client, request));
+        }
+    }
+
+    /// Retires the requests that settled before `now_us`: counted now, and
+    /// forgotten. A client neither retries nor gives up a request it has
+    /// settled, and whatever interrupted it before it settled is recorded,
+    /// so nothing after this changes how it counts.
+    fn retire_settled(&mut self, now_us: u64) {
+        while let Some(&(settled_us, client, request)) = self.settling.front() {
+            if settled_us >= now_us {
+                return;
+            }
+            self.settling.pop_front();
+            let Some(pending) = self.requests.remove(&(client, request)) else { continue };
+            if let Some(answered) = self.tally(client, &pending) {
+                self.retired.requests += 1;
+                self.retired.answered += u64::from(answered);
+            }
+        }
+    }
+
+    /// Whether a request counts in the phases' figures (`None`: it walked
+    /// away, or its client was interrupted before it settled), and if so
+    /// whether it was answered.
+    fn tally(&self, client: ClientId, request: &Request) -> Option<bool> {
+        let walked_away = matches!(request.gave_up, Some((_, GiveUp::WalkedAway)));
+        let interrupted = self.interrupted(client, request.first_us, request.settled_us());
+        (!walked_away && !interrupted).then_some(request.answered_us.is_some())
+    }
+
     fn on_apply(&mut self, facts: &Facts, command: &Command, result: &ApplyResult, at_us: u64) {
         if !facts.first_apply {
             return;
@@ -450,16 +500,14 @@ impl AvailabilityChecker {
         let healed_us = ctx.healed_at_us;
         let leader_bound_us = ctx.config.liveness_leader_bound_ms * 1_000;
         let phases = &mut report.counters.phases;
+        phases.fault_requests += self.retired.requests;
+        phases.fault_answered += self.retired.answered;
         for ((client, _), request) in &self.requests {
-            let walked_away = matches!(request.gave_up, Some((_, GiveUp::WalkedAway)));
-            let interrupted = self.interrupted(*client, request.first_us, request.settled_us());
             // A request the run ended on before its deadline is not counted unanswered.
             let deadline_us = request.first_us + request.wait_ms * 1_000 + leader_bound_us;
             let undecided = !request.settled() && deadline_us > ctx.config.run_end_us;
-            if walked_away || interrupted || undecided {
-                continue;
-            }
-            let answered = u64::from(request.answered_us.is_some());
+            let Some(answered) = self.tally(*client, request).filter(|_| !undecided) else { continue };
+            let answered = u64::from(answered);
             if healed_us.is_some_and(|h| request.first_us >= h) {
                 phases.healed_requests += 1;
                 phases.healed_answered += answered;
@@ -580,6 +628,7 @@ impl Family for AvailabilityChecker {
         if let Some(healed_us) = healed_us {
             self.judge_starving(ctx, healed_us, at_us, report);
         }
+        self.retire_settled(at_us);
         self.note_demand(ctx, event);
         match &event.kind {
             EventKind::Healed => self.on_heal(at_us),
@@ -598,13 +647,21 @@ impl Family for AvailabilityChecker {
                     self.judge_hint(*node, *client, reply, at_us, report);
                 }
             }
-            EventKind::Answered { client, request, reply, .. } => self.on_answer(*client, *request, *reply, at_us),
+            EventKind::Answered { client, request, reply, .. } => {
+                self.on_answer(*client, *request, *reply, at_us);
+                if healed_us.is_none() {
+                    self.settle(*client, *request);
+                }
+            }
             EventKind::TurnedAway { holder, key, .. } => self.on_turned_away(holder.client, holder.request, key, at_us),
             EventKind::GaveUp { client, request, why } => {
                 if let Some(pending) = self.requests.get_mut(&(*client, *request)) {
                     pending.gave_up.get_or_insert((at_us, *why));
                 }
                 self.unwant(*client, *request, at_us);
+                if healed_us.is_none() {
+                    self.settle(*client, *request);
+                }
             }
             EventKind::Crashed { actor: Actor::Client(client) }
             | EventKind::Paused { actor: Actor::Client(client) }
@@ -1067,6 +1124,45 @@ mod tests {
         let restarted_at_heal = paused(base()).at_ms(2_000).crash(server(2)).at_ms(3_000).restart(server(2)).healed();
         assert_only(&busy_heal(restarted_at_heal), Property::WorkBudget);
         assert_only(&busy_heal(base().at_ms(3_000).healed()), Property::WorkBudget);
+    }
+
+    #[test]
+    fn a_request_settled_during_the_faults_is_counted_and_forgotten() {
+        use super::super::state::Context;
+        use super::super::{Family, Report};
+        use super::AvailabilityChecker;
+        // A thousand acquires during the faults, each answered or given up
+        // 40 ms after it was sent: what the checker keeps stays one or two
+        // requests, and the figures count every one that was not walked away.
+        let h = happy_with_at_50ms(|mut h| {
+            for n in 0..1_000u64 {
+                let request = 100 + n;
+                h = h.acquire_request(2, request, "j");
+                let settled_us = h.now_us() + 40;
+                h = h.at_us(settled_us);
+                h = match n % 4 {
+                    0 => h.ev(gave_up(2, request, GiveUp::WalkedAway)),
+                    1 => h.ev(gave_up(2, request, GiveUp::Retries)),
+                    _ => h.answered(2, request, ClientReply::TimedOut),
+                };
+            }
+            h
+        });
+        let mut ctx = Context::new(h.config(12_000_000));
+        let (mut checker, mut report, mut kept_most) = (AvailabilityChecker::default(), Report::default(), 0);
+        for event in h.events() {
+            let facts = ctx.facts(event);
+            checker.observe(&ctx, &facts, event, &mut report);
+            ctx.absorb(event, &facts);
+            kept_most = kept_most.max(checker.requests.len());
+        }
+        assert!(kept_most <= 4, "kept {kept_most} requests at once");
+        checker.finish(&ctx, &mut report);
+        let c = &report.counters.phases;
+        // happy()'s three before the heal, and 750 of the thousand (250 walked away).
+        assert_eq!((c.fault_requests, c.fault_answered), (3 + 750, 3 + 500));
+        assert_eq!((c.healed_requests, c.healed_answered), (1, 1));
+        assert!(report.violations.is_empty(), "{:?}", report.violations);
     }
 
     #[test]

@@ -72,6 +72,16 @@ impl H {
         self
     }
 
+    /// The instant the next event is told at.
+    pub fn now_us(&self) -> u64 {
+        self.now_us
+    }
+
+    /// The history so far.
+    pub fn events(&self) -> &[crate::history::Event] {
+        self.history.events()
+    }
+
     pub fn ev(mut self, kind: EventKind) -> H {
         self.history.record(self.now_us, kind);
         self
