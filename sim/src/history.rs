@@ -259,6 +259,16 @@ pub enum EventKind {
         ready_rounds: Vec<u64>,
         syncs: Vec<u64>,
     },
+
+    // ---- storage, appended (an event's index is in every trace hash) ----
+    /// A server's fsync left its disk holding a snapshot up to `index`
+    /// durably: whatever it starts from later (a restart, or a backup taken
+    /// from now on) applies only entries above it. The checker forgets the
+    /// entries no server can apply again (`checker/state.rs`).
+    SnapshotDurable {
+        node: NodeId,
+        index: LogIndex,
+    },
 }
 
 /// Why a client gave up on a request.
@@ -603,6 +613,7 @@ impl EventKind {
             | K::Applied { node, .. }
             | K::AppliedNoop { node, .. }
             | K::SnapshotInstalled { node, .. }
+            | K::SnapshotDurable { node, .. }
             | K::ExpireProposed { node, .. }
             | K::GhostReleaseProposed { node, .. } => vec![Actor::Server(*node)],
             K::Replied { node, client, .. } => vec![Actor::Server(*node), Actor::Client(*client)],
@@ -696,6 +707,7 @@ impl EventKind {
             K::SnapshotInstalled { node, index, token_last, .. } => {
                 (node.to_string(), format!("installed snapshot at {index}, token_last {token_last}"))
             }
+            K::SnapshotDurable { node, index } => (node.to_string(), format!("snapshot at {index} durable")),
             K::Replied { node, client, request, reply } => {
                 (node.to_string(), format!("reply to {client} {request}: {reply:?}"))
             }

@@ -8,6 +8,7 @@
 //! what the event itself means against that state.
 
 use super::CheckConfig;
+use crate::faults::{ChurnEvent, Fault};
 use crate::history::{Actor, Event, EventKind};
 use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};
 use std::collections::{BTreeMap, BTreeSet};
@@ -137,6 +138,59 @@ pub(crate) struct Context {
     /// Locks removed by an applied command in this epoch.
     removed: BTreeSet<(Key, Token)>,
     nodes: BTreeMap<NodeId, NodeLocks>,
+    /// Which indices a server may still apply: `applied` and `entries` keep
+    /// only what lies above its floor.
+    horizon: Horizon,
+}
+
+/// How far back any server of this epoch can still apply. A server applies
+/// an index again only after it starts from a snapshot below it: its own
+/// disk's after a restart, a backup's after a restore, or its leader's. So
+/// no server applies again at or below the lowest snapshot index any disk
+/// or backup holds durably (a leader's snapshot is never older than its own
+/// disk's), and the entries there need not be kept to judge agreement. Each
+/// index below is a lower bound from the history: `SnapshotDurable` raises
+/// a server's, a backup takes the server's at that moment, and a start
+/// shows exactly what the disk held.
+#[derive(Clone, Debug, Default)]
+struct Horizon {
+    /// Each server's disk: the snapshot it holds durably, at least.
+    disks: BTreeMap<NodeId, LogIndex>,
+    /// The operator's backup of each server, and the images an ack-amnesia
+    /// episode keeps to restore from.
+    backups: BTreeMap<NodeId, LogIndex>,
+    amnesia: BTreeMap<NodeId, LogIndex>,
+    /// Servers restarted or restored whose start is still to show their disk.
+    starting: BTreeSet<NodeId>,
+    /// Entries at or below this index are forgotten.
+    forgotten_to: LogIndex,
+}
+
+/// Entries kept below the floor all the same: a server of a faulty variant
+/// that installs an older snapshot than it holds still meets the entries of
+/// the last few compactions.
+const HORIZON_SLACK: u64 = 1_000;
+
+impl Horizon {
+    fn disk(&self, node: NodeId) -> LogIndex {
+        self.disks.get(&node).copied().unwrap_or(LogIndex(0))
+    }
+
+    /// The lowest index a server of `nodes` may start from.
+    fn floor(&self, nodes: u8) -> LogIndex {
+        (0..nodes).map(|node| self.floor_of(NodeId(node))).min().unwrap_or(LogIndex(0))
+    }
+
+    /// The lowest index `node` may start from: its disk's, or a backup's of it.
+    fn floor_of(&self, node: NodeId) -> LogIndex {
+        let kept = [self.backups.get(&node), self.amnesia.get(&node)];
+        kept.into_iter().flatten().copied().fold(self.disk(node), LogIndex::min)
+    }
+
+    /// A new epoch: every disk holds the cluster backup, in the new epoch's indices unknown.
+    fn restart_epoch(&mut self) {
+        *self = Horizon::default();
+    }
 }
 
 impl Context {
@@ -154,6 +208,7 @@ impl Context {
             tokens_replied: BTreeSet::new(),
             removed: BTreeSet::new(),
             nodes: BTreeMap::new(),
+            horizon: Horizon::default(),
         }
     }
 
@@ -210,7 +265,8 @@ impl Context {
             }
             removed.push((key, token));
         }
-        Facts { first_apply: !self.applied.contains_key(index), slot_before: Some(slot_before), removed }
+        let first_apply = *index > self.horizon.forgotten_to && !self.applied.contains_key(index);
+        Facts { first_apply, slot_before: Some(slot_before), removed }
     }
 
     pub fn absorb(&mut self, event: &Event, facts: &Facts) {
@@ -228,12 +284,42 @@ impl Context {
                 self.entries.clear();
                 self.removed.clear();
                 self.nodes.values_mut().for_each(NodeLocks::forget);
+                self.horizon.restart_epoch();
             }
-            EventKind::Restarted { actor: Actor::Server(node) } | EventKind::NodeRestored { node, .. } => {
+            EventKind::Restarted { actor: Actor::Server(node) } => {
                 self.nodes.entry(*node).or_default().forget();
+                self.horizon.starting.insert(*node);
             }
-            EventKind::SnapshotInstalled { node, locks, .. } => {
+            EventKind::NodeRestored { node, .. } => {
+                self.nodes.entry(*node).or_default().forget();
+                // Its disk is a backup's now: the lower of the images it may be.
+                let floor = self.horizon.floor_of(*node);
+                self.horizon.disks.insert(*node, floor);
+                self.horizon.starting.insert(*node);
+            }
+            EventKind::SnapshotInstalled { node, index, locks, .. } => {
                 self.nodes.entry(*node).or_default().load(locks);
+                if self.horizon.starting.remove(node) {
+                    // A start loads what its disk holds durably: exact.
+                    self.horizon.disks.insert(*node, *index);
+                }
+            }
+            EventKind::SnapshotDurable { node, index } => {
+                let disk = self.horizon.disks.entry(*node).or_insert(LogIndex(0));
+                *disk = (*disk).max(*index);
+                self.forget_below_floor();
+            }
+            EventKind::Fault { fault: Fault::BackupNode { node } } => {
+                self.horizon.backups.insert(*node, self.horizon.disk(*node));
+            }
+            EventKind::Churn(ChurnEvent::AmnesiaArmed { fsync_ms, .. }) => {
+                // An episode without slow disks keeps an image of every server.
+                let servers = (0..self.config.nodes).map(NodeId);
+                self.horizon.amnesia = if *fsync_ms == 0 {
+                    servers.map(|node| (node, self.horizon.disk(node))).collect()
+                } else {
+                    BTreeMap::new()
+                };
             }
             EventKind::Replied { reply: fencelock::service::ClientReply::Granted { token, .. }, .. } => {
                 self.tokens_replied.insert(*token);
@@ -249,6 +335,19 @@ impl Context {
             }
             _ => {}
         }
+    }
+
+    /// Forgets the entries at or below the floor, less the slack.
+    fn forget_below_floor(&mut self) {
+        let floor = self.horizon.floor(self.config.nodes);
+        let to = LogIndex(floor.0.saturating_sub(HORIZON_SLACK));
+        if to <= self.horizon.forgotten_to {
+            return;
+        }
+        self.horizon.forgotten_to = to;
+        let above = LogIndex(to.0 + 1);
+        self.applied = self.applied.split_off(&above);
+        self.entries = self.entries.split_off(&above);
     }
 
     fn absorb_applied(

@@ -31,6 +31,7 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
     let clock = ctx.clock_of(Actor::Server(id)).clone();
     let mut soft = server.raft().soft_state();
     ctx.note_role(id, soft);
+    let mut durable = durable_snapshot_index(&ctx, id);
     let tick_us = TICK_MS * 1_000;
     let mut next_tick_local_us = local_now(&clock) + tick_us;
     let mut tick_deadline = None;
@@ -60,7 +61,7 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
                 next_tick_local_us = (next_tick_local_us + tick_us).max(now_local_us + 1);
             }
         }
-        drive(&ctx, id, &mut server, &mut soft).await;
+        drive(&ctx, id, &mut server, &mut soft, &mut durable).await;
     }
 }
 
@@ -124,7 +125,23 @@ fn start(ctx: &Ctx, id: NodeId) -> LockServer {
 }
 
 /// Persists, sends and applies until the server has nothing more to do.
-async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftState) {
+/// The index of the snapshot `id`'s disk holds durably (0: none).
+fn durable_snapshot_index(ctx: &Ctx, id: NodeId) -> LogIndex {
+    let disk = ctx.node_disks[id.0 as usize].lock().expect("disk lock");
+    disk.durable().snapshot.as_ref().map_or(LogIndex(0), |snapshot| snapshot.index)
+}
+
+/// Tells the checker when an fsync made a newer snapshot durable (`durable`:
+/// the last one told in this life, which starts from the disk's).
+fn note_durable_snapshot(ctx: &Ctx, id: NodeId, durable: &mut LogIndex) {
+    let index = durable_snapshot_index(ctx, id);
+    if index > *durable {
+        *durable = index;
+        ctx.record(EventKind::SnapshotDurable { node: id, index });
+    }
+}
+
+async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftState, durable: &mut LogIndex) {
     let clock = ctx.clock_of(Actor::Server(id));
     for _ in 0..READY_ROUNDS_MAX {
         if !server.has_ready() {
@@ -151,6 +168,7 @@ async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftSt
             let vote_in_fsync = VoteInFsync::new(ctx, &ready.messages_after_persist);
             fsync(&ctx.node_disks[id.0 as usize]).await;
             vote_in_fsync.done();
+            note_durable_snapshot(ctx, id, durable);
         }
         if report_acks {
             note_acks(ctx, &ready.messages_after_persist);

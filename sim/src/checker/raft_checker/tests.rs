@@ -314,3 +314,42 @@ fn only_a_clients_latest_four_applies_per_server_back_its_acknowledgements() {
     // the checker keeps four per client and server; not judged here.
     assert!(!lost_at_i6(4));
 }
+
+/// Three servers apply no-ops at 1..=3000 (term 1), n0's disk holds a
+/// snapshot at 100 when `backup` says it is backed up, then every disk's
+/// snapshot reaches 2900 and n0 is restored and applies a no-op of term 9 at 101.
+fn reapply_after_the_floor(backup: bool) -> H {
+    let mut h = H::new().at_ms(10).leader(0, 1);
+    for index in 1..=3_000 {
+        h = h.apply_noop(0, index, 1).apply_noop(1, index, 1).apply_noop(2, index, 1);
+        if index == 150 {
+            h = h.ev(EventKind::SnapshotDurable { node: NodeId(0), index: LogIndex(100) });
+            if backup {
+                h = h.ev(EventKind::Fault { fault: crate::faults::Fault::BackupNode { node: NodeId(0) } });
+            }
+        }
+    }
+    for node in 0..3 {
+        h = h.ev(EventKind::SnapshotDurable { node: NodeId(node), index: LogIndex(2_900) });
+    }
+    let restored = EventKind::NodeRestored { node: NodeId(0), backup_at_us: 10_000 };
+    let start = EventKind::SnapshotInstalled {
+        node: NodeId(0),
+        index: LogIndex(100),
+        token_last: Token(40),
+        locks: Vec::new(),
+    };
+    h.at_ms(20).ev(restored).ev(start).apply_noop(0, 101, 9)
+}
+
+#[test]
+fn entries_no_disk_or_backup_can_reach_are_forgotten_and_a_backups_are_kept() {
+    // With n0's backup at 100 kept, its restore re-applies 101 and is judged.
+    let verdict = reapply_after_the_floor(true).check();
+    assert_only(&verdict, Property::ApplyAgreement);
+    assert!(verdict.violations[0].detail.contains("at i101"), "{}", verdict.violations[0]);
+    // Without a backup no disk holds a snapshot below 2900: the checker kept
+    // the entries from 1900 on only, so the same history (which the world
+    // cannot produce) goes unjudged at 101.
+    assert_clean(&reapply_after_the_floor(false).check());
+}
