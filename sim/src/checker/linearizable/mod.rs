@@ -32,7 +32,7 @@ use crate::history::{Actor, Event, EventKind};
 use fencelock::service::ClientReply;
 use fencelock::NodeId;
 use ops::{Call, Op, OpLog};
-use search::{search, Found, Limits};
+use search::{search, Found, Limits, Search};
 use spec::State;
 use std::collections::BTreeMap;
 
@@ -79,11 +79,17 @@ impl LinearizableChecker {
             drift_ppm_max: config.drift_ppm_max,
             lease_ms: config.lease_ms,
             limits: Limits::STANDARD,
-            log: OpLog::default(),
+            log: OpLog::new(Limits::STANDARD.ops_per_key_max),
             clocks: BTreeMap::new(),
             beyond_since: BTreeMap::new(),
             bad_clock: Vec::new(),
         }
+    }
+
+    /// The family with other search bounds (a test's).
+    #[cfg(test)]
+    pub(crate) fn with_limits(config: &CheckConfig, limits: Limits) -> LinearizableChecker {
+        LinearizableChecker { limits, log: OpLog::new(limits.ops_per_key_max), ..LinearizableChecker::new(config) }
     }
 
     fn on_clock(&mut self, at_us: u64, node: NodeId, local_us: u64, rate_ppm: i64, within_bound: bool) {
@@ -182,27 +188,41 @@ impl Family for LinearizableChecker {
 
     /// Judges every key and the tokens across keys.
     fn finish(&mut self, _ctx: &Context, report: &mut Report) {
-        // The operations move from the log to their keys: one copy of each at a time.
-        let mut ops = self.log.take_ops();
-        for op in &mut ops {
+        let mut keys = self.log.take_keys();
+        for op in keys.values_mut().flat_map(|key| key.ops.values_mut()) {
             self.set_lease_end(op);
         }
-        tokens::check(&ops, report);
-        let keys = ops::per_key(ops, self.log.restores_at_us());
-        for (key, list) in &keys {
-            let client_ops = list.iter().filter(|op| op.call != Call::Restore).count() as u64;
+        // The grants of every key, in history order: the token checks couple the keys.
+        let mut grants: Vec<(u64, &Op)> = keys
+            .values()
+            .flat_map(|key| key.ops.iter())
+            .filter(|(_, op)| ops::granted(op))
+            .map(|(number, op)| (*number, op))
+            .collect();
+        grants.sort_by_key(|(number, _)| *number);
+        tokens::check(grants.into_iter().map(|(_, op)| op), report);
+        let ops_per_key_max = self.log.ops_per_key_max();
+        for (key, key_ops) in keys {
+            let client_ops = key_ops.client_ops;
             let counters = &mut report.counters;
             counters.linearizable_keys += 1;
             counters.linearizable_ops_per_key.push(client_ops);
-            let found = search(list, State::free(), self.limits);
-            counters.linearizable_steps_max = counters.linearizable_steps_max.max(found.steps);
-            match found.found {
-                Found::Linearizable => {}
-                Found::Unknown => {
-                    let undecided = Undecided { key: key.clone(), operations: client_ops, steps: found.steps };
-                    report.counters.linearizable_undecided.push(undecided);
+            // Past the bound the search does not start (only the key's grants were kept).
+            let found = if key_ops.past_bound(ops_per_key_max) {
+                Search { found: Found::Unknown, steps: 0 }
+            } else {
+                let list = ops::searched(&key, key_ops.ops.into_values().collect(), self.log.restores_at_us());
+                let found = search(&list, State::free(), self.limits);
+                if found.found == Found::NoLinearization {
+                    report.push(violation(&key, &list, self.limits));
                 }
-                Found::NoLinearization => report.push(violation(key, list, self.limits)),
+                found
+            };
+            let counters = &mut report.counters;
+            counters.linearizable_steps_max = counters.linearizable_steps_max.max(found.steps);
+            if found.found == Found::Unknown {
+                let undecided = Undecided { key: key.clone(), operations: client_ops, steps: found.steps };
+                report.counters.linearizable_undecided.push(undecided);
             }
         }
     }

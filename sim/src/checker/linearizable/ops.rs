@@ -73,16 +73,60 @@ pub(crate) fn settles(reply: &ClientReply) -> bool {
     !matches!(reply, ClientReply::NotLeader { .. } | ClientReply::Unavailable)
 }
 
-/// Gathers operations event by event.
-#[derive(Debug, Default)]
+/// Gathers operations event by event, each key's apart.
+#[derive(Debug)]
 pub(crate) struct OpLog {
-    ops: Vec<Op>,
-    /// Each operation's place in `ops`, while it may still be answered.
-    open: BTreeMap<(ClientId, RequestId), usize>,
+    keys: BTreeMap<Key, KeyOps>,
+    /// Each operation's key and number, while it may still be answered.
+    open: BTreeMap<(ClientId, RequestId), (Key, u64)>,
     restores_at_us: Vec<u64>,
+    /// Operations so far: the next one's number, in history order across keys.
+    count: u64,
+    /// The most client operations a key's search takes (`Limits::ops_per_key_max`).
+    ops_per_key_max: usize,
+}
+
+/// One key's operations.
+#[derive(Debug, Default)]
+pub(crate) struct KeyOps {
+    /// By number (the order of their first sends). Past the search's bound
+    /// only the grants and the operations still open are kept.
+    pub ops: BTreeMap<u64, Op>,
+    /// Client operations, kept or not, with the copies of those answered
+    /// across a whole-cluster restore (`lost_in_restores`): what the search
+    /// of the key would place.
+    pub client_ops: u64,
+    /// Past the bound, the operations settled without a grant are gone.
+    trimmed: bool,
+}
+
+impl KeyOps {
+    /// More operations than the search takes: the key is unknown whatever
+    /// they are, and only its grants matter still (to the token checks).
+    pub fn past_bound(&self, ops_per_key_max: usize) -> bool {
+        self.client_ops > ops_per_key_max as u64
+    }
+
+    /// Counts `n` more operations; just past the bound, what is settled and no grant goes.
+    fn count(&mut self, n: u64, ops_per_key_max: usize) {
+        self.client_ops += n;
+        if !self.trimmed && self.past_bound(ops_per_key_max) {
+            self.trimmed = true;
+            self.ops.retain(|_, op| op.resp_us == u64::MAX || granted(op));
+        }
+    }
+}
+
+/// Whether an operation is read by the token checks: a grant.
+pub(crate) fn granted(op: &Op) -> bool {
+    matches!(op.answer, Some(ClientReply::Granted { .. }))
 }
 
 impl OpLog {
+    pub fn new(ops_per_key_max: usize) -> OpLog {
+        OpLog { keys: BTreeMap::new(), open: BTreeMap::new(), restores_at_us: Vec::new(), count: 0, ops_per_key_max }
+    }
+
     pub fn observe(&mut self, at_us: u64, kind: &EventKind) {
         match kind {
             EventKind::Requested { client, request, body, .. } => {
@@ -96,7 +140,7 @@ impl OpLog {
                 let op = Op {
                     client: *client,
                     request: *request,
-                    key,
+                    key: key.clone(),
                     call,
                     answer: None,
                     inv_us: at_us,
@@ -105,33 +149,66 @@ impl OpLog {
                     queue_excuse: false,
                     clock_excuse: false,
                 };
-                self.open.insert((*client, *request), self.ops.len());
-                self.ops.push(op);
+                let number = self.count;
+                self.count += 1;
+                let ops = self.keys.entry(key.clone()).or_default();
+                ops.ops.insert(number, op);
+                ops.count(1, self.ops_per_key_max);
+                self.open.insert((*client, *request), (key, number));
             }
             EventKind::Answered { client, request, reply, .. } if settles(reply) => {
-                if let Some(index) = self.open.remove(&(*client, *request)) {
-                    self.ops[index].answer = Some(*reply);
-                    self.ops[index].resp_us = at_us;
+                if let Some((key, number)) = self.open.remove(&(*client, *request)) {
+                    self.settle(&key, number, Some((*reply, at_us)));
                 }
             }
             EventKind::GaveUp { client, request, .. } => {
-                self.open.remove(&(*client, *request));
+                if let Some((key, number)) = self.open.remove(&(*client, *request)) {
+                    self.settle(&key, number, None);
+                }
             }
             EventKind::Crashed { actor: Actor::Client(client) } => {
+                let crashed: Vec<(Key, u64)> = self
+                    .open
+                    .range((*client, RequestId(0))..=(*client, RequestId(u64::MAX)))
+                    .map(|(_, open)| open.clone())
+                    .collect();
                 self.open.retain(|(c, _), _| c != client);
+                for (key, number) in crashed {
+                    self.settle(&key, number, None);
+                }
             }
             EventKind::ClusterRestored { .. } => self.restores_at_us.push(at_us),
             _ => {}
         }
     }
 
-    /// The operations gathered so far, taken out of the log.
-    pub fn take_ops(&mut self) -> Vec<Op> {
-        std::mem::take(&mut self.ops)
+    /// Operation `number` of `key` is answered, or never will be (`None`);
+    /// past the bound it is kept only if it is a grant.
+    fn settle(&mut self, key: &Key, number: u64, answer: Option<(ClientReply, u64)>) {
+        let Some(ops) = self.keys.get_mut(key) else { return };
+        let Some(op) = ops.ops.get_mut(&number) else { return };
+        if let Some((reply, at_us)) = answer {
+            op.answer = Some(reply);
+            op.resp_us = at_us;
+        }
+        let (copies, kept) = (lost_in_restores(op, &self.restores_at_us).count() as u64, granted(op));
+        ops.count(copies, self.ops_per_key_max);
+        if ops.trimmed && !kept {
+            ops.ops.remove(&number);
+        }
+    }
+
+    /// Each key's operations gathered so far, taken out of the log.
+    pub fn take_keys(&mut self) -> BTreeMap<Key, KeyOps> {
+        std::mem::take(&mut self.keys)
     }
 
     pub fn restores_at_us(&self) -> &[u64] {
         &self.restores_at_us
+    }
+
+    pub fn ops_per_key_max(&self) -> usize {
+        self.ops_per_key_max
     }
 }
 
@@ -147,39 +224,29 @@ fn call_of(body: &ClientRequest) -> Option<(Key, Call)> {
     }
 }
 
-/// Each key's operations (restores included), ordered by first send.
-pub(crate) fn per_key(ops: Vec<Op>, restores_at_us: &[u64]) -> BTreeMap<Key, Vec<Op>> {
-    let mut keys: BTreeMap<Key, Vec<Op>> = BTreeMap::new();
-    for op in ops {
-        match keys.get_mut(&op.key) {
-            Some(list) => list.push(op),
-            None => {
-                keys.insert(op.key.clone(), vec![op]);
-            }
-        }
+/// One key's operations (restores included), ordered by first send, as the search reads them.
+pub(crate) fn searched(key: &Key, ops: Vec<Op>, restores_at_us: &[u64]) -> Vec<Op> {
+    let mut list = ops;
+    let copies: Vec<Op> = list.iter().flat_map(|op| lost_in_restores(op, restores_at_us)).collect();
+    list.extend(copies);
+    for at_us in restores_at_us {
+        list.push(Op {
+            client: ClientId(0),
+            request: RequestId(0),
+            key: key.clone(),
+            call: Call::Restore,
+            answer: None,
+            inv_us: *at_us,
+            resp_us: *at_us,
+            lease_end_min_us: 0,
+            queue_excuse: false,
+            clock_excuse: false,
+        });
     }
-    for (key, list) in keys.iter_mut() {
-        let copies: Vec<Op> = list.iter().flat_map(|op| lost_in_restores(op, restores_at_us)).collect();
-        list.extend(copies);
-        for at_us in restores_at_us {
-            list.push(Op {
-                client: ClientId(0),
-                request: RequestId(0),
-                key: key.clone(),
-                call: Call::Restore,
-                answer: None,
-                inv_us: *at_us,
-                resp_us: *at_us,
-                lease_end_min_us: 0,
-                queue_excuse: false,
-                clock_excuse: false,
-            });
-        }
-        // Stable: ops invoked at one instant keep history order.
-        list.sort_by_key(|op| op.inv_us);
-        mark_queue_excuses(list);
-    }
-    keys
+    // Stable: ops invoked at one instant keep history order.
+    list.sort_by_key(|op| op.inv_us);
+    mark_queue_excuses(&mut list);
+    list
 }
 
 /// For each restore strictly inside `op`'s interval, an unanswered copy of

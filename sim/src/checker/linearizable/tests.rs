@@ -326,3 +326,44 @@ fn a_key_the_search_cannot_take_is_named_not_passed() {
     let searched = Undecided { steps: 200_001, operations: 56, ..undecided };
     assert!(searched.to_string().contains("the search over its 56 operations reached its bound after 200001 steps"));
 }
+
+/// A key past the search's bound keeps only its grants and what is still
+/// open, and the token checks still read those grants.
+#[test]
+fn a_key_past_the_bound_keeps_only_its_grants_and_open_operations() {
+    use super::ops::OpLog;
+    // Four try-locks on `k` answered Busy, a fifth granted 41, a sixth still
+    // open, and on `j` a grant of 41 again: the same token twice.
+    let mut h = H::new();
+    for request in 1..=4 {
+        h = try_lock(h, 2, request, "k").at_ms(request).answered(2, request, busy(10));
+    }
+    let h = try_lock(h, 1, 5, "k").at_ms(10).answered(1, 5, reply_granted(41));
+    let h = try_lock(h, 3, 6, "k").at_ms(11);
+    let h = try_lock(h, 4, 7, "j").at_ms(20).answered(4, 7, reply_granted(41));
+    let mut log = OpLog::new(4);
+    for event in h.events() {
+        log.observe(event.at_us, &event.kind);
+    }
+    let keys = log.take_keys();
+    let kept: Vec<(u32, Option<ClientReply>)> =
+        keys[&key("k")].ops.values().map(|op| (op.client.0, op.answer)).collect();
+    assert_eq!(kept, [(1, Some(reply_granted(41))), (3, None)]);
+    assert_eq!(keys[&key("k")].client_ops, 6);
+    assert!(keys[&key("k")].past_bound(4) && !keys[&key("j")].past_bound(4));
+    // The family with that bound: `k` is unknown (never searched), and its
+    // kept grant still meets `j`'s in the token checks.
+    let config = h.config(12_000_000);
+    let tight = Limits { ops_per_key_max: 4, ..Limits::STANDARD };
+    let mut family = super::LinearizableChecker::with_limits(&config, tight);
+    for event in h.events() {
+        family.observe_event(event);
+    }
+    let mut report = crate::checker::Report::default();
+    crate::checker::Family::finish(&mut family, &crate::checker::state::Context::new(config), &mut report);
+    let unknown = Undecided { key: key("k"), operations: 6, steps: 0 };
+    assert_eq!(report.counters.linearizable_undecided, [unknown]);
+    assert_eq!(report.counters.linearizable_ops_per_key, [1, 6]);
+    let told_twice = report.violations.iter().filter(|v| v.detail.contains("tok41 was told to two requests"));
+    assert_eq!(told_twice.count(), 1, "{:#?}", report.violations);
+}

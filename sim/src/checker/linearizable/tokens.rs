@@ -13,10 +13,10 @@ use fencelock::service::ClientReply;
 use fencelock::Token;
 use std::collections::BTreeMap;
 
-/// Judges the `Granted` answers of every key together.
-pub(crate) fn check(ops: &[Op], report: &mut Report) {
+/// Judges the `Granted` answers of every key together (`ops` in history order).
+pub(crate) fn check<'a>(ops: impl IntoIterator<Item = &'a Op>, report: &mut Report) {
     let mut grants: Vec<(&Op, Token)> = ops
-        .iter()
+        .into_iter()
         .filter_map(|op| match op.answer {
             Some(ClientReply::Granted { token, .. }) => Some((op, token)),
             _ => None,
