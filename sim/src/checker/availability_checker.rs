@@ -175,7 +175,8 @@ pub(crate) struct AvailabilityChecker {
     known_leader: BTreeMap<NodeId, Option<NodeId>>,
     hintless_judged: bool,
     /// The grant of each acquire, by its first apply: the key and token its
-    /// client is owed (forgotten at a whole-cluster restore).
+    /// client is owed (forgotten once any server removes that lock, and at a
+    /// whole-cluster restore).
     grants: BTreeMap<(ClientId, RequestId), (Key, Token)>,
     denied_judged: bool,
 }
@@ -678,6 +679,14 @@ impl Family for AvailabilityChecker {
                     report.counters.phases.count_grant(facts.first_apply, healed_us.is_some());
                 }
                 self.on_apply(facts, command, result, at_us);
+                // A grant whose lock is gone is never judged again (`judge_denied_grant`).
+                for (key, token) in &facts.removed {
+                    let Some(issue) = ctx.issue(*token) else { continue };
+                    let holder = (issue.holder.client, issue.holder.request);
+                    if self.grants.get(&holder).is_some_and(|(k, t)| k == key && t == token) {
+                        self.grants.remove(&holder);
+                    }
+                }
             }
             EventKind::ClusterRestored { .. } => {
                 // The restored table is the backup's: unknown until shown.

@@ -266,8 +266,12 @@ pub(crate) struct LeaseChecker {
     beyond_since: BTreeMap<Actor, (u64, i64)>,
     pieces: Vec<Piece>,
     open: BTreeMap<(ClientId, Key), usize>,
-    /// The key of each acquire and renew sent, to tell which key a reply served.
-    request_keys: BTreeMap<(ClientId, RequestId), Key>,
+    /// The key of each acquire and renew sent, to tell which key a reply
+    /// served (a server may answer one long after: a waiter granted, a
+    /// retry answered from its session), as its number in `keys`.
+    request_keys: BTreeMap<(ClientId, RequestId), u32>,
+    /// Every key a request named, once, by number.
+    keys: Vec<Key>,
     /// Per key, when and by which server it was granted, renewed, expired or
     /// ghost-released: the servers whose clocks measured its leases.
     served: BTreeMap<Key, Vec<(u64, NodeId)>>,
@@ -284,6 +288,7 @@ impl LeaseChecker {
             pieces: Vec::new(),
             open: BTreeMap::new(),
             request_keys: BTreeMap::new(),
+            keys: Vec::new(),
             served: BTreeMap::new(),
         }
     }
@@ -418,7 +423,15 @@ impl Family for LeaseChecker {
                 body: ClientRequest::Acquire { key, .. } | ClientRequest::Renew { key, .. },
                 ..
             } => {
-                self.request_keys.insert((*client, *request), key.clone());
+                let number = match self.keys.iter().position(|known| known == key) {
+                    Some(number) => number,
+                    None => {
+                        self.keys.push(key.clone());
+                        self.keys.len() - 1
+                    }
+                };
+                let number = u32::try_from(number).expect("a run names fewer than 2^32 keys");
+                self.request_keys.insert((*client, *request), number);
             }
             EventKind::Replied {
                 node,
@@ -426,8 +439,9 @@ impl Family for LeaseChecker {
                 request,
                 reply: ClientReply::Granted { .. } | ClientReply::Renewed { .. },
             } => {
-                if let Some(key) = self.request_keys.get(&(*client, *request)) {
-                    self.served.entry(key.clone()).or_default().push((at_us, *node));
+                if let Some(number) = self.request_keys.get(&(*client, *request)) {
+                    let key = self.keys[*number as usize].clone();
+                    self.served.entry(key).or_default().push((at_us, *node));
                 }
             }
             EventKind::ExpireProposed { node, key, .. } | EventKind::GhostReleaseProposed { node, key, .. } => {
