@@ -14,6 +14,7 @@
 //! the nodes, clients and tokens involved and a sentence a person can act on.
 
 mod availability_checker;
+pub(crate) mod index_runs;
 mod lease_checker;
 mod linearizable;
 mod liveness_checker;

@@ -10,6 +10,7 @@
 //! applying no-ops of different terms at one index (the figure-8 bug) is a
 //! divergence the commands alone never show.
 
+use super::index_runs::IndexRuns;
 use super::state::{describe_payload, Answer, Context, EntrySeen, Facts, Seen};
 use super::{Family, Property, Report, Violation};
 use crate::history::{Event, EventKind};
@@ -43,48 +44,11 @@ type LastApplies = std::collections::VecDeque<(RequestId, (LogIndex, Command, Ap
 /// What one node applied in this epoch, and how far a snapshot carried it.
 #[derive(Clone, Debug, Default)]
 struct Progress {
-    applied: Applied,
+    /// The indices it applied, each run with the instant its lowest index
+    /// was first applied: what `judge_lost` asks (was this index applied;
+    /// if not, the first applied index above it, and when).
+    applied: IndexRuns<u64>,
     snapshot_index: LogIndex,
-}
-
-/// The indices one node applied, as maximal runs of consecutive indices,
-/// each with the instant its lowest index was first applied: what
-/// `judge_lost` asks of them (was this index applied; if not, the first
-/// applied index above it, and when), in a run's worth of runs, not a
-/// node's worth of entries.
-#[derive(Clone, Debug, Default)]
-struct Applied {
-    /// Each run's first index, with its last index and its first index's first apply.
-    runs: BTreeMap<LogIndex, (LogIndex, u64)>,
-}
-
-impl Applied {
-    /// Notes an apply of `index` at `at_us` (an index applied before keeps its first instant).
-    fn insert(&mut self, index: LogIndex, at_us: u64) {
-        let below = self.runs.range(..=index).next_back().map(|(first, (last, us))| (*first, *last, *us));
-        if below.is_some_and(|(_, last, _)| last >= index) {
-            return;
-        }
-        let next = LogIndex(index.0 + 1);
-        let joins_below = below.filter(|(_, last, _)| last.0 + 1 == index.0);
-        let above = self.runs.remove(&next).map(|(last, _)| last);
-        match joins_below {
-            // The run below grows up to this index, and takes the run above in.
-            Some((first, _, first_us)) => self.runs.insert(first, (above.unwrap_or(index), first_us)),
-            // A run starts here, the run above joined to it.
-            None => self.runs.insert(index, (above.unwrap_or(index), at_us)),
-        };
-    }
-
-    fn contains(&self, index: LogIndex) -> bool {
-        self.runs.range(..=index).next_back().is_some_and(|(_, (last, _))| *last >= index)
-    }
-
-    /// For an index not applied: the first applied index above it and when it was first applied.
-    fn first_above(&self, index: LogIndex) -> Option<(LogIndex, u64)> {
-        debug_assert!(!self.contains(index));
-        self.runs.range(LogIndex(index.0 + 1)..).next().map(|(first, (_, us))| (*first, *us))
-    }
 }
 
 #[derive(Debug, Default)]

@@ -10,10 +10,11 @@
 //! client crashing. A stretch still open when the history ends is closed
 //! at its last event.
 
+use crate::checker::index_runs::IndexRuns;
 pub use crate::checker::PhaseAvailability;
 use crate::history::{Actor, Event, EventKind};
 use fencelock::service::{ClientReply, ClientRequest};
-use fencelock::{ApplyResult, ClientId, Command, Key, LogIndex, RequestId, Token};
+use fencelock::{ApplyResult, ClientId, Command, Key, RequestId, Token};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -161,35 +162,6 @@ struct KeyState {
     stretch_from_us: Option<u64>,
 }
 
-/// A set of log indices kept as runs of consecutive ones: a run's indices
-/// are applied in order, so the set stays a few runs however long the run.
-#[derive(Debug, Default)]
-struct IndexRuns {
-    /// Each run's first index and its last.
-    runs: BTreeMap<u64, u64>,
-}
-
-impl IndexRuns {
-    /// Adds `index`; false if it was there.
-    fn insert(&mut self, index: LogIndex) -> bool {
-        let i = index.0;
-        let below = self.runs.range(..=i).next_back().map(|(first, last)| (*first, *last));
-        if below.is_some_and(|(_, last)| last >= i) {
-            return false;
-        }
-        let above = i.checked_add(1).and_then(|next| self.runs.remove(&next));
-        match below.filter(|(_, last)| last + 1 == i) {
-            Some((first, _)) => self.runs.insert(first, above.unwrap_or(i)),
-            None => self.runs.insert(i, above.unwrap_or(i)),
-        };
-        true
-    }
-
-    fn clear(&mut self) {
-        self.runs.clear();
-    }
-}
-
 /// Acquires and stretches, read from a history as it is recorded.
 #[derive(Default)]
 pub struct Availability {
@@ -235,7 +207,7 @@ impl Availability {
                     self.settle(&key, at, false);
                 }
             }
-            EventKind::Applied { index, command, result, .. } if self.applied.insert(*index) => {
+            EventKind::Applied { index, command, result, .. } if self.applied.insert(*index, ()) => {
                 self.applied_once(command, result, at);
             }
             _ => {}
@@ -365,21 +337,5 @@ mod tests {
         let (latency, longest_us) = reader.finish(h.events().last().map_or(0, |e| e.at_us));
         assert_eq!(longest_us, 50_000, "from the expiry (20 ms) to the next grant (70 ms)");
         assert_eq!(latency.0.into_iter().collect::<Vec<_>>(), vec![(3_000, 1), (65_000, 1)]);
-    }
-
-    #[test]
-    fn index_runs_hold_what_was_inserted_as_few_runs() {
-        use super::IndexRuns;
-        let mut set = IndexRuns::default();
-        // In order with a gap at 4 (a no-op), then the gap's neighbours out of order.
-        for i in [1, 2, 3, 5, 6, 9, 7] {
-            assert!(set.insert(LogIndex(i)), "{i} is new");
-        }
-        for i in [1, 3, 5, 6, 7, 9] {
-            assert!(!set.insert(LogIndex(i)), "{i} was there");
-        }
-        assert_eq!(set.runs.iter().map(|(a, b)| (*a, *b)).collect::<Vec<_>>(), [(1, 3), (5, 7), (9, 9)]);
-        assert!(set.insert(LogIndex(8)) && set.insert(LogIndex(4)));
-        assert_eq!(set.runs.iter().map(|(a, b)| (*a, *b)).collect::<Vec<_>>(), [(1, 9)]);
     }
 }

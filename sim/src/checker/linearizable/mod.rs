@@ -201,14 +201,13 @@ impl Family for LinearizableChecker {
             .collect();
         grants.sort_by_key(|(number, _)| *number);
         tokens::check(grants.into_iter().map(|(_, op)| op), report);
-        let ops_per_key_max = self.log.ops_per_key_max();
         for (key, key_ops) in keys {
             let client_ops = key_ops.client_ops;
             let counters = &mut report.counters;
             counters.linearizable_keys += 1;
             counters.linearizable_ops_per_key.push(client_ops);
             // Past the bound the search does not start (only the key's grants were kept).
-            let found = if key_ops.past_bound(ops_per_key_max) {
+            let found = if key_ops.past_bound(self.limits.ops_per_key_max) {
                 Search { found: Found::Unknown, steps: 0 }
             } else {
                 let list = ops::searched(&key, key_ops.ops.into_values().collect(), self.log.restores_at_us());

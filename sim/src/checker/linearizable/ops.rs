@@ -206,10 +206,6 @@ impl OpLog {
     pub fn restores_at_us(&self) -> &[u64] {
         &self.restores_at_us
     }
-
-    pub fn ops_per_key_max(&self) -> usize {
-        self.ops_per_key_max
-    }
 }
 
 fn call_of(body: &ClientRequest) -> Option<(Key, Call)> {

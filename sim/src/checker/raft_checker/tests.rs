@@ -270,12 +270,12 @@ fn replaying_the_same_noops_after_a_restart_a_snapshot_or_a_node_restore_is_fine
 /// index to its first apply would: over random applies, restarts and jumps.
 #[test]
 fn applied_runs_answer_as_a_map_of_every_index() {
-    use super::Applied;
+    use crate::checker::index_runs::IndexRuns;
     use rand::{Rng, SeedableRng};
     use std::collections::BTreeMap;
     for seed in 0..50 {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-        let (mut runs, mut every) = (Applied::default(), BTreeMap::new());
+        let (mut runs, mut every) = (IndexRuns::default(), BTreeMap::new());
         for at_us in 0..300u64 {
             let index = LogIndex(rng.gen_range(1..120));
             runs.insert(index, at_us);
