@@ -105,16 +105,16 @@ impl fmt::Display for Violation {
     }
 }
 
-/// A key whose `linearizable` search reached a bound (its steps, or its
-/// operations) before it found a linearization or proved there is none: the
-/// run's verdict does not cover this key's answers.
+/// A key one of whose `linearizable` searches reached a bound (its steps, or
+/// its operations) before it found every linearization of a segment or
+/// proved there is none: the run's verdict does not cover this key's answers.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Undecided {
     pub key: fencelock::Key,
     /// The key's client operations.
     pub operations: u64,
-    /// The search nodes explored before the bound; 0 when the key had more
-    /// operations than a search takes, and none was started.
+    /// The most search nodes a search of the key explored; 0 when a segment
+    /// had more operations than a search takes, and none was started.
     pub steps: u64,
 }
 
@@ -122,9 +122,9 @@ impl fmt::Display for Undecided {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let operations = crate::plural(self.operations, "operation");
         let why = if self.steps == 0 {
-            format!("its {operations} are more than one search takes")
+            format!("of its {operations}, a stretch with no pause (never all settled) is longer than one search takes")
         } else {
-            format!("the search over its {operations} reached its bound after {} steps", self.steps)
+            format!("a search over a segment of its {operations} reached a bound after {} steps", self.steps)
         };
         write!(
             f,

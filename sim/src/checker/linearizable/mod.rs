@@ -11,12 +11,17 @@
 //! clock every lease looks unsafe. We have one.
 //!
 //! Keys are judged apart (`search.rs`, Wing & Gong with Lowe's memoization,
-//! as Porcupine does it), each bounded; a key that hits a bound is counted
-//! as `unknown`, never passed. Tokens join the keys in `tokens.rs`: a token
+//! as Porcupine does it), and each key in segments as the run goes: cut
+//! where every operation sent is settled and the next is sent after the
+//! last answer, each segment starting from every state the one before can
+//! end in (`carry.rs`), so a run of any length is judged in pieces of the
+//! size of its busiest stretch. Each search is bounded; a key that hits a
+//! bound is counted as `unknown`, never passed. Tokens join the keys in `tokens.rs`: a token
 //! told to two requests, or a token below one a client was told before the
 //! request was sent, whatever the keys. A violation names the smallest window
 //! of a key's operations with no linearization (`window.rs`) and prints it.
 
+mod carry;
 mod ops;
 mod search;
 mod spec;
@@ -29,12 +34,14 @@ mod tests;
 use super::state::{Context, Facts};
 use super::{CheckConfig, Family, Property, Report, Undecided, Violation};
 use crate::history::{Actor, Event, EventKind};
+use carry::Carry;
 use fencelock::service::ClientReply;
+use fencelock::Key;
 use fencelock::NodeId;
-use ops::{Call, Op, OpLog};
-use search::{search, Found, Limits, Search};
+use ops::{Call, Op, OpLog, Segment};
+use search::{search_from, Found, Limits};
 use spec::State;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// One million: rates are in parts per million.
 const PPM_ONE: u128 = 1_000_000;
@@ -43,6 +50,9 @@ const STEP_TOLERANCE_US: i128 = 100;
 /// Servers count lease time in whole local milliseconds: a deadline can be
 /// reached up to this much before the lease's exact length has passed.
 const LEASE_ROUNDING_US: u64 = 1_000;
+/// The operations of a key's last segments kept to show a violation's
+/// window (a segment's own are always kept while it is judged).
+const TAIL_OPS: usize = 64;
 
 /// A server clock's mapping, to tell a step from a rate change.
 #[derive(Clone, Copy, Debug)]
@@ -65,6 +75,8 @@ pub(crate) struct LinearizableChecker {
     lease_ms: u64,
     limits: Limits,
     log: OpLog,
+    /// Each key's judgment so far.
+    judged: BTreeMap<Key, KeyJudgment>,
     clocks: BTreeMap<NodeId, ClockMap>,
     /// Since when each server clock runs beyond the drift bound.
     beyond_since: BTreeMap<NodeId, u64>,
@@ -79,7 +91,8 @@ impl LinearizableChecker {
             drift_ppm_max: config.drift_ppm_max,
             lease_ms: config.lease_ms,
             limits: Limits::STANDARD,
-            log: OpLog::new(Limits::STANDARD.ops_per_key_max),
+            log: OpLog::new(Limits::STANDARD.ops_per_search_max, config.lease_ms),
+            judged: BTreeMap::new(),
             clocks: BTreeMap::new(),
             beyond_since: BTreeMap::new(),
             bad_clock: Vec::new(),
@@ -89,7 +102,22 @@ impl LinearizableChecker {
     /// The family with other search bounds (a test's).
     #[cfg(test)]
     pub(crate) fn with_limits(config: &CheckConfig, limits: Limits) -> LinearizableChecker {
-        LinearizableChecker { limits, log: OpLog::new(limits.ops_per_key_max), ..LinearizableChecker::new(config) }
+        let log = OpLog::new(limits.ops_per_search_max, config.lease_ms);
+        LinearizableChecker { limits, log, ..LinearizableChecker::new(config) }
+    }
+
+    /// The family judging each key whole, in one search (a test's yardstick for the segments).
+    #[cfg(test)]
+    pub(crate) fn uncut(config: &CheckConfig) -> LinearizableChecker {
+        let log = OpLog::uncut(Limits::STANDARD.ops_per_search_max, config.lease_ms);
+        LinearizableChecker { log, ..LinearizableChecker::new(config) }
+    }
+
+    /// The operations the family holds now: those not judged yet, and those kept for windows.
+    #[cfg(test)]
+    pub(crate) fn ops_held(&self) -> usize {
+        self.log.ops_held()
+            + self.judged.values().map(|j| j.tail.iter().map(|(_, ops)| ops.len()).sum::<usize>()).sum::<usize>()
     }
 
     fn on_clock(&mut self, at_us: u64, node: NodeId, local_us: u64, rate_ppm: i64, within_bound: bool) {
@@ -152,8 +180,73 @@ impl LinearizableChecker {
     }
 }
 
-fn violation(key: &fencelock::Key, list: &[Op], limits: Limits) -> Violation {
-    let (i, j) = window::smallest_window(list, limits).unwrap_or((0, list.len()));
+/// One key's judgment, segment by segment.
+#[derive(Debug)]
+struct KeyJudgment {
+    /// What the segments judged so far leave to the next.
+    carry: Carry,
+    /// The last segments' own operations (at most about [`TAIL_OPS`]), each
+    /// with what it started from, and whether the first is the key's first.
+    tail: VecDeque<(Carry, Vec<Op>)>,
+    tail_from_start: bool,
+    /// The state before the key's first operation.
+    first: State,
+    /// An acquire that waits was never answered in a segment judged.
+    waiter_given_up: bool,
+    /// A segment hit a bound: the key can no longer pass.
+    undecided: bool,
+    /// The key's violation; nothing more of it is judged.
+    failed: Option<Violation>,
+    steps_max: u64,
+    /// Client operations (see `KeyOps::client_ops`).
+    client_ops: u64,
+}
+
+impl KeyJudgment {
+    fn new(restored_before_us: Option<u64>) -> KeyJudgment {
+        let first = restored_before_us.map_or(State::free(), State::unknown);
+        KeyJudgment {
+            carry: Carry::start(first),
+            tail: VecDeque::new(),
+            tail_from_start: true,
+            first,
+            waiter_given_up: false,
+            undecided: false,
+            failed: None,
+            steps_max: 0,
+            client_ops: 0,
+        }
+    }
+
+    /// The operations a violation's window is looked for in: copies of
+    /// what the tail started with, the tail's own, then `own` (started from
+    /// `carry`); and the state before them (unknown unless they start at the
+    /// key's start).
+    fn window_list(&self, own: &[Op], carry: &Carry) -> (Vec<Op>, State) {
+        let entry = self.tail.front().map_or(carry, |(carry, _)| carry);
+        let earlier = || self.tail.iter().flat_map(|(_, ops)| ops.iter());
+        let t_us = earlier().chain(own).next().map_or(0, |op| op.inv_us);
+        let total = earlier().count() + own.len();
+        let (mut list, _) = entry.copies(t_us, total as u64 + 1);
+        list.extend(earlier().cloned());
+        list.extend(own.iter().cloned());
+        let first = if self.tail_from_start { self.first } else { State::unknown(0) };
+        (list, first)
+    }
+
+    /// Keeps `own` (started from `carry`) in the tail, dropping the oldest past [`TAIL_OPS`].
+    fn remember(&mut self, carry: Carry, own: Vec<Op>) {
+        self.tail.push_back((carry, own));
+        while self.tail.len() > 1 && self.tail.iter().map(|(_, ops)| ops.len()).sum::<usize>() > TAIL_OPS {
+            self.tail.pop_front();
+            self.tail_from_start = false;
+        }
+    }
+}
+
+fn violation(key: &fencelock::Key, list: &[Op], first: State, limits: Limits) -> Violation {
+    let window = window::smallest_window(list, first, limits);
+    let (i, j) = window.unwrap_or((0, list.len()));
     // Dated when the last of its answers came (a pending operation: when
     // it was sent): before then an answer still out could have fitted. The
     // operations are in the order they were sent, so the last one listed
@@ -161,10 +254,13 @@ fn violation(key: &fencelock::Key, list: &[Op], limits: Limits) -> Violation {
     let known_us = |op: &Op| if op.resp_us == u64::MAX { op.inv_us } else { op.resp_us };
     let at_us = list[i..j].iter().map(known_us).max().unwrap_or(0);
     let clients: Vec<_> = list[i..j].iter().filter(|op| op.call != Call::Restore).map(|op| op.client).collect();
+    // A window shown to fail on its own fails whatever came before it;
+    // without one, the operations fail after what the earlier ones left.
+    let after_earlier = if window.is_some() { "" } else { " after what the key's earlier operations left" };
     let detail = format!(
         "the answers on {key} have no linearization: these {} operations cannot take effect one at a time \
-         inside their intervals in any order the lock's specification allows (leases end no earlier than \
-         lease / (1 + drift bound) after the first send):\n{}",
+         inside their intervals in any order the lock's specification allows{after_earlier} (leases end no \
+         earlier than lease / (1 + drift bound) after the first send):\n{}",
         j - i,
         window::table(list, i, j)
     );
@@ -175,9 +271,64 @@ impl LinearizableChecker {
     /// Takes one event; this family needs nothing of the applied state.
     pub(crate) fn observe_event(&mut self, event: &Event) {
         self.log.observe(event.at_us, &event.kind);
+        for (key, segment) in self.log.take_ready(event.at_us) {
+            self.judge(key, segment, None);
+        }
         if let EventKind::Clock { actor: Actor::Server(node), local_us, rate_ppm, within_bound } = &event.kind {
             self.on_clock(event.at_us, *node, *local_us, *rate_ppm, *within_bound);
         }
+    }
+
+    /// Judges a key's next segment from what the segments before it left.
+    fn judge(&mut self, key: Key, mut segment: Segment, restored_before_us: Option<u64>) {
+        for op in segment.ops.values_mut() {
+            self.set_lease_end(op);
+        }
+        let judgment = self.judged.entry(key.clone()).or_insert_with(|| KeyJudgment::new(restored_before_us));
+        if judgment.failed.is_some() {
+            return;
+        }
+        let own =
+            ops::searched(&key, segment.ops.into_values().collect(), &segment.restores_at_us, judgment.waiter_given_up);
+        // A segment past the bound may keep no operation at all (all answered).
+        let Some(t_us) = own.first().map(|op| op.inv_us).or(segment.next_us.filter(|_| segment.trimmed)) else {
+            judgment.undecided |= segment.trimmed;
+            return;
+        };
+        // Two copies of a class placed with nothing between them act as one.
+        let uses = own.len() as u64 + 1;
+        let (mut list, starts) = judgment.carry.copies(t_us, uses);
+        let copies = list.len();
+        list.extend(own.iter().cloned());
+        let (search, ends) = if segment.trimmed {
+            (search::Search { found: Found::Unknown, steps: 0 }, Vec::new())
+        } else {
+            search_from(&list, &starts, self.limits, segment.next_us.is_some())
+        };
+        judgment.steps_max = judgment.steps_max.max(search.steps);
+        judgment.waiter_given_up |= own.iter().any(|op| {
+            matches!(op.call, Call::Acquire { wait_ms, .. } if wait_ms > 0)
+                && op.answer.is_none()
+                && op.resp_us == u64::MAX
+        });
+        let next_us = segment.next_us.unwrap_or(u64::MAX);
+        let carry = match search.found {
+            Found::Linearizable => judgment.carry.after(&list, copies, uses, &ends, next_us).unwrap_or_else(|| {
+                judgment.undecided = true;
+                judgment.carry.anything(next_us, &own)
+            }),
+            Found::Unknown => {
+                judgment.undecided = true;
+                judgment.carry.anything(next_us, &own)
+            }
+            Found::NoLinearization => {
+                let (window_list, first) = judgment.window_list(&own, &judgment.carry);
+                judgment.failed = Some(violation(&key, &window_list, first, self.limits));
+                return;
+            }
+        };
+        let entered = std::mem::replace(&mut judgment.carry, carry);
+        judgment.remember(entered, own);
     }
 }
 
@@ -186,41 +337,27 @@ impl Family for LinearizableChecker {
         self.observe_event(event);
     }
 
-    /// Judges every key and the tokens across keys.
+    /// Judges what is left of every key, and the tokens across keys.
     fn finish(&mut self, _ctx: &Context, report: &mut Report) {
-        let mut keys = self.log.take_keys();
-        for op in keys.values_mut().flat_map(|key| key.ops.values_mut()) {
-            self.set_lease_end(op);
+        for (key, key_ops) in self.log.take_keys() {
+            let restored_before_us = key_ops.restored_before_us;
+            for segment in key_ops.closed.into_iter().chain([key_ops.current]) {
+                self.judge(key.clone(), segment, restored_before_us);
+            }
+            self.judged.entry(key).or_insert_with(|| KeyJudgment::new(restored_before_us)).client_ops =
+                key_ops.client_ops;
         }
-        // The grants of every key, in history order: the token checks couple the keys.
-        let mut grants: Vec<(u64, &Op)> = keys
-            .values()
-            .flat_map(|key| key.ops.iter())
-            .filter(|(_, op)| ops::granted(op))
-            .map(|(number, op)| (*number, op))
-            .collect();
-        grants.sort_by_key(|(number, _)| *number);
-        tokens::check(grants.into_iter().map(|(_, op)| op), report);
-        for (key, key_ops) in keys {
-            let client_ops = key_ops.client_ops;
+        let grants = self.log.take_grants();
+        tokens::check(grants.values(), report);
+        for (key, mut judgment) in std::mem::take(&mut self.judged) {
             let counters = &mut report.counters;
             counters.linearizable_keys += 1;
-            counters.linearizable_ops_per_key.push(client_ops);
-            // Past the bound the search does not start (only the key's grants were kept).
-            let found = if key_ops.past_bound(self.limits.ops_per_key_max) {
-                Search { found: Found::Unknown, steps: 0 }
-            } else {
-                let list = ops::searched(&key, key_ops.ops.into_values().collect(), self.log.restores_at_us());
-                let found = search(&list, State::free(), self.limits);
-                if found.found == Found::NoLinearization {
-                    report.push(violation(&key, &list, self.limits));
-                }
-                found
-            };
-            let counters = &mut report.counters;
-            counters.linearizable_steps_max = counters.linearizable_steps_max.max(found.steps);
-            if found.found == Found::Unknown {
-                let undecided = Undecided { key: key.clone(), operations: client_ops, steps: found.steps };
+            counters.linearizable_ops_per_key.push(judgment.client_ops);
+            counters.linearizable_steps_max = counters.linearizable_steps_max.max(judgment.steps_max);
+            if let Some(violation) = judgment.failed.take() {
+                report.push(violation);
+            } else if judgment.undecided {
+                let undecided = Undecided { key, operations: judgment.client_ops, steps: judgment.steps_max };
                 report.counters.linearizable_undecided.push(undecided);
             }
         }

@@ -11,12 +11,17 @@
 //! so an operation still open across a restore may take effect twice: once
 //! before the restore (lost with it, its answer never sent) and once after,
 //! the one it is answered for. The first is a copy of the operation without
-//! an answer that must take effect before the restore (`per_key`).
+//! an answer that must take effect before the restore (`searched`).
+//!
+//! Each key's operations are cut into segments as they come: a cut falls
+//! before a request sent when every operation of the key is settled and
+//! strictly after the last answer (or restore); `carry.rs` says why each
+//! segment can then be judged on its own.
 
 use crate::history::{Actor, EventKind};
 use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::{ClientId, Key, RequestId, Token};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Call {
@@ -73,7 +78,8 @@ pub(crate) fn settles(reply: &ClientReply) -> bool {
     !matches!(reply, ClientReply::NotLeader { .. } | ClientReply::Unavailable)
 }
 
-/// Gathers operations event by event, each key's apart.
+/// Gathers operations event by event, each key's apart and cut into
+/// segments (`carry.rs` says why a segment can be judged on its own).
 #[derive(Debug)]
 pub(crate) struct OpLog {
     keys: BTreeMap<Key, KeyOps>,
@@ -82,38 +88,69 @@ pub(crate) struct OpLog {
     restores_at_us: Vec<u64>,
     /// Operations so far: the next one's number, in history order across keys.
     count: u64,
-    /// The most client operations a key's search takes (`Limits::ops_per_key_max`).
-    ops_per_key_max: usize,
+    /// The most client operations a segment's search takes (`Limits::ops_per_search_max`).
+    ops_per_search_max: usize,
+    /// The lease of a renewal not answered with one.
+    lease_ms: u64,
+    /// Every grant, by number: the token checks read them at the end.
+    grants: BTreeMap<u64, Op>,
+    /// The earliest instant after which a closed segment may be judged.
+    ready_after_us: u64,
+    /// Whether keys are cut into segments (a test judges whole keys too).
+    cuts: bool,
 }
 
-/// One key's operations.
-#[derive(Debug, Default)]
+/// One key's operations: the segments closed and not yet taken, and the one being gathered.
+#[derive(Debug)]
 pub(crate) struct KeyOps {
-    /// By number (the order of their first sends). Past the search's bound
-    /// only the grants and the operations still open are kept.
-    pub ops: BTreeMap<u64, Op>,
-    /// Client operations, kept or not, with the copies of those answered
-    /// across a whole-cluster restore (`lost_in_restores`): what the search
-    /// of the key would place.
+    pub closed: VecDeque<Segment>,
+    pub current: Segment,
+    /// Client operations, with the copies of those answered across a
+    /// whole-cluster restore (`lost_in_restores`): what the searches of the key place.
     pub client_ops: u64,
-    /// Past the bound, the operations settled without a grant are gone.
-    trimmed: bool,
+    /// The last whole-cluster restore before the key's first operation: the
+    /// key starts unknown then.
+    pub restored_before_us: Option<u64>,
 }
 
-impl KeyOps {
-    /// More operations than the search takes: the key is unknown whatever
-    /// they are, and only its grants matter still (to the token checks).
-    pub fn past_bound(&self, ops_per_key_max: usize) -> bool {
-        self.client_ops > ops_per_key_max as u64
+/// Operations of one key between two cuts: every one sent before the cut is
+/// settled by then, and the first one after it is sent after the last answer.
+#[derive(Debug, Default)]
+pub(crate) struct Segment {
+    /// By number (the order of their first sends). Past the search's bound
+    /// only those never answered (or not yet) are kept.
+    pub ops: BTreeMap<u64, Op>,
+    /// The whole-cluster restores inside it.
+    pub restores_at_us: Vec<u64>,
+    /// Client operations, with restore copies: what its search would place.
+    pub client_ops: u64,
+    /// Past the bound, the operations answered are gone and the search is not run.
+    pub trimmed: bool,
+    /// Operations not settled yet.
+    open: usize,
+    /// The latest answer or restore.
+    last_us: u64,
+    /// Until when a lease one of its operations asks for may run: what its
+    /// judgment reads of the clocks (`LinearizableChecker::set_lease_end`).
+    lease_until_us: u64,
+    /// The first send after the cut that closed it.
+    pub next_us: Option<u64>,
+}
+
+impl Segment {
+    /// Counts `n` more operations; just past the bound, what was answered goes.
+    fn count(&mut self, n: u64, ops_per_search_max: usize) {
+        self.client_ops += n;
+        if !self.trimmed && self.client_ops > ops_per_search_max as u64 {
+            self.trimmed = true;
+            self.ops.retain(|_, op| op.resp_us == u64::MAX);
+        }
     }
 
-    /// Counts `n` more operations; just past the bound, what is settled and no grant goes.
-    fn count(&mut self, n: u64, ops_per_key_max: usize) {
-        self.client_ops += n;
-        if !self.trimmed && self.past_bound(ops_per_key_max) {
-            self.trimmed = true;
-            self.ops.retain(|_, op| op.resp_us == u64::MAX || granted(op));
-        }
+    /// Whether it may be judged once the history has passed `at_us`: closed,
+    /// and every clock reading its leases need is in.
+    fn ready(&self, at_us: u64) -> bool {
+        self.next_us.is_some() && self.lease_until_us.max(self.last_us) < at_us
     }
 }
 
@@ -123,8 +160,24 @@ pub(crate) fn granted(op: &Op) -> bool {
 }
 
 impl OpLog {
-    pub fn new(ops_per_key_max: usize) -> OpLog {
-        OpLog { keys: BTreeMap::new(), open: BTreeMap::new(), restores_at_us: Vec::new(), count: 0, ops_per_key_max }
+    pub fn new(ops_per_search_max: usize, lease_ms: u64) -> OpLog {
+        OpLog {
+            keys: BTreeMap::new(),
+            open: BTreeMap::new(),
+            restores_at_us: Vec::new(),
+            count: 0,
+            ops_per_search_max,
+            lease_ms,
+            grants: BTreeMap::new(),
+            ready_after_us: u64::MAX,
+            cuts: true,
+        }
+    }
+
+    /// A log that keeps each key whole, one segment (a test's yardstick).
+    #[cfg(test)]
+    pub fn uncut(ops_per_search_max: usize, lease_ms: u64) -> OpLog {
+        OpLog { cuts: false, ..OpLog::new(ops_per_search_max, lease_ms) }
     }
 
     pub fn observe(&mut self, at_us: u64, kind: &EventKind) {
@@ -137,6 +190,10 @@ impl OpLog {
                 if self.open.contains_key(&(*client, *request)) {
                     return;
                 }
+                let lease_ms = match call {
+                    Call::Acquire { lease_ms, .. } => lease_ms.max(self.lease_ms),
+                    _ => self.lease_ms,
+                };
                 let op = Op {
                     client: *client,
                     request: *request,
@@ -151,9 +208,25 @@ impl OpLog {
                 };
                 let number = self.count;
                 self.count += 1;
-                let ops = self.keys.entry(key.clone()).or_default();
-                ops.ops.insert(number, op);
-                ops.count(1, self.ops_per_key_max);
+                let restored_before_us = self.restores_at_us.last().copied();
+                let ops = self.keys.entry(key.clone()).or_insert_with(|| KeyOps {
+                    closed: VecDeque::new(),
+                    current: Segment::default(),
+                    client_ops: 0,
+                    restored_before_us,
+                });
+                let current = &mut ops.current;
+                if self.cuts && current.open == 0 && !current.ops.is_empty() && current.last_us < at_us {
+                    current.next_us = Some(at_us);
+                    self.ready_after_us = self.ready_after_us.min(current.lease_until_us.max(current.last_us));
+                    ops.closed.push_back(std::mem::take(current));
+                }
+                let current = &mut ops.current;
+                current.ops.insert(number, op);
+                current.open += 1;
+                current.lease_until_us = current.lease_until_us.max(at_us.saturating_add(lease_ms * 1_000));
+                current.count(1, self.ops_per_search_max);
+                ops.client_ops += 1;
                 self.open.insert((*client, *request), (key, number));
             }
             EventKind::Answered { client, request, reply, .. } if settles(reply) => {
@@ -177,25 +250,65 @@ impl OpLog {
                     self.settle(&key, number, None);
                 }
             }
-            EventKind::ClusterRestored { .. } => self.restores_at_us.push(at_us),
+            EventKind::ClusterRestored { .. } => {
+                self.restores_at_us.push(at_us);
+                for ops in self.keys.values_mut() {
+                    ops.current.restores_at_us.push(at_us);
+                    ops.current.last_us = ops.current.last_us.max(at_us);
+                }
+            }
             _ => {}
         }
     }
 
-    /// Operation `number` of `key` is answered, or never will be (`None`);
-    /// past the bound it is kept only if it is a grant.
+    /// Operation `number` of `key` is answered, or never will be (`None`).
+    /// An operation still open is in its key's current segment: no cut passes an open one.
     fn settle(&mut self, key: &Key, number: u64, answer: Option<(ClientReply, u64)>) {
         let Some(ops) = self.keys.get_mut(key) else { return };
-        let Some(op) = ops.ops.get_mut(&number) else { return };
+        let segment = &mut ops.current;
+        segment.open -= 1;
+        let Some(op) = segment.ops.get_mut(&number) else { return };
         if let Some((reply, at_us)) = answer {
             op.answer = Some(reply);
             op.resp_us = at_us;
+            segment.last_us = segment.last_us.max(at_us);
+            if let ClientReply::Renewed { lease_ms } = reply {
+                segment.lease_until_us = segment.lease_until_us.max(op.inv_us.saturating_add(lease_ms * 1_000));
+            }
         }
-        let (copies, kept) = (lost_in_restores(op, &self.restores_at_us).count() as u64, granted(op));
-        ops.count(copies, self.ops_per_key_max);
-        if ops.trimmed && !kept {
-            ops.ops.remove(&number);
+        if granted(op) {
+            self.grants.insert(number, op.clone());
         }
+        let copies = lost_in_restores(op, &self.restores_at_us).count() as u64;
+        let answered = op.resp_us != u64::MAX;
+        segment.count(copies, self.ops_per_search_max);
+        ops.client_ops += copies;
+        if segment.trimmed && answered {
+            segment.ops.remove(&number);
+        }
+    }
+
+    /// The segments that may be judged once the history has passed `at_us`,
+    /// oldest first for each key.
+    pub fn take_ready(&mut self, at_us: u64) -> Vec<(Key, Segment)> {
+        if self.ready_after_us >= at_us {
+            return Vec::new();
+        }
+        let mut ready = Vec::new();
+        let mut after_us = u64::MAX;
+        for (key, ops) in &mut self.keys {
+            while let Some(segment) = ops.closed.pop_front() {
+                if segment.ready(at_us) {
+                    ready.push((key.clone(), segment));
+                } else {
+                    after_us = after_us.min(segment.lease_until_us.max(segment.last_us));
+                    ops.closed.push_front(segment);
+                    break;
+                }
+            }
+        }
+        self.ready_after_us = after_us;
+        ready
     }
 
     /// Each key's operations gathered so far, taken out of the log.
@@ -203,8 +316,16 @@ impl OpLog {
         std::mem::take(&mut self.keys)
     }
 
-    pub fn restores_at_us(&self) -> &[u64] {
-        &self.restores_at_us
+    /// The operations of segments not taken yet.
+    #[cfg(test)]
+    pub fn ops_held(&self) -> usize {
+        let segments = self.keys.values().flat_map(|ops| ops.closed.iter().chain([&ops.current]));
+        segments.map(|segment| segment.ops.len()).sum()
+    }
+
+    /// Every grant, in history order, taken out of the log.
+    pub fn take_grants(&mut self) -> BTreeMap<u64, Op> {
+        std::mem::take(&mut self.grants)
     }
 }
 
@@ -220,8 +341,11 @@ fn call_of(body: &ClientRequest) -> Option<(Key, Call)> {
     }
 }
 
-/// One key's operations (restores included), ordered by first send, as the search reads them.
-pub(crate) fn searched(key: &Key, ops: Vec<Op>, restores_at_us: &[u64]) -> Vec<Op> {
+/// One segment's operations (its restores included), ordered by first send,
+/// as the search reads them. `waiter_before`: an acquire that waits was
+/// never answered in an earlier segment of the key (it overlaps every later
+/// operation, see `mark_queue_excuses`).
+pub(crate) fn searched(key: &Key, ops: Vec<Op>, restores_at_us: &[u64], waiter_before: bool) -> Vec<Op> {
     let mut list = ops;
     let copies: Vec<Op> = list.iter().flat_map(|op| lost_in_restores(op, restores_at_us)).collect();
     list.extend(copies);
@@ -241,7 +365,7 @@ pub(crate) fn searched(key: &Key, ops: Vec<Op>, restores_at_us: &[u64]) -> Vec<O
     }
     // Stable: ops invoked at one instant keep history order.
     list.sort_by_key(|op| op.inv_us);
-    mark_queue_excuses(&mut list);
+    mark_queue_excuses(&mut list, waiter_before);
     list
 }
 
@@ -258,7 +382,8 @@ fn lost_in_restores<'a>(op: &'a Op, restores_at_us: &'a [u64]) -> impl Iterator<
 }
 
 /// Marks the `Busy { 0 }` and `TimedOut` answers that a waiting acquire on the key excuses.
-fn mark_queue_excuses(list: &mut [Op]) {
+/// An acquire never answered counts as waiting from its first send on.
+fn mark_queue_excuses(list: &mut [Op], waiter_before: bool) {
     let waiters: Vec<(u64, u64, RequestId, ClientId)> = list
         .iter()
         .filter(|op| matches!(op.call, Call::Acquire { wait_ms, .. } if wait_ms > 0))
@@ -270,8 +395,9 @@ fn mark_queue_excuses(list: &mut [Op]) {
         if !may_be_excused {
             continue;
         }
-        op.queue_excuse = waiters.iter().any(|(inv_us, resp_us, request, client)| {
-            (*client, *request) != (op.client, op.request) && *inv_us <= op.resp_us && *resp_us >= op.inv_us
-        });
+        op.queue_excuse = waiter_before
+            || waiters.iter().any(|(inv_us, resp_us, request, client)| {
+                (*client, *request) != (op.client, op.request) && *inv_us <= op.resp_us && *resp_us >= op.inv_us
+            });
     }
 }

@@ -36,22 +36,24 @@
 //! node is taken for one already seen with odds under 2^-53 per lookup (8
 //! slots compared): such a match would prune a branch never explored.
 
+use super::carry::Pending;
 use super::ops::{Call, Op};
 use super::spec::{self, State};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// The search's limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Limits {
-    pub ops_per_key_max: usize,
+    pub ops_per_search_max: usize,
     pub steps_max: u64,
     /// The memo's size in fingerprints (rounded up to whole buckets).
     pub memo_slots: usize,
 }
 
 impl Limits {
-    pub const STANDARD: Limits = Limits { ops_per_key_max: 4_096, steps_max: 200_000, memo_slots: MEMO_SLOTS };
+    pub const STANDARD: Limits = Limits { ops_per_search_max: 4_096, steps_max: 200_000, memo_slots: MEMO_SLOTS };
 }
 
 /// The memo's fingerprints: 131,072 of 8 bytes, 1 MiB. Over
@@ -110,6 +112,14 @@ impl Memo {
         true
     }
 
+    /// Whether `fingerprint` was remembered in this search (and not forgotten since).
+    fn contains(&self, fingerprint: u128) -> bool {
+        let buckets = self.slots.len() / Memo::WAYS;
+        let bucket = ((fingerprint >> 64) as usize % buckets) * Memo::WAYS;
+        let tag = (u64::from(self.epoch) << Memo::TAG_BITS) | (fingerprint as u64 & ((1 << Memo::TAG_BITS) - 1));
+        self.slots[bucket..bucket + Memo::WAYS].contains(&tag)
+    }
+
     /// Runs `f` with the thread's memo, or a memo of `slots` made for it
     /// when that is another size (a test's small one).
     fn with<R>(slots: usize, f: impl FnOnce(&mut Memo) -> R) -> R {
@@ -165,6 +175,12 @@ impl Bits {
         bits.0[i / 64] |= 1 << (i % 64);
         bits
     }
+
+    fn without(&self, i: usize) -> Bits {
+        let mut bits = self.clone();
+        bits.0[i / 64] &= !(1 << (i % 64));
+        bits
+    }
 }
 
 /// The memo's key for a node: two 64-bit SipHashes with fixed keys
@@ -182,27 +198,102 @@ fn fingerprint(bits: &Bits, state: &State) -> u128 {
 
 /// Searches for a linearization of `ops` (sorted by first send) from `initial`.
 pub(crate) fn search(ops: &[Op], initial: State, limits: Limits) -> Search {
-    if ops.len() > limits.ops_per_key_max {
-        return Search { found: Found::Unknown, steps: 0 };
+    search_from(ops, &[Start { placed: Vec::new(), state: initial }], limits, false).0
+}
+
+/// A node the search starts from: a state, with some operations (carried
+/// unanswered ones) already placed.
+#[derive(Clone, Debug)]
+pub(crate) struct Start {
+    pub placed: Vec<usize>,
+    pub state: State,
+}
+
+/// A node at which every required operation is placed: its state, and which
+/// operations it placed.
+#[derive(Clone, Debug)]
+pub(crate) struct End {
+    /// The start it was reached from (an index into the starts).
+    pub start: usize,
+    pub placed: Vec<bool>,
+    pub state: State,
+}
+
+/// Searches from every one of `starts`. With `ends`, the search does not
+/// stop at the first linearization: it goes on until it has every node at
+/// which all required operations are placed (what a segment of a key leaves
+/// to the next, `carry.rs`), and returns them (unexpanded: an unanswered
+/// operation placed after them may as well be placed at the next segment's
+/// start).
+pub(crate) fn search_from(ops: &[Op], starts: &[Start], limits: Limits, ends: bool) -> (Search, Vec<End>) {
+    if ops.len() > limits.ops_per_search_max {
+        return (Search { found: Found::Unknown, steps: 0 }, Vec::new());
     }
     assert!(ops.windows(2).all(|w| w[0].inv_us <= w[1].inv_us), "operations sorted by first send");
-    Memo::with(limits.memo_slots, |seen| explore(ops, initial, limits, seen))
+    Memo::with(limits.memo_slots, |seen| explore(ops, starts, limits, ends, seen))
+}
+
+/// For each unanswered operation, the one before it in `ops` of the same
+/// class (`carry::Pending`: the same effect, whoever sent it) that must take
+/// effect by the same time. Of the two, only the earlier may be placed while
+/// both are unplaced: it can take effect wherever the later one can, and at
+/// a time no later.
+fn same_class_before(ops: &[Op]) -> Vec<Option<usize>> {
+    let mut last: BTreeMap<(Pending, u64), usize> = BTreeMap::new();
+    ops.iter()
+        .enumerate()
+        .map(|(i, op)| Pending::by_effect(op).and_then(|class| last.insert((class, op.resp_us), i)))
+        .collect()
 }
 
 /// The search itself, with a memo emptied for it.
-fn explore(ops: &[Op], initial: State, limits: Limits, seen: &mut Memo) -> Search {
+fn explore(ops: &[Op], starts: &[Start], limits: Limits, collect: bool, seen: &mut Memo) -> (Search, Vec<End>) {
     let required_total = ops.iter().filter(|op| required(op)).count();
-    let mut stack = vec![(Bits::new(ops.len()), initial, 0usize)];
+    let twin_before = same_class_before(ops);
+    // Runs of copies of one class next to each other (what `carry.rs` lays
+    // out first): placed from the front, so a run's placed ones are a prefix.
+    let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
+    for i in 0..ops.len() {
+        match runs.last_mut() {
+            Some(run) if twin_before[i] == Some(i - 1) && run.end == i => run.end = i + 1,
+            _ if twin_before.get(i + 1).copied().flatten() == Some(i) => runs.push(i..i + 1),
+            _ => {}
+        }
+    }
+    // A node is as good as one seen already with an unanswered operation
+    // fewer placed and the same state: whatever follows it may follow that
+    // one (the operation may still take effect later, or never). Checked for
+    // the operation just placed and for the last placed of each run.
+    let dominated = |seen: &Memo, bits: &Bits, state: &State| {
+        runs.iter().any(|run| {
+            let placed = run.clone().take_while(|i| bits.has(*i)).count();
+            placed > 0 && seen.contains(fingerprint(&bits.without(run.start + placed - 1), state))
+        })
+    };
+    let mut stack: Vec<(Bits, State, usize, usize)> = starts
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(s, start)| {
+            let bits = start.placed.iter().fold(Bits::new(ops.len()), |bits, i| bits.with(*i));
+            (bits, start.state, start.placed.iter().filter(|i| required(&ops[**i])).count(), s)
+        })
+        .collect();
     let mut steps = 0u64;
     let mut nexts = Vec::new();
     let mut children = Vec::new();
-    while let Some((bits, state, placed)) = stack.pop() {
+    let mut ends = Vec::new();
+    while let Some((bits, state, placed, start)) = stack.pop() {
         steps += 1;
         if placed == required_total {
-            return Search { found: Found::Linearizable, steps };
+            if !collect {
+                return (Search { found: Found::Linearizable, steps }, ends);
+            }
+            ends.push(End { start, placed: (0..ops.len()).map(|i| bits.has(i)).collect(), state });
+            continue;
         }
         if steps > limits.steps_max {
-            return Search { found: Found::Unknown, steps };
+            return (Search { found: Found::Unknown, steps }, Vec::new());
         }
         let bound_us = ops
             .iter()
@@ -222,19 +313,29 @@ fn explore(ops: &[Op], initial: State, limits: Limits, seen: &mut Memo) -> Searc
                 if bits.has(i) || required(op) != pass_required {
                     continue;
                 }
+                if twin_before[i].is_some_and(|j| !bits.has(j)) {
+                    continue;
+                }
                 nexts.clear();
-                spec::step(&state, op, i as u32, bound_us, &mut nexts);
+                spec::step(&state, op, bound_us, &mut nexts);
                 for next in nexts.drain(..) {
+                    if !pass_required && seen.contains(fingerprint(&bits, &next)) {
+                        continue;
+                    }
                     let next_bits = bits.with(i);
+                    if dominated(seen, &next_bits, &next) {
+                        continue;
+                    }
                     if seen.insert(fingerprint(&next_bits, &next)) {
-                        children.push((next_bits, next, placed + usize::from(pass_required)));
+                        children.push((next_bits, next, placed + usize::from(pass_required), start));
                     }
                 }
             }
         }
         stack.extend(children.drain(..).rev());
     }
-    Search { found: Found::NoLinearization, steps }
+    let found = if ends.is_empty() { Found::NoLinearization } else { Found::Linearizable };
+    (Search { found, steps }, ends)
 }
 
 #[cfg(test)]

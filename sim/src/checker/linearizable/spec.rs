@@ -2,8 +2,9 @@
 //!
 //! A key is free, held, or unknown (after a whole-cluster restore, or at the
 //! start of a window cut out of a longer history). A held lock records its
-//! holder (the operation that took it), its token when a client was told it,
-//! its lease and the earliest true instant its lease can have ended. Tokens
+//! token when a client was told it, its lease and the earliest true instant
+//! its lease can have ended. Not who holds it: the operation that took it is
+//! placed, and only an operation not yet placed is ever asked about the lock. Tokens
 //! on a key strictly increase (across keys the checker compares them in
 //! real-time order separately, see `tokens.rs`).
 //!
@@ -37,12 +38,11 @@ pub(crate) enum Slot {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Lock {
-    /// The index of the operation that took the lock, in the key's list.
-    pub holder: u32,
     /// `None` when no client was told the token (a grant nobody heard of).
     pub token: Option<Token>,
     pub lease_ms: u64,
-    /// The lease cannot have ended before this true instant.
+    /// The lease cannot have ended before this true instant (0 for an
+    /// abandoned lock, which may end at any time).
     pub end_min_us: u64,
     /// The holder never heard `Granted`: the leader may release it at any time (a ghost lock).
     pub abandoned: bool,
@@ -87,12 +87,12 @@ impl State {
         }
     }
 
-    /// The lease of a lock held by another operation than `index`; `None` if free or ours.
-    fn held_by_other(&self, index: u32) -> Option<Option<u64>> {
+    /// The lease of the lock held (by another operation than the one
+    /// placed: the one that took it is placed already); `None` if free.
+    fn held(&self) -> Option<Option<u64>> {
         match self.slot {
             Slot::Free => None,
             Slot::Unknown => Some(None),
-            Slot::Held(lock) if lock.holder == index => None,
             Slot::Held(lock) => Some(Some(lock.lease_ms)),
         }
     }
@@ -105,12 +105,12 @@ pub(crate) fn is_ambiguous(op: &Op) -> bool {
     matches!((&op.call, op.answer), (_, None) | (Call::Acquire { .. }, Some(ClientReply::NotHeld)))
 }
 
-/// Every state `op` (the `index`-th of its key) can lead to from `state`,
+/// Every state `op` can lead to from `state`,
 /// taking effect no later than `bound_us`. Empty: the answer is impossible here.
 // An arm whose condition fails has no successor state; it must not fall
 // through to a later arm, so the conditions stay inside the arms.
 #[allow(clippy::collapsible_match)]
-pub(crate) fn step(state: &State, op: &Op, index: u32, bound_us: u64, out: &mut Vec<State>) {
+pub(crate) fn step(state: &State, op: &Op, bound_us: u64, out: &mut Vec<State>) {
     let mut emit = |effect_us: u64, slot: Slot, token_last: Option<Token>| {
         let now_us = state.now_us.max(op.inv_us).max(effect_us);
         // An unanswered operation cut short by a restore (`ops::lost_in_restores`)
@@ -126,18 +126,13 @@ pub(crate) fn step(state: &State, op: &Op, index: u32, bound_us: u64, out: &mut 
         (Call::Restore, _) => emit(0, Slot::Unknown, state.token_last),
         (Call::Acquire { lease_ms, .. }, Some(ClientReply::Granted { token, .. })) => {
             if state.token_last.is_none_or(|last| token > last) {
-                let lock = Lock {
-                    holder: index,
-                    token: Some(token),
-                    lease_ms: *lease_ms,
-                    end_min_us: op.lease_end_min_us,
-                    abandoned: false,
-                };
+                let lock =
+                    Lock { token: Some(token), lease_ms: *lease_ms, end_min_us: op.lease_end_min_us, abandoned: false };
                 emit(freed_at_us, Slot::Held(lock), Some(token));
             }
         }
         (Call::Acquire { .. }, Some(ClientReply::Busy { remaining_ms })) => {
-            if let Some(lease_ms) = state.held_by_other(index) {
+            if let Some(lease_ms) = state.held() {
                 if op.clock_excuse || lease_ms.is_none_or(|lease_ms| remaining_ms <= lease_ms) {
                     emit(0, state.slot, state.token_last);
                 }
@@ -146,7 +141,7 @@ pub(crate) fn step(state: &State, op: &Op, index: u32, bound_us: u64, out: &mut 
             }
         }
         (Call::Acquire { .. }, Some(ClientReply::TimedOut)) => {
-            if state.held_by_other(index).is_some() || op.queue_excuse {
+            if state.held().is_some() || op.queue_excuse {
                 emit(0, state.slot, state.token_last);
             }
         }
@@ -154,13 +149,7 @@ pub(crate) fn step(state: &State, op: &Op, index: u32, bound_us: u64, out: &mut 
             if op.answer.is_some() {
                 emit(0, state.slot, state.token_last);
             }
-            let lock = Lock {
-                holder: index,
-                token: None,
-                lease_ms: *lease_ms,
-                end_min_us: op.lease_end_min_us,
-                abandoned: true,
-            };
+            let lock = Lock { token: None, lease_ms: *lease_ms, end_min_us: 0, abandoned: true };
             emit(freed_at_us, Slot::Held(lock), state.token_last);
         }
         (Call::Release { token } | Call::Revoke { token }, Some(ClientReply::Released) | None) => {
@@ -171,7 +160,7 @@ pub(crate) fn step(state: &State, op: &Op, index: u32, bound_us: u64, out: &mut 
         (Call::Renew { token }, Some(ClientReply::Renewed { .. }) | None) => {
             if state.may_hold(*token) {
                 let slot = match state.slot {
-                    Slot::Held(lock) => {
+                    Slot::Held(lock) if !lock.abandoned => {
                         Slot::Held(Lock { end_min_us: lock.end_min_us.max(op.lease_end_min_us), ..lock })
                     }
                     other => other,

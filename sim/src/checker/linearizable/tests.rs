@@ -282,9 +282,9 @@ fn try_lock_op(client: u32, answer: ClientReply, inv_us: u64, resp_us: u64) -> O
 fn a_search_that_hits_its_bound_is_unknown_not_passed() {
     let busy = ClientReply::Busy { remaining_ms: 10 };
     let ops: Vec<Op> = (0..8).map(|c| try_lock_op(c, busy, u64::from(c) * 100, u64::from(c) * 100 + 10)).collect();
-    let tight = Limits { ops_per_key_max: 4, steps_max: 1_000, ..Limits::STANDARD };
+    let tight = Limits { ops_per_search_max: 4, steps_max: 1_000, ..Limits::STANDARD };
     assert_eq!(search(&ops, State::unknown(0), tight).found, Found::Unknown);
-    let steps = Limits { ops_per_key_max: 100, steps_max: 3, ..Limits::STANDARD };
+    let steps = Limits { ops_per_search_max: 100, steps_max: 3, ..Limits::STANDARD };
     assert_eq!(search(&ops, State::unknown(0), steps).found, Found::Unknown);
     assert_eq!(search(&ops, State::unknown(0), Limits::STANDARD).found, Found::Linearizable);
     assert_eq!(search(&ops, State::free(), Limits::STANDARD).found, Found::NoLinearization);
@@ -311,50 +311,58 @@ fn a_memo_that_fills_up_costs_steps_never_a_verdict() {
 
 #[test]
 fn a_key_the_search_cannot_take_is_named_not_passed() {
-    // One more operation than a search takes: the key is not judged, and
-    // the verdict says which key it left out and why.
-    let mut h = H::new();
-    for request in 1..=4_097u64 {
-        h = try_lock(h.at_ms(request * 10), 1, request, "k").at_ms(request * 10 + 1).answered(1, request, busy(5));
+    // A waiter never answered keeps the key's one segment open while 4,096
+    // try-locks are answered Busy (excused by the waiter): one more operation
+    // than a search takes. The key is not judged, and the verdict says which
+    // key it left out and why.
+    let mut h =
+        H::new().request(9, 1, 0, ClientRequest::Acquire { key: key("k"), lease_ms: LEASE_MS, wait_ms: 600_000 });
+    for request in 1..=4_096u64 {
+        h = try_lock(h.at_ms(request * 10), 1, request, "k").at_ms(request * 10 + 1).answered(1, request, busy(0));
     }
     let verdict = h.check();
     assert!(found(&verdict).is_empty(), "{:#?}", found(&verdict));
     let undecided = Undecided { key: key("k"), operations: 4_097, steps: 0 };
     assert_eq!(verdict.counters.linearizable_undecided, vec![undecided.clone()]);
     assert_eq!(LinearizableCost::of(&verdict.counters).unknown, 1, "a hunt counts it");
-    assert!(undecided.to_string().starts_with("linearizable: k not judged: its 4097 operations are more than"));
+    let text = undecided.to_string();
+    assert!(text.starts_with("linearizable: k not judged: of its 4097 operations, a stretch with no pause"), "{text}");
     let searched = Undecided { steps: 200_001, operations: 56, ..undecided };
-    assert!(searched.to_string().contains("the search over its 56 operations reached its bound after 200001 steps"));
+    let text = searched.to_string();
+    assert!(text.contains("a search over a segment of its 56 operations reached a bound after 200001 steps"), "{text}");
 }
 
-/// A key past the search's bound keeps only its grants and what is still
-/// open, and the token checks still read those grants.
+/// A segment past the search's bound keeps only what was never answered or
+/// is still open; the log keeps every grant apart for the token checks.
 #[test]
-fn a_key_past_the_bound_keeps_only_its_grants_and_open_operations() {
+fn a_segment_past_the_bound_keeps_only_its_open_operations_and_the_grants_are_kept_apart() {
     use super::ops::OpLog;
-    // Four try-locks on `k` answered Busy, a fifth granted 41, a sixth still
-    // open, and on `j` a grant of 41 again: the same token twice.
-    let mut h = H::new();
+    // On `k`: c3's acquire open throughout (one segment), four try-locks
+    // answered Busy, a fifth granted 41; on `j` a grant of 41 again: the
+    // same token twice.
+    let mut h =
+        H::new().request(3, 9, 0, ClientRequest::Acquire { key: key("k"), lease_ms: LEASE_MS, wait_ms: 60_000 });
     for request in 1..=4 {
         h = try_lock(h, 2, request, "k").at_ms(request).answered(2, request, busy(10));
     }
     let h = try_lock(h, 1, 5, "k").at_ms(10).answered(1, 5, reply_granted(41));
-    let h = try_lock(h, 3, 6, "k").at_ms(11);
     let h = try_lock(h, 4, 7, "j").at_ms(20).answered(4, 7, reply_granted(41));
-    let mut log = OpLog::new(4);
+    let mut log = OpLog::new(4, LEASE_MS);
     for event in h.events() {
         log.observe(event.at_us, &event.kind);
     }
+    let grants: Vec<u32> = log.take_grants().values().map(|op| op.client.0).collect();
+    assert_eq!(grants, [1, 4]);
     let keys = log.take_keys();
     let kept: Vec<(u32, Option<ClientReply>)> =
-        keys[&key("k")].ops.values().map(|op| (op.client.0, op.answer)).collect();
-    assert_eq!(kept, [(1, Some(reply_granted(41))), (3, None)]);
+        keys[&key("k")].current.ops.values().map(|op| (op.client.0, op.answer)).collect();
+    assert_eq!(kept, [(3, None)]);
     assert_eq!(keys[&key("k")].client_ops, 6);
-    assert!(keys[&key("k")].past_bound(4) && !keys[&key("j")].past_bound(4));
+    assert!(keys[&key("k")].current.trimmed && !keys[&key("j")].current.trimmed);
     // The family with that bound: `k` is unknown (never searched), and its
-    // kept grant still meets `j`'s in the token checks.
+    // grant still meets `j`'s in the token checks.
     let config = h.config(12_000_000);
-    let tight = Limits { ops_per_key_max: 4, ..Limits::STANDARD };
+    let tight = Limits { ops_per_search_max: 4, ..Limits::STANDARD };
     let mut family = super::LinearizableChecker::with_limits(&config, tight);
     for event in h.events() {
         family.observe_event(event);
@@ -366,4 +374,153 @@ fn a_key_past_the_bound_keeps_only_its_grants_and_open_operations() {
     assert_eq!(report.counters.linearizable_ops_per_key, [1, 6]);
     let told_twice = report.violations.iter().filter(|v| v.detail.contains("tok41 was told to two requests"));
     assert_eq!(told_twice.count(), 1, "{:#?}", report.violations);
+}
+
+/// Runs `h` through the family (segmented, or `whole`: each key in one search).
+fn judged(h: &H, whole: bool) -> (crate::checker::Report, usize) {
+    let config = h.config(h.now_us() + 60_000_000);
+    let mut family =
+        if whole { super::LinearizableChecker::uncut(&config) } else { super::LinearizableChecker::new(&config) };
+    let mut held_max = 0;
+    for event in h.events() {
+        family.observe_event(event);
+        held_max = held_max.max(family.ops_held());
+    }
+    let mut report = crate::checker::Report::default();
+    crate::checker::Family::finish(&mut family, &crate::checker::state::Context::new(config), &mut report);
+    (report, held_max)
+}
+
+#[test]
+fn a_long_history_is_judged_in_segments_and_forgotten_as_it_goes() {
+    // 3,000 rounds of a grant and its release on one key: 6,000 operations,
+    // past what one search takes, each round a segment of its own.
+    let mut h = H::new();
+    for round in 0..3_000u64 {
+        let at_ms = round * 100;
+        h = try_lock(h.at_ms(at_ms), 1, 2 * round + 1, "k").at_ms(at_ms + 5).answered(
+            1,
+            2 * round + 1,
+            reply_granted(41 + round),
+        );
+        h = release_req(h.at_ms(at_ms + 50), 1, 2 * round + 2, "k", 41 + round).at_ms(at_ms + 55).answered(
+            1,
+            2 * round + 2,
+            ClientReply::Released,
+        );
+    }
+    let (report, held_max) = judged(&h, false);
+    assert!(report.violations.is_empty() && report.counters.linearizable_undecided.is_empty(), "{report:#?}");
+    assert!(held_max <= 2 * super::TAIL_OPS, "the family held {held_max} operations at once");
+    // Judged whole, the same key is past the bound: unknown.
+    assert_eq!(judged(&h, true).0.counters.linearizable_undecided.len(), 1);
+    // A stale Busy at the end is found, shown with the release before it.
+    let stale = try_lock(h.at_ms(300_100), 2, 1, "k").at_ms(300_105).answered(2, 1, busy(1_500));
+    let (report, _) = judged(&stale, false);
+    assert_eq!(report.violations.len(), 1, "{:#?}", report.violations);
+    let detail = &report.violations[0].detail;
+    assert!(detail.contains("release tok3040") && detail.contains("Busy, 1500 ms left"), "{detail}");
+    assert!(!detail.contains("after what the key's earlier operations left"), "{detail}");
+}
+
+#[test]
+fn an_acquire_never_answered_may_take_effect_segments_later() {
+    // c1's try-lock is never answered (it gives up); much later, with no
+    // grant ever answered, c2 is told the key is busy: only c1's acquire,
+    // taking effect late, explains it.
+    let gave_up = try_lock(H::new(), 1, 1, "k").at_ms(100).ev(EventKind::GaveUp {
+        client: ClientId(1),
+        request: RequestId(1),
+        why: Default::default(),
+    });
+    let later = |h: H| {
+        let h = try_lock(h.at_ms(200), 3, 1, "j").at_ms(205).answered(3, 1, reply_granted(41));
+        try_lock(h.at_ms(5_000), 2, 1, "k").at_ms(5_010).answered(2, 1, busy(1_900))
+    };
+    assert!(judged(&later(gave_up), false).0.violations.is_empty());
+    let without = later(H::new());
+    assert_eq!(judged(&without, false).0.violations.len(), 1, "nothing else explains the Busy");
+}
+
+/// A small random history of three clients on one key: try-locks, waits,
+/// releases and renewals of tokens they were told, answered plausibly or
+/// not at all, overlapping or not, and now and then a whole-cluster restore.
+fn random_history(seed: u64) -> H {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    // (true µs, order made, event): sorted into a history at the end.
+    let mut events: Vec<(u64, usize, EventKind)> = Vec::new();
+    let mut at_ms = 0;
+    let mut token = 40;
+    let mut told: Vec<Option<u64>> = vec![None; 3];
+    for request in 1..=rng.gen_range(4..14u64) {
+        let client = rng.gen_range(0..3u32);
+        // Few distinct gaps, so that a send often meets an answer's instant.
+        at_ms += [0, 5, 300, 900, 1_400][rng.gen_range(0..5)];
+        let body = match (rng.gen_range(0..4), told[client as usize]) {
+            (0, Some(t)) => ClientRequest::Release { key: key("k"), token: Token(t) },
+            (1, Some(t)) => ClientRequest::Renew { key: key("k"), token: Token(t) },
+            (2, _) => ClientRequest::Acquire { key: key("k"), lease_ms: LEASE_MS, wait_ms: 1_000 },
+            _ => ClientRequest::Acquire { key: key("k"), lease_ms: LEASE_MS, wait_ms: 0 },
+        };
+        let acquire = matches!(body, ClientRequest::Acquire { .. });
+        let requested = H::new().request(client, request, 0, body).events()[0].kind.clone();
+        events.push((at_ms * 1_000, events.len(), requested));
+        let reply = match (acquire, rng.gen_range(0..5)) {
+            (_, 0) => None,
+            (true, 1 | 2) => {
+                token += 1;
+                told[client as usize] = Some(token);
+                Some(reply_granted(token))
+            }
+            (true, 3) => Some(busy(rng.gen_range(0..2_000))),
+            (true, _) => Some(ClientReply::TimedOut),
+            (false, 1 | 2) if rng.gen_bool(0.5) => Some(ClientReply::Renewed { lease_ms: LEASE_MS }),
+            (false, 1 | 2) => Some(ClientReply::Released),
+            (false, _) => Some(ClientReply::NotHeld),
+        };
+        let (client, request) = (ClientId(client), RequestId(request));
+        let settle = match reply {
+            Some(reply) => H::new().answered(client.0, request.0, reply).events()[0].kind.clone(),
+            None => EventKind::GaveUp { client, request, why: Default::default() },
+        };
+        // Settled before the next request half the time, later otherwise.
+        let answer_ms = at_ms + [5, 300, 900, 2_100][rng.gen_range(0..4)];
+        events.push((answer_ms * 1_000, events.len(), settle));
+        if rng.gen_bool(0.5) {
+            at_ms = answer_ms;
+        }
+        // Now and then a whole-cluster restore, between two requests.
+        if rng.gen_bool(0.08) {
+            let restored = EventKind::ClusterRestored { epoch: 1, backup_at_us: 0, token_floor: Token(1 << 32) };
+            events.push(((at_ms + [0, 5, 300][rng.gen_range(0..3)]) * 1_000, events.len(), restored));
+        }
+    }
+    events.sort_by_key(|(at_us, made, _)| (*at_us, *made));
+    events.into_iter().fold(H::new(), |h, (at_us, _, kind)| h.at_us(at_us).ev(kind))
+}
+
+#[test]
+fn segments_judge_exactly_as_one_search_of_the_whole_key() {
+    let (mut fails, mut cut) = (0, 0);
+    for seed in 0..3_000 {
+        let h = random_history(seed);
+        let (segmented, _) = judged(&h, false);
+        let (whole, _) = judged(&h, true);
+        let verdict = |report: &crate::checker::Report| {
+            (!report.violations.is_empty(), report.counters.linearizable_undecided.is_empty())
+        };
+        assert_eq!(
+            verdict(&segmented),
+            verdict(&whole),
+            "seed {seed}: {:#?} vs {:#?}",
+            segmented.violations,
+            whole.violations
+        );
+        fails += usize::from(!whole.violations.is_empty());
+        cut += usize::from(segmented.counters.linearizable_steps_max < whole.counters.linearizable_steps_max);
+    }
+    // Neither all passing nor all failing, and cut into segments often.
+    assert!((300..2_700).contains(&fails), "{fails} of 3,000 fail");
+    assert!(cut > 300, "{cut} of 3,000 cut");
 }

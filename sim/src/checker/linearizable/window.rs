@@ -14,8 +14,9 @@ use super::spec::State;
 use fencelock::service::ClientReply;
 use std::fmt::Write;
 
-/// The operations the window `i..j` is judged with, and the state it starts from.
-fn window(ops: &[Op], i: usize, j: usize) -> (Vec<Op>, State) {
+/// The operations the window `i..j` is judged with, and the state it starts
+/// from: `first`'s for a window that starts at the first operation.
+fn window(ops: &[Op], i: usize, j: usize, first: State) -> (Vec<Op>, State) {
     let start_us = ops[i].inv_us;
     let end_us = ops[i..j].iter().map(|op| if required(op) { op.resp_us } else { op.inv_us }).max().unwrap_or(start_us);
     let mut list = Vec::new();
@@ -30,21 +31,23 @@ fn window(ops: &[Op], i: usize, j: usize) -> (Vec<Op>, State) {
             }
         }
     }
-    let initial = if i == 0 { State::free() } else { State::unknown(0) };
+    let initial = if i == 0 { first } else { State::unknown(0) };
     (list, initial)
 }
 
-fn fails(ops: &[Op], i: usize, j: usize, limits: Limits) -> bool {
-    let (list, initial) = window(ops, i, j);
+fn fails(ops: &[Op], i: usize, j: usize, first: State, limits: Limits) -> bool {
+    let (list, initial) = window(ops, i, j, first);
     search(&list, initial, limits).found == Found::NoLinearization
 }
 
 /// The smallest window `i..j` without a linearization: the shortest failing
 /// prefix, then the latest start that still fails. `None` if no window
-/// could be shown to fail within the limits.
-pub(crate) fn smallest_window(ops: &[Op], limits: Limits) -> Option<(usize, usize)> {
-    let j = (1..=ops.len()).find(|j| fails(ops, 0, *j, limits))?;
-    let i = (0..j).rev().find(|i| fails(ops, *i, j, limits)).unwrap_or(0);
+/// could be shown to fail within the limits. `first` is the state before
+/// the first operation (`State::unknown` when `ops` does not start at the
+/// key's start).
+pub(crate) fn smallest_window(ops: &[Op], first: State, limits: Limits) -> Option<(usize, usize)> {
+    let j = (1..=ops.len()).find(|j| fails(ops, 0, *j, first, limits))?;
+    let i = (0..j).rev().find(|i| fails(ops, *i, j, first, limits)).unwrap_or(0);
     Some((i, j))
 }
 
