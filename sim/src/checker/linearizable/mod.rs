@@ -272,7 +272,7 @@ impl LinearizableChecker {
     pub(crate) fn observe_event(&mut self, event: &Event) {
         self.log.observe(event.at_us, &event.kind);
         for (key, segment) in self.log.take_ready(event.at_us) {
-            self.judge(key, segment, None);
+            self.judge(key, segment);
         }
         if let EventKind::Clock { actor: Actor::Server(node), local_us, rate_ppm, within_bound } = &event.kind {
             self.on_clock(event.at_us, *node, *local_us, *rate_ppm, *within_bound);
@@ -280,10 +280,11 @@ impl LinearizableChecker {
     }
 
     /// Judges a key's next segment from what the segments before it left.
-    fn judge(&mut self, key: Key, mut segment: Segment, restored_before_us: Option<u64>) {
+    fn judge(&mut self, key: Key, mut segment: Segment) {
         for op in segment.ops.values_mut() {
             self.set_lease_end(op);
         }
+        let restored_before_us = segment.restored_before_us;
         let judgment = self.judged.entry(key.clone()).or_insert_with(|| KeyJudgment::new(restored_before_us));
         if judgment.failed.is_some() {
             return;
@@ -340,12 +341,12 @@ impl Family for LinearizableChecker {
     /// Judges what is left of every key, and the tokens across keys.
     fn finish(&mut self, _ctx: &Context, report: &mut Report) {
         for (key, key_ops) in self.log.take_keys() {
-            let restored_before_us = key_ops.restored_before_us;
             for segment in key_ops.closed.into_iter().chain([key_ops.current]) {
-                self.judge(key.clone(), segment, restored_before_us);
+                self.judge(key.clone(), segment);
             }
-            self.judged.entry(key).or_insert_with(|| KeyJudgment::new(restored_before_us)).client_ops =
-                key_ops.client_ops;
+            if let Some(judgment) = self.judged.get_mut(&key) {
+                judgment.client_ops = key_ops.client_ops;
+            }
         }
         let grants = self.log.take_grants();
         tokens::check(grants.values(), report);

@@ -108,9 +108,6 @@ pub(crate) struct KeyOps {
     /// Client operations, with the copies of those answered across a
     /// whole-cluster restore (`lost_in_restores`): what the searches of the key place.
     pub client_ops: u64,
-    /// The last whole-cluster restore before the key's first operation: the
-    /// key starts unknown then.
-    pub restored_before_us: Option<u64>,
 }
 
 /// Operations of one key between two cuts: every one sent before the cut is
@@ -135,6 +132,9 @@ pub(crate) struct Segment {
     lease_until_us: u64,
     /// The first send after the cut that closed it.
     pub next_us: Option<u64>,
+    /// The key's first segment only: the last whole-cluster restore before
+    /// it, which leaves the key unknown.
+    pub restored_before_us: Option<u64>,
 }
 
 impl Segment {
@@ -211,9 +211,8 @@ impl OpLog {
                 let restored_before_us = self.restores_at_us.last().copied();
                 let ops = self.keys.entry(key.clone()).or_insert_with(|| KeyOps {
                     closed: VecDeque::new(),
-                    current: Segment::default(),
+                    current: Segment { restored_before_us, ..Segment::default() },
                     client_ops: 0,
-                    restored_before_us,
                 });
                 let current = &mut ops.current;
                 if self.cuts && current.open == 0 && !current.ops.is_empty() && current.last_us < at_us {
