@@ -106,6 +106,14 @@ impl LinearizableChecker {
         LinearizableChecker { limits, log, ..LinearizableChecker::new(config) }
     }
 
+    /// The family judging each segment as soon as it may be, not only once
+    /// a key holds many operations (a test's).
+    #[cfg(test)]
+    pub(crate) fn eager(config: &CheckConfig) -> LinearizableChecker {
+        let log = OpLog::eager(Limits::STANDARD.ops_per_search_max, config.lease_ms);
+        LinearizableChecker { log, ..LinearizableChecker::new(config) }
+    }
+
     /// The family judging each key whole, in one search (a test's yardstick for the segments).
     #[cfg(test)]
     pub(crate) fn uncut(config: &CheckConfig) -> LinearizableChecker {
@@ -341,11 +349,20 @@ impl Family for LinearizableChecker {
     /// Judges what is left of every key, and the tokens across keys.
     fn finish(&mut self, _ctx: &Context, report: &mut Report) {
         for (key, key_ops) in self.log.take_keys() {
-            for segment in key_ops.closed.into_iter().chain([key_ops.current]) {
-                self.judge(key.clone(), segment);
+            let client_ops = key_ops.client_ops;
+            let segments: Vec<Segment> = key_ops.segments().collect();
+            // What one search takes is searched at once (it may stop at the first linearization).
+            let ops: u64 = segments.iter().map(|segment| segment.client_ops).sum();
+            let trimmed = segments.iter().any(|segment| segment.trimmed);
+            if ops <= self.limits.ops_per_search_max as u64 && !trimmed {
+                self.judge(key.clone(), Segment::joined(segments));
+            } else {
+                for segment in segments {
+                    self.judge(key.clone(), segment);
+                }
             }
             if let Some(judgment) = self.judged.get_mut(&key) {
-                judgment.client_ops = key_ops.client_ops;
+                judgment.client_ops = client_ops;
             }
         }
         let grants = self.log.take_grants();

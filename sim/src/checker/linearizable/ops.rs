@@ -98,12 +98,22 @@ pub(crate) struct OpLog {
     ready_after_us: u64,
     /// Whether keys are cut into segments (a test judges whole keys too).
     cuts: bool,
+    /// A key's closed segments wait until it holds more operations than
+    /// this (or the run ends, when they are judged as one: a search that
+    /// may stop at the first linearization costs less than one that finds
+    /// where each segment can end).
+    held_max: usize,
 }
+
+/// The operations a key holds before its closed segments are judged.
+pub(crate) const HELD_OPS_MAX: usize = 512;
 
 /// One key's operations: the segments closed and not yet taken, and the one being gathered.
 #[derive(Debug)]
 pub(crate) struct KeyOps {
     pub closed: VecDeque<Segment>,
+    /// The operations of the closed segments.
+    closed_ops: usize,
     pub current: Segment,
     /// Client operations, with the copies of those answered across a
     /// whole-cluster restore (`lost_in_restores`): what the searches of the key place.
@@ -150,7 +160,43 @@ impl Segment {
     /// Whether it may be judged once the history has passed `at_us`: closed,
     /// and every clock reading its leases need is in.
     fn ready(&self, at_us: u64) -> bool {
-        self.next_us.is_some() && self.lease_until_us.max(self.last_us) < at_us
+        self.next_us.is_some() && self.judged_after_us() < at_us
+    }
+
+    /// The instant the history must pass before it may be judged.
+    fn judged_after_us(&self) -> u64 {
+        self.lease_until_us.max(self.last_us)
+    }
+
+    /// Consecutive segments as one.
+    pub fn joined(segments: impl IntoIterator<Item = Segment>) -> Segment {
+        let mut segments = segments.into_iter();
+        let mut whole = segments.next().unwrap_or_default();
+        for segment in segments {
+            whole.ops.extend(segment.ops);
+            whole.restores_at_us.extend(segment.restores_at_us);
+            whole.client_ops += segment.client_ops;
+            whole.trimmed |= segment.trimmed;
+            whole.open = segment.open;
+            whole.last_us = whole.last_us.max(segment.last_us);
+            whole.lease_until_us = whole.lease_until_us.max(segment.lease_until_us);
+            whole.next_us = segment.next_us;
+        }
+        whole
+    }
+}
+
+impl KeyOps {
+    /// When its oldest closed segment may be judged, if the key holds more
+    /// than `held_max` operations.
+    fn ready_after_us(&self, held_max: usize) -> Option<u64> {
+        let held = self.closed_ops + self.current.ops.len();
+        self.closed.front().filter(|_| held > held_max).map(Segment::judged_after_us)
+    }
+
+    /// Its segments not judged yet, oldest first.
+    pub fn segments(self) -> impl Iterator<Item = Segment> {
+        self.closed.into_iter().chain([self.current])
     }
 }
 
@@ -171,7 +217,14 @@ impl OpLog {
             grants: BTreeMap::new(),
             ready_after_us: u64::MAX,
             cuts: true,
+            held_max: HELD_OPS_MAX,
         }
+    }
+
+    /// A log whose closed segments are judged as soon as they may be (a test's).
+    #[cfg(test)]
+    pub fn eager(ops_per_search_max: usize, lease_ms: u64) -> OpLog {
+        OpLog { held_max: 0, ..OpLog::new(ops_per_search_max, lease_ms) }
     }
 
     /// A log that keeps each key whole, one segment (a test's yardstick).
@@ -211,14 +264,18 @@ impl OpLog {
                 let restored_before_us = self.restores_at_us.last().copied();
                 let ops = self.keys.entry(key.clone()).or_insert_with(|| KeyOps {
                     closed: VecDeque::new(),
+                    closed_ops: 0,
                     current: Segment { restored_before_us, ..Segment::default() },
                     client_ops: 0,
                 });
                 let current = &mut ops.current;
                 if self.cuts && current.open == 0 && !current.ops.is_empty() && current.last_us < at_us {
                     current.next_us = Some(at_us);
-                    self.ready_after_us = self.ready_after_us.min(current.lease_until_us.max(current.last_us));
+                    ops.closed_ops += current.ops.len();
                     ops.closed.push_back(std::mem::take(current));
+                    if let Some(after_us) = ops.ready_after_us(self.held_max) {
+                        self.ready_after_us = self.ready_after_us.min(after_us);
+                    }
                 }
                 let current = &mut ops.current;
                 current.ops.insert(number, op);
@@ -296,11 +353,15 @@ impl OpLog {
         let mut ready = Vec::new();
         let mut after_us = u64::MAX;
         for (key, ops) in &mut self.keys {
+            if ops.ready_after_us(self.held_max).is_none() {
+                continue;
+            }
             while let Some(segment) = ops.closed.pop_front() {
                 if segment.ready(at_us) {
+                    ops.closed_ops -= segment.ops.len();
                     ready.push((key.clone(), segment));
                 } else {
-                    after_us = after_us.min(segment.lease_until_us.max(segment.last_us));
+                    after_us = after_us.min(segment.judged_after_us());
                     ops.closed.push_front(segment);
                     break;
                 }

@@ -388,11 +388,18 @@ fn a_segment_past_the_bound_keeps_only_its_open_operations_and_the_grants_are_ke
     assert_eq!(told_twice.count(), 1, "{:#?}", report.violations);
 }
 
-/// Runs `h` through the family (segmented, or `whole`: each key in one search).
+/// Runs `h` through the family (each segment judged as soon as it may be,
+/// or `whole`: each key in one search).
 fn judged(h: &H, whole: bool) -> (crate::checker::Report, usize) {
     let config = h.config(h.now_us() + 60_000_000);
-    let mut family =
-        if whole { super::LinearizableChecker::uncut(&config) } else { super::LinearizableChecker::new(&config) };
+    let family =
+        if whole { super::LinearizableChecker::uncut(&config) } else { super::LinearizableChecker::eager(&config) };
+    judged_by(h, family)
+}
+
+/// Runs `h` through `family`; also returns the most operations it held at once.
+fn judged_by(h: &H, mut family: super::LinearizableChecker) -> (crate::checker::Report, usize) {
+    let config = h.config(h.now_us() + 60_000_000);
     let mut held_max = 0;
     for event in h.events() {
         family.observe_event(event);
@@ -424,6 +431,11 @@ fn a_long_history_is_judged_in_segments_and_forgotten_as_it_goes() {
     let (report, held_max) = judged(&h, false);
     assert!(report.violations.is_empty() && report.counters.linearizable_undecided.is_empty(), "{report:#?}");
     assert!(held_max <= 2 * super::TAIL_OPS, "the family held {held_max} operations at once");
+    // As a run judges it: the segments wait until the key holds a few hundred.
+    let (report, held_max) = judged_by(&h, super::LinearizableChecker::new(&h.config(h.now_us() + 60_000_000)));
+    assert!(report.violations.is_empty() && report.counters.linearizable_undecided.is_empty(), "{report:#?}");
+    let bound = super::ops::HELD_OPS_MAX + 2 * super::TAIL_OPS;
+    assert!((super::ops::HELD_OPS_MAX..=bound).contains(&held_max), "the family held {held_max} operations at once");
     // Judged whole, the same key is past the bound: unknown.
     assert_eq!(judged(&h, true).0.counters.linearizable_undecided.len(), 1);
     // A stale Busy at the end is found, shown with the release before it.
