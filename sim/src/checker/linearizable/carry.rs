@@ -114,21 +114,35 @@ impl Carry {
     /// was (more than can be true: a later segment judged from it can show a
     /// violation, never pass one).
     pub fn anything(&self, at_us: u64, ops: &[Op]) -> Carry {
-        let mut pending = BTreeMap::new();
-        for node in &self.nodes {
-            for (class, n) in &node.pending {
-                let m = pending.entry(*class).or_insert(0);
-                *m = (*m).max(*n);
-            }
+        let mut pending = self.most(u64::MAX);
+        for class in ops.iter().filter_map(Pending::of) {
+            *pending.entry(class).or_insert(0) += 1;
         }
+        let node = Node { state: State::unknown(at_us), pending };
+        Carry { nodes: vec![node], examples: self.examples_with(ops) }
+    }
+
+    /// The examples, with one for each class of `ops` that has none yet.
+    fn examples_with(&self, ops: &[Op]) -> BTreeMap<Pending, Op> {
         let mut examples = self.examples.clone();
         for op in ops {
             if let Some(class) = Pending::of(op) {
-                *pending.entry(class).or_insert(0) += 1;
                 examples.entry(class).or_insert_with(|| op.clone());
             }
         }
-        Carry { nodes: vec![Node { state: State::unknown(at_us), pending }], examples }
+        examples
+    }
+
+    /// For each class, the most any node has still to place, at most `cap`.
+    fn most(&self, cap: u64) -> BTreeMap<Pending, u64> {
+        let mut most: BTreeMap<Pending, u64> = BTreeMap::new();
+        for node in &self.nodes {
+            for (class, n) in &node.pending {
+                let m = most.entry(*class).or_insert(0);
+                *m = (*m).max((*n).min(cap));
+            }
+        }
+        most
     }
 
     /// The operations a segment whose first send is at `t_us` starts with
@@ -136,7 +150,8 @@ impl Carry {
     /// `t_us`) and its starts: each node, with the copies it no longer has
     /// placed already.
     pub fn copies(&self, t_us: u64, uses: u64) -> (Vec<Op>, Vec<Start>) {
-        let most = self.copied(uses);
+        // Each class gets as many copies as any node has still to place, at most `uses`.
+        let most = self.most(uses);
         let mut ops = Vec::new();
         let mut first: BTreeMap<Pending, usize> = BTreeMap::new();
         for (class, n) in &most {
@@ -155,7 +170,7 @@ impl Carry {
                 clock_excuse: false,
                 ..example.clone()
             };
-            ops.extend(std::iter::repeat_n(copy, *n));
+            ops.extend(std::iter::repeat_n(copy, *n as usize));
         }
         let starts = self
             .nodes
@@ -166,7 +181,7 @@ impl Carry {
                     .iter()
                     .flat_map(|(class, n)| {
                         let has = node.pending.get(class).copied().unwrap_or(0).min(uses);
-                        first[class]..first[class] + (n - has as usize)
+                        first[class]..first[class] + (n - has) as usize
                     })
                     .collect();
                 Start { placed, state: node.state }
@@ -175,32 +190,16 @@ impl Carry {
         (ops, starts)
     }
 
-    /// How many copies of each class a segment gets: the most any node has, at most `uses`.
-    fn copied(&self, uses: u64) -> BTreeMap<Pending, usize> {
-        let mut most: BTreeMap<Pending, usize> = BTreeMap::new();
-        for node in &self.nodes {
-            for (class, n) in &node.pending {
-                let m = most.entry(*class).or_insert(0);
-                *m = (*m).max((*n).min(uses) as usize);
-            }
-        }
-        most
-    }
-
     /// What a segment leaves to the next, whose first send is at `next_us`:
     /// the segment's list (`copies` carried copies first, then its own
     /// operations) and the nodes its search ended at. `None` if there are
     /// more than [`NODES_MAX`].
     pub fn after(&self, list: &[Op], copies: usize, uses: u64, ends: &[End], next_us: u64) -> Option<Carry> {
-        let mut examples = self.examples.clone();
-        for op in &list[copies..] {
-            if let Some(class) = Pending::of(op) {
-                examples.entry(class).or_insert_with(|| op.clone());
-            }
-        }
+        let mut examples = self.examples_with(&list[copies..]);
+        let copied = self.most(uses);
         let mut nodes: Vec<Node> = Vec::new();
         for end in ends {
-            let node = self.node_after(list, copies, uses, end, next_us);
+            let node = self.node_after(list, &copied, uses, end, next_us);
             if nodes.iter().any(|kept| kept.covers(&node)) {
                 continue;
             }
@@ -215,7 +214,8 @@ impl Carry {
     }
 
     /// One end of the search, normalized (see the module's text).
-    fn node_after(&self, list: &[Op], copies: usize, uses: u64, end: &End, next_us: u64) -> Node {
+    /// `copied`: how many copies of each class the list starts with.
+    fn node_after(&self, list: &[Op], copied: &BTreeMap<Pending, u64>, uses: u64, end: &End, next_us: u64) -> Node {
         let mut state = end.state;
         state.now_us = state.now_us.max(next_us);
         let mut pending: BTreeMap<Pending, u64> = BTreeMap::new();
@@ -223,14 +223,14 @@ impl Carry {
         // copies left unplaced, and those the start had beyond the copies.
         let had = &self.nodes[end.start].pending;
         let mut start = 0;
-        for (class, most) in self.copied(uses) {
-            let unplaced = (start..start + most).filter(|i| !end.placed[*i]).count() as u64;
-            start += most;
-            let uncopied = had.get(&class).map_or(0, |n| n.saturating_sub(uses));
-            *pending.entry(class).or_insert(0) += unplaced + uncopied;
+        for (class, n) in copied {
+            let n = *n as usize;
+            let unplaced = (start..start + n).filter(|i| !end.placed[*i]).count() as u64;
+            start += n;
+            let uncopied = had.get(class).map_or(0, |n| n.saturating_sub(uses));
+            *pending.entry(*class).or_insert(0) += unplaced + uncopied;
         }
-        debug_assert_eq!(start, copies);
-        for (i, op) in list.iter().enumerate().skip(copies) {
+        for (i, op) in list.iter().enumerate().skip(start) {
             if !end.placed[i] {
                 if let Some(class) = Pending::of(op) {
                     *pending.entry(class).or_insert(0) += 1;

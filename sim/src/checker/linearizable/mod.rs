@@ -194,8 +194,9 @@ struct KeyJudgment {
     /// What the segments judged so far leave to the next.
     carry: Carry,
     /// The last segments' own operations (at most about [`TAIL_OPS`]), each
-    /// with what it started from, and whether the first is the key's first.
+    /// with what it started from.
     tail: VecDeque<(Carry, Vec<Op>)>,
+    /// Whether the tail starts at the key's first operation.
     tail_from_start: bool,
     /// The state before the key's first operation.
     first: State,
@@ -227,11 +228,11 @@ impl KeyJudgment {
     }
 
     /// The operations a violation's window is looked for in: copies of
-    /// what the tail started with, the tail's own, then `own` (started from
-    /// `carry`); and the state before them (unknown unless they start at the
-    /// key's start).
-    fn window_list(&self, own: &[Op], carry: &Carry) -> (Vec<Op>, State) {
-        let entry = self.tail.front().map_or(carry, |(carry, _)| carry);
+    /// what the tail started with, the tail's own, then `own` (the segment
+    /// judged now); and the state before them (unknown unless they start at
+    /// the key's start).
+    fn window_list(&self, own: &[Op]) -> (Vec<Op>, State) {
+        let entry = self.tail.front().map_or(&self.carry, |(carry, _)| carry);
         let earlier = || self.tail.iter().flat_map(|(_, ops)| ops.iter());
         let t_us = earlier().chain(own).next().map_or(0, |op| op.inv_us);
         let total = earlier().count() + own.len();
@@ -331,7 +332,7 @@ impl LinearizableChecker {
                 judgment.carry.anything(next_us, &own)
             }
             Found::NoLinearization => {
-                let (window_list, first) = judgment.window_list(&own, &judgment.carry);
+                let (window_list, first) = judgment.window_list(&own);
                 judgment.failed = Some(violation(&key, &window_list, first, self.limits));
                 return;
             }

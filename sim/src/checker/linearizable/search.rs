@@ -98,11 +98,17 @@ impl Memo {
         });
     }
 
-    /// Whether `fingerprint` is new in this search; it is remembered either way.
-    fn insert(&mut self, fingerprint: u128) -> bool {
+    /// The first slot of `fingerprint`'s bucket, and the tag it is kept as.
+    fn locate(&self, fingerprint: u128) -> (usize, u64) {
         let buckets = self.slots.len() / Memo::WAYS;
         let bucket = ((fingerprint >> 64) as usize % buckets) * Memo::WAYS;
         let tag = (u64::from(self.epoch) << Memo::TAG_BITS) | (fingerprint as u64 & ((1 << Memo::TAG_BITS) - 1));
+        (bucket, tag)
+    }
+
+    /// Whether `fingerprint` is new in this search; it is remembered either way.
+    fn insert(&mut self, fingerprint: u128) -> bool {
+        let (bucket, tag) = self.locate(fingerprint);
         let ways = &mut self.slots[bucket..bucket + Memo::WAYS];
         if ways.contains(&tag) {
             return false;
@@ -114,9 +120,7 @@ impl Memo {
 
     /// Whether `fingerprint` was remembered in this search (and not forgotten since).
     fn contains(&self, fingerprint: u128) -> bool {
-        let buckets = self.slots.len() / Memo::WAYS;
-        let bucket = ((fingerprint >> 64) as usize % buckets) * Memo::WAYS;
-        let tag = (u64::from(self.epoch) << Memo::TAG_BITS) | (fingerprint as u64 & ((1 << Memo::TAG_BITS) - 1));
+        let (bucket, tag) = self.locate(fingerprint);
         self.slots[bucket..bucket + Memo::WAYS].contains(&tag)
     }
 
@@ -253,11 +257,10 @@ fn explore(ops: &[Op], starts: &[Start], limits: Limits, collect: bool, seen: &m
     // Runs of copies of one class next to each other (what `carry.rs` lays
     // out first): placed from the front, so a run's placed ones are a prefix.
     let mut runs: Vec<std::ops::Range<usize>> = Vec::new();
-    for i in 0..ops.len() {
+    for i in (1..ops.len()).filter(|i| twin_before[*i] == Some(i - 1)) {
         match runs.last_mut() {
-            Some(run) if twin_before[i] == Some(i - 1) && run.end == i => run.end = i + 1,
-            _ if twin_before.get(i + 1).copied().flatten() == Some(i) => runs.push(i..i + 1),
-            _ => {}
+            Some(run) if run.end == i => run.end = i + 1,
+            _ => runs.push(i - 1..i + 1),
         }
     }
     // A node is as good as one seen already with an unanswered operation
