@@ -138,6 +138,13 @@ pub struct Model {
     /// run; swarm draws it when the model has `partitions`; `false` keeps it off.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub figure8_strikes: Option<bool>,
+    /// Servers sleep through the ticks that would only advance Raft's
+    /// timers and make them up when they wake (extension of CLI.md;
+    /// `nodes/server.rs`): the same protocol in fewer wake-ups, so more
+    /// seeds a second. Absent, on; `false` wakes a server at every tick
+    /// (other schedules for the same seed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tickless: Option<bool>,
     /// Raft entries per append message (extension of CLI.md); 1 makes a new
     /// leader's first entries travel one by one.
     pub entries_per_message_max: u32,
@@ -218,6 +225,7 @@ impl Default for Model {
             fence_strikes: None,
             late_renewals: None,
             figure8_strikes: None,
+            tickless: None,
             entries_per_message_max: 64,
             inflight_max: 4,
             snapshot_entries: None,
@@ -372,6 +380,11 @@ pub const KEYS: &[KeyInfo] = &[
         "figure8_strikes",
         "Raft's figure 8 walked step by step: a leader stranded, its successor unplugged as it takes office, the \
          first leader struck as it returns to office; absent, off, but drawn by swarm (with partitions).",
+    ),
+    flag(
+        "tickless",
+        "Servers sleep through ticks that would only advance Raft's timers and make them up on waking: \
+         the same protocol in fewer wake-ups; absent, on; false wakes a server at every tick (other schedules).",
     ),
     int("entries_per_message_max", 1, 1_024, "Raft entries per append message."),
     int("inflight_max", 1, 64, "Raft appends in flight per follower."),
@@ -770,6 +783,7 @@ mod tests {
             fence_strikes: Some(true),
             late_renewals: Some(true),
             figure8_strikes: Some(true),
+            tickless: Some(false),
             snapshot_entries: Some(32),
             wait_queue_max: Some(2),
             swarm: true,

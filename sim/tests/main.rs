@@ -12,4 +12,5 @@ mod pasted_lines;
 mod role_faults;
 mod shards;
 mod swarm;
+mod tickless;
 mod trace_view;

@@ -401,7 +401,7 @@ fn steering_without_swarm_is_an_input_error() {
     }
 }
 
-/// A key `linearizable` could not decide (seed 1's, with twenty-four workers
+/// A key `linearizable` could not decide (seed 0's, with twenty-four workers
 /// on one key) is kept in the seed's record, and the merge says it as the
 /// hunt did.
 #[test]
@@ -412,7 +412,7 @@ fn a_merge_says_the_keys_not_judged() {
     let hunt =
         text(&run(&[&["hunt", "--seeds", "0..2", "--records", records.to_str().unwrap()][..], &crowded].concat()));
     let merged = text(&run(&["merge", records.to_str().unwrap()]));
-    let said = "  the first is seed 1, its key named (UNDECIDED line): ";
+    let said = "  the first is seed 0, its key named (UNDECIDED line): ";
     assert!(hunt.contains("\nlinearizable: 1 of 2 keys in 1 seed not judged") && hunt.contains(said), "{hunt}");
     assert!(merged.contains("\nlinearizable: 1 key in 1 seed not judged") && merged.contains(said), "{merged}");
     let json: serde_json::Value =

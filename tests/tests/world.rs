@@ -268,7 +268,9 @@ fn late_renewals_hold_a_renew_until_its_lease_ends_and_the_protocol_stays_safe()
     use fencelock::Probe;
     let model = Model { late_renewals: Some(true), ..Model::default() };
     let (mut holds, mut met) = (0, 0);
-    for seed in 0..6 {
+    // Seeds 10..16: three of them (11, 12, 13) meet the expiry; over seeds
+    // 0..100, 13 do.
+    for seed in 10..16 {
         let outcome = run_seed(seed, &model);
         assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
         let events = outcome.history.events();

@@ -422,6 +422,21 @@ impl RaftNode {
         }
     }
 
+    /// How many of the coming ticks would only advance this node's timers:
+    /// the next tick that can send, campaign or step down is the one after
+    /// them. A driver may sleep through these ticks as long as it makes them
+    /// up, calling [`RaftNode::tick`] for each in order, before it hands the
+    /// node anything else (a message's effect may depend on the timers).
+    pub fn idle_ticks(&self) -> u32 {
+        if self.role == Role::Leader {
+            let quorum_check = self.config.election_ticks_min.saturating_sub(self.election_elapsed + 1);
+            let heartbeat = self.config.heartbeat_ticks.saturating_sub(self.heartbeat_elapsed + 1);
+            quorum_check.min(heartbeat)
+        } else {
+            self.election_timeout.saturating_sub(self.election_elapsed + 1)
+        }
+    }
+
     /// Runs the election timer out now (etcd's `campaign`): a follower or
     /// (pre-)candidate campaigns at once, with pre-vote if configured, as
     /// its timer would make it at its next timeout; a node recovering from

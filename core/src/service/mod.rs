@@ -383,6 +383,54 @@ impl LockServer {
         self.check_lease_deadlines(now_local_ms);
     }
 
+    /// How many of the ticks at local instants `first_tick_local_ms`,
+    /// `first_tick_local_ms + tick_ms`, ... would do nothing but advance
+    /// timers: no message, no proposal, no answer, no probe. A driver may
+    /// sleep through them and make them up when it next wakes, calling
+    /// [`LockServer::tick`] for each at its own instant, in order, before
+    /// any other input ([`RaftNode::idle_ticks`]). An idle cluster's nodes
+    /// then wake once per heartbeat or election timeout rather than every
+    /// tick.
+    pub fn idle_ticks(&self, first_tick_local_ms: u64) -> u32 {
+        let raft = self.raft.idle_ticks();
+        // A reading below the last one is a backward step the tick acts on.
+        if first_tick_local_ms < self.now_local_ms_last {
+            return 0;
+        }
+        let Some(due_ms) = self.next_timer_local_ms() else {
+            return raft;
+        };
+        // Tick i (from 0) is idle while first + i * tick_ms < due_ms.
+        let ticks = due_ms.saturating_sub(first_tick_local_ms).div_ceil(self.config.tick_ms.max(1));
+        raft.min(u32::try_from(ticks).unwrap_or(u32::MAX))
+    }
+
+    /// The earliest local instant at which a tick times a waiter out or asks
+    /// to confirm a lease past its deadline (`None`: no tick ever will
+    /// without another input first).
+    fn next_timer_local_ms(&self) -> Option<u64> {
+        let waiters = (self.config.variant != Variant::WaitersNeverTimeOut)
+            .then(|| self.waiters.values().flatten().map(|waiter| waiter.deadline_local_ms).min())
+            .flatten();
+        let serving = self.office.is_some_and(|office| office.serving);
+        let retry_ms = CONFIRM_RETRY_TICKS.saturating_mul(self.config.tick_ms);
+        let leases = serving
+            .then(|| {
+                self.leases
+                    .values()
+                    .filter_map(|lease| match lease.expiry {
+                        Expiry::Idle => Some(lease.deadline_local_ms),
+                        Expiry::Confirming { since_local_ms, .. } => {
+                            Some(lease.deadline_local_ms.max(since_local_ms.saturating_add(retry_ms)))
+                        }
+                        Expiry::Proposed => None,
+                    })
+                    .min()
+            })
+            .flatten();
+        waiters.into_iter().chain(leases).min()
+    }
+
     /// Runs the Raft node's election timer out now ([`RaftNode::campaign`]).
     /// The service sees the new role as it applies the next Ready, which a
     /// campaign always makes (its (pre-)vote requests, or a lone node's

@@ -254,13 +254,23 @@ impl Future for ClockChanged<'_> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut c = self.clock.lock().expect("clock lock");
-        if c.changes != self.changes {
-            return Poll::Ready(());
+        if poll_changed(self.clock, self.changes, cx) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
         }
-        c.register(cx.waker());
-        Poll::Pending
     }
+}
+
+/// Whether `clock`'s mapping changed after its `changes`-th change; if not,
+/// `cx` is woken at the next rate change or step.
+pub fn poll_changed(clock: &SharedClock, changes: u64, cx: &mut Context<'_>) -> bool {
+    let mut c = clock.lock().expect("clock lock");
+    if c.changes != changes {
+        return true;
+    }
+    c.register(cx.waker());
+    false
 }
 
 #[cfg(test)]

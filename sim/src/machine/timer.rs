@@ -61,6 +61,19 @@ pub fn refresh(slot: &mut Option<Deadline>, at_us: u64) -> &mut Deadline {
     slot.as_mut().expect("just filled")
 }
 
+/// Keeps `slot` a deadline at or before true instant `at_us`: one still
+/// ahead and no later than `at_us` is kept (its timer is registered and will
+/// wake the task anyway; the task then looks again), else it is rebuilt for
+/// `at_us`. For a wake-up instant that moves later often (a follower's
+/// election timer, pushed back by every heartbeat): each move would
+/// otherwise leave a timer behind to wake the task for nothing.
+pub fn keep_earliest(slot: &mut Option<Deadline>, at_us: u64) -> &mut Deadline {
+    if slot.as_ref().is_none_or(|deadline| deadline.passed() || deadline.at_us > at_us) {
+        *slot = Some(Deadline::at_us(at_us));
+    }
+    slot.as_mut().expect("just filled")
+}
+
 /// `future`'s output, or `None` once `deadline` passes first (`future` is
 /// polled first, as `madsim::time::timeout` does).
 pub async fn race<F: Future>(future: F, deadline: &mut Deadline) -> Option<F::Output> {

@@ -17,6 +17,7 @@ use fencelock::{NodeId, Probe, ProbeSet};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
 
 /// Mutable world state behind one lock; the simulation is single-threaded so
 /// the lock is never contended.
@@ -114,6 +115,12 @@ pub struct Ctx {
     /// Servers (one bit per id) whose election timers `ElectionStorm` runs
     /// out at their next tick: one load per tick, no lock.
     campaigns: AtomicU16,
+    /// Servers asleep through idle ticks, woken when a storm arms their campaign.
+    campaign_wakers: Mutex<Vec<Option<Waker>>>,
+    /// For each server, when a pause (or hold) of it began, if one did since
+    /// the server last asked (`u64::MAX`: none): ticks due while it was
+    /// paused are lost, not made up.
+    paused_since_us: Vec<AtomicU64>,
     /// The servers' work so far (`EventKind::Work`, `work-budget`).
     work: Work,
 }
@@ -201,6 +208,8 @@ impl Ctx {
             acks_watched: AtomicBool::new(false),
             votes_watched: AtomicBool::new(false),
             campaigns: AtomicU16::new(0),
+            campaign_wakers: Mutex::new(vec![None; usize::from(nodes)]),
+            paused_since_us: (0..nodes).map(|_| AtomicU64::new(u64::MAX)).collect(),
             work: Work { next_sample_us: AtomicU64::new(u64::MAX), ..Work::default() },
         }
     }
@@ -267,8 +276,43 @@ impl Ctx {
 
     /// Runs the election timers of `nodes` out at their next tick (`ElectionStorm`).
     pub fn arm_campaigns(&self, nodes: impl IntoIterator<Item = NodeId>) {
-        let bits = nodes.into_iter().fold(0, |bits, node| bits | 1 << node.0);
+        let nodes: Vec<NodeId> = nodes.into_iter().collect();
+        let bits = nodes.iter().fold(0, |bits, node| bits | 1 << node.0);
         self.campaigns.fetch_or(bits, Ordering::Relaxed);
+        let mut wakers = self.campaign_wakers.lock().expect("campaign lock");
+        for node in nodes {
+            if let Some(waker) = wakers.get_mut(usize::from(node.0)).and_then(Option::take) {
+                waker.wake();
+            }
+        }
+    }
+
+    /// Whether a storm armed `node`'s campaign; if not, `cx` is woken when one does.
+    pub fn poll_campaign_armed(&self, node: NodeId, cx: &mut std::task::Context<'_>) -> bool {
+        if self.campaign_armed(node) {
+            return true;
+        }
+        self.campaign_wakers.lock().expect("campaign lock")[usize::from(node.0)] = Some(cx.waker().clone());
+        false
+    }
+
+    /// Whether a storm armed `node`'s campaign for its next tick.
+    pub fn campaign_armed(&self, node: NodeId) -> bool {
+        self.campaigns.load(Ordering::Relaxed) & 1 << node.0 != 0
+    }
+
+    /// Records that `actor` was paused (or held); a server learns when.
+    pub fn note_paused(&self, actor: Actor) {
+        if let Actor::Server(node) = actor {
+            self.paused_since_us[usize::from(node.0)].fetch_min(now_us(), Ordering::Relaxed);
+        }
+        self.record(EventKind::Paused { actor });
+    }
+
+    /// When a pause of `node` began, if one did since the last call.
+    pub fn take_paused_since(&self, node: NodeId) -> Option<u64> {
+        let since = self.paused_since_us[usize::from(node.0)].swap(u64::MAX, Ordering::Relaxed);
+        (since != u64::MAX).then_some(since)
     }
 
     /// Whether `ElectionStorm` runs `node`'s election timer out at this

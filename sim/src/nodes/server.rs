@@ -7,7 +7,7 @@ use crate::faults::Acked;
 use crate::history::{Actor, EventKind};
 use crate::machine::clock::{local_now, now_us, SharedClock};
 use crate::machine::disk::{fsync, NodeOp};
-use crate::machine::net::{Addr, Delivery};
+use crate::machine::net::{Addr, Delivery, Mailbox};
 use crate::machine::timer;
 use crate::machine::wire;
 use crate::nodes::context::{AckSent, Ctx, VoteSent};
@@ -16,14 +16,29 @@ use fencelock::raft::{Config, Message, MessageBody, RaftNode, Ready, SoftState};
 use fencelock::service::{LockServer, Output, ServiceConfig};
 use fencelock::wire::Envelope;
 use fencelock::{LockState, LogIndex, NodeId, Token};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 
 /// One Raft tick, the same for every server: core tunes its standard config to it.
 const TICK_MS: u64 = fencelock::raft::TICK_MS_STANDARD;
+/// How close the next tick may be for a storm's campaign to be taken now:
+/// madsim's shortest sleep, which a fresh alarm for that tick would take.
+const CAMPAIGN_SLACK_US: u64 = 1_000;
 /// A bound on Ready rounds handled after one input; Raft converges in a few.
 const READY_ROUNDS_MAX: usize = 64;
 
 /// The life of one server process: from its durable state until it is killed.
+///
+/// Raft ticks every `TICK_MS` of the local clock, but a server does not wake
+/// for a tick that would only advance its timers
+/// ([`LockServer::idle_ticks`]): it sleeps until the first tick that can act,
+/// a delivery, a step or rate change of its clock, or a storm's campaign,
+/// and on waking makes up the idle ticks whose instants passed, each at its
+/// own local instant, before anything else. A tick due while the process
+/// was paused is lost, as a paused process's would be. The model key
+/// `tickless = false` wakes it at every tick instead.
 pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
     let mut server = start(&ctx, id);
     server.probes_on();
@@ -34,35 +49,107 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
     let mut durable = durable_snapshot_index(&ctx, id);
     let tick_us = TICK_MS * 1_000;
     let mut next_tick_local_us = local_now(&clock) + tick_us;
-    let mut tick_deadline = None;
+    let mut alarm = None;
+    let tickless = ctx.model.tickless != Some(false);
+    // A pause of an earlier life is not this one's.
+    ctx.take_paused_since(id);
     loop {
+        // The clock's mapping as this round reads it: the ticks slept
+        // through are placed by it (a change wakes the server).
+        let now_true_us = now_us();
+        let mapping = clock.lock().expect("clock lock").clone();
+        let now_local_us = mapping.local_us(now_true_us);
         // Ticks keep their pace across a backward step of the local clock
         // (only the lease deadlines, which read the clock, feel the step).
-        let now_true_us = now_us();
-        let tick_true_us = {
-            let clock = clock.lock().expect("clock lock");
-            next_tick_local_us = next_tick_local_us.min(clock.local_us(now_true_us) + tick_us);
-            clock.true_us_when(next_tick_local_us, now_true_us)
+        next_tick_local_us = next_tick_local_us.min(now_local_us + tick_us);
+        let armed = ctx.campaign_armed(id);
+        // Work the last round left (`drive`'s bound, or a Ready its outputs
+        // made) waits for the next tick, as it always has.
+        let idle = if !tickless || armed || server.has_ready() || next_tick_local_us <= now_local_us {
+            0
+        } else {
+            server.idle_ticks(next_tick_local_us / 1_000)
         };
-        let wait_us = tick_true_us.saturating_sub(now_true_us).max(1);
-        let first = timer::race(mailbox.recv(), timer::refresh(&mut tick_deadline, now_true_us + wait_us)).await;
+        let due_local_us = next_tick_local_us + u64::from(idle) * tick_us;
+        let due_true_us = mapping.true_us_when(due_local_us, now_true_us).max(now_true_us + 1);
+        let woke = if tickless {
+            let alarm = timer::keep_earliest(&mut alarm, due_true_us);
+            wake(&mut mailbox, alarm, Some((&clock, mapping.changes())), (!armed).then_some((&*ctx, id))).await
+        } else {
+            // Every tick wakes the server (the schedule pinned seeds were recorded with).
+            wake(&mut mailbox, timer::refresh(&mut alarm, due_true_us), None, None).await
+        };
+        // Make up the idle ticks whose instants passed while the server
+        // slept (not those that fell in a pause).
+        let paused_since_us = ctx.take_paused_since(id);
+        let slept_until_local_us = mapping.local_us(paused_since_us.map_or(now_us(), |since| since.min(now_us())));
+        let armed_now = ctx.campaign_armed(id);
+        let mut made_up = 0;
+        while made_up < idle && next_tick_local_us <= slept_until_local_us {
+            if armed_now && next_tick_local_us + tick_us > slept_until_local_us {
+                // The last tick due takes the storm's campaign, below.
+                break;
+            }
+            server.tick(next_tick_local_us / 1_000);
+            debug_assert!(!server.has_ready(), "an idle tick made Raft work");
+            next_tick_local_us += tick_us;
+            made_up += 1;
+        }
         // Time stands still until the next await: one clock read serves this round.
         let now_local_us = local_now(&clock);
-        match first {
-            Some(delivery) => {
-                on_delivery(&ctx, &mut server, now_local_us / 1_000, delivery);
-            }
-            None => {
+        match woke {
+            Woke::Delivery(delivery) => on_delivery(&ctx, &mut server, now_local_us / 1_000, delivery),
+            Woke::Other
+                if !tickless
+                    || next_tick_local_us <= now_local_us && (made_up == idle || paused_since_us.is_some())
+                    // A storm's campaign is taken at the tick due now, or
+                    // within madsim's shortest sleep (which would make it late).
+                    || armed_now && next_tick_local_us <= now_local_us + CAMPAIGN_SLACK_US =>
+            {
                 server.tick(now_local_us / 1_000);
                 if ctx.take_campaign(id) {
                     server.campaign();
                 }
-                // A clock stepped far forward does not owe a burst of ticks.
+                // A clock stepped far forward, or a pause, does not owe a burst of ticks.
                 next_tick_local_us = (next_tick_local_us + tick_us).max(now_local_us + 1);
             }
+            Woke::Other => {}
         }
         drive(&ctx, id, &mut server, &mut soft, &mut durable).await;
     }
+}
+
+/// Why a server woke.
+enum Woke {
+    Delivery(Delivery),
+    /// Its alarm, a change of its clock, or a storm arming its campaign.
+    Other,
+}
+
+/// Waits for a delivery (looked at first), `alarm`, (with `clock`) a change
+/// of the clock after its `changes`-th, or (with `campaign`) a storm arming
+/// the node.
+async fn wake(
+    mailbox: &mut Mailbox,
+    alarm: &mut timer::Deadline,
+    clock: Option<(&SharedClock, u64)>,
+    campaign: Option<(&Ctx, NodeId)>,
+) -> Woke {
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(delivery) = mailbox.poll_recv(cx) {
+            return Poll::Ready(Woke::Delivery(delivery));
+        }
+        let alarm_rang = Pin::new(&mut *alarm).poll(cx).is_ready();
+        let clock_changed =
+            clock.is_some_and(|(clock, changes)| crate::machine::clock::poll_changed(clock, changes, cx));
+        let armed = campaign.is_some_and(|(ctx, id)| ctx.poll_campaign_armed(id, cx));
+        if alarm_rang || clock_changed || armed {
+            Poll::Ready(Woke::Other)
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
 }
 
 /// Steps one delivery into the server at local time `now_local_ms`.

@@ -413,7 +413,7 @@ impl Supervisor {
         let id = self.node_of(actor).id();
         self.handle.pause(id);
         self.paused.lock().expect("pause lock").insert(actor, until_us);
-        self.ctx.record(EventKind::Paused { actor });
+        self.ctx.note_paused(actor);
         let handle = self.handle.clone();
         let ctx = self.ctx.clone();
         let paused = self.paused.clone();
@@ -444,7 +444,7 @@ impl Supervisor {
         }
         self.handle.pause(self.node_of(actor).id());
         self.paused.lock().expect("pause lock").insert(actor, u64::MAX);
-        self.ctx.record(EventKind::Paused { actor });
+        self.ctx.note_paused(actor);
     }
 
     pub(crate) fn resume(&mut self, actor: Actor) {

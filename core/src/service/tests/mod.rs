@@ -10,6 +10,7 @@ mod acquire;
 mod declines;
 mod floors;
 mod ghosts;
+mod idle;
 mod leases;
 mod revoke;
 
@@ -85,7 +86,10 @@ impl Cluster {
                 tweak(&mut raft_config);
                 let raft =
                     RaftNode::new(raft_config, DurableState::default(), 1_000 + u64::from(id.0)).expect("valid config");
-                LockServer::new(config.clone(), raft, LockState::new(Token(0)))
+                let mut server = LockServer::new(config.clone(), raft, LockState::new(Token(0)));
+                // On for `tick_checked`, which reads them; they change no decision.
+                server.probes_on();
+                server
             })
             .collect();
         let clocks_ms = (0..nodes).map(|n| 1_000_000 * (u64::from(n) + 1)).collect();
@@ -195,10 +199,35 @@ impl Cluster {
                 continue;
             }
             let now_ms = self.clocks_ms[n];
-            self.servers[n].tick(now_ms);
-            self.collect(NodeId(n as u8));
+            self.tick_checked(n, now_ms);
         }
         self.settle();
+    }
+
+    /// Ticks node `n` at `now_ms`, checking `LockServer::idle_ticks` on every
+    /// tick of every test: a tick it called idle makes no Ready, no output
+    /// and no probe, and leaves one idle tick fewer ahead (at least).
+    fn tick_checked(&mut self, n: usize, now_ms: u64) {
+        self.collect(NodeId(n as u8));
+        let server = &mut self.servers[n];
+        let idle = server.idle_ticks(now_ms);
+        let had_ready = server.has_ready();
+        server.take_probes();
+        server.tick(now_ms);
+        if idle > 0 {
+            assert!(had_ready || !server.has_ready(), "a tick called idle made Raft work (node {n} at {now_ms} ms)");
+            assert!(server.take_outputs().is_empty(), "a tick called idle answered (node {n} at {now_ms} ms)");
+            assert_eq!(
+                server.take_probes(),
+                crate::probe::ProbeSet::default(),
+                "a tick called idle probed (node {n} at {now_ms} ms)"
+            );
+            assert!(
+                server.idle_ticks(now_ms + TICK_MS) >= idle - 1,
+                "idle ticks ahead grew fewer by more than the tick"
+            );
+        }
+        self.collect(NodeId(n as u8));
     }
 
     /// `node`'s election timer run out now, then settle.
@@ -214,8 +243,7 @@ impl Cluster {
         let n = usize::from(node.0);
         self.clocks_ms[n] += TICK_MS;
         let now_ms = self.clocks_ms[n];
-        self.servers[n].tick(now_ms);
-        self.collect(node);
+        self.tick_checked(n, now_ms);
     }
 
     pub(super) fn run_ms(&mut self, ms: u64) {

@@ -1,0 +1,70 @@
+//! `LockServer::idle_ticks`: how many coming ticks a driver may sleep
+//! through. Every tick of every test here is also checked by the harness
+//! (`Cluster::tick_checked`: a tick called idle does nothing); these tests
+//! check the other side, that the count is not too cautious to matter and
+//! that the first tick after it is the one that acts.
+
+use super::{acquire, three, Cluster, TICK_MS};
+use crate::raft::Role;
+use crate::service::ServiceConfig;
+use crate::types::NodeId;
+use crate::variant::Variant;
+
+/// Ticks `node` alone through its idle ticks, then once more; returns how
+/// many were idle and whether the next one made Raft work.
+fn idle_then_next(cluster: &mut Cluster, node: NodeId) -> (u32, bool) {
+    let idle = cluster.server(node).idle_ticks(cluster.now_ms(node) + TICK_MS);
+    for _ in 0..idle {
+        cluster.tick_alone(node);
+    }
+    cluster.tick_alone(node);
+    (idle, cluster.server(node).has_ready())
+}
+
+#[test]
+fn a_quiet_leader_sleeps_until_its_next_heartbeat_and_then_sends_it() {
+    let (mut cluster, leader) = three(Variant::Default);
+    cluster.settle();
+    for _ in 0..5 {
+        let (idle, acted) = idle_then_next(&mut cluster, leader);
+        // Heartbeats every 40 ms, quorum checks every 100 ms: at most 3 idle ticks.
+        assert!(idle <= 3, "{idle} idle ticks between a leader's heartbeats");
+        assert!(acted, "the first tick after the idle ones sends the heartbeat");
+        cluster.settle();
+    }
+}
+
+#[test]
+fn a_follower_cut_off_sleeps_until_its_election_timeout_and_then_campaigns() {
+    let (mut cluster, leader) = three(Variant::Default);
+    let follower = NodeId((leader.0 + 1) % 3);
+    cluster.settle();
+    cluster.isolate(follower);
+    let (idle, acted) = idle_then_next(&mut cluster, follower);
+    // Election timeouts are 10..20 ticks: the timer's whole rest is idle.
+    assert!((8..20).contains(&idle), "{idle} idle ticks before an election timeout");
+    assert!(acted, "the tick after them campaigns");
+    assert_eq!(cluster.server(follower).raft().soft_state().role, Role::PreCandidate);
+}
+
+#[test]
+fn a_waiters_deadline_ends_the_idle_ticks_at_the_tick_that_times_it_out() {
+    // Heartbeats rare enough that Raft alone would sleep past the waiter.
+    let slow = |raft: &mut crate::raft::Config| {
+        raft.heartbeat_ticks = 40;
+        raft.election_ticks_min = 100;
+        raft.election_ticks_max = 120;
+    };
+    let mut cluster = Cluster::with_raft(3, ServiceConfig::standard(Variant::Default), slow);
+    let leader = cluster.elect();
+    cluster.request(leader, 1, 1, acquire(0));
+    // A waiter for 200 ms behind the holder's 1 s lease.
+    cluster.request(leader, 2, 1, acquire(200));
+    assert!(cluster.answers(2, 1).is_empty(), "the second acquire waits");
+    let raft_idle = cluster.server(leader).raft().idle_ticks();
+    let (idle, acted) = idle_then_next(&mut cluster, leader);
+    assert!(raft_idle > 20, "Raft alone would sleep {raft_idle} ticks");
+    // The ticks before the one at the deadline (200 ms = 20 ticks away) are idle.
+    assert_eq!(idle, 19);
+    assert!(acted, "the tick at the deadline proposes the waiter's TimedOut");
+}
