@@ -401,7 +401,7 @@ impl LockServer {
             return raft;
         };
         // Tick i (from 0) is idle while first + i * tick_ms < due_ms.
-        let ticks = due_ms.saturating_sub(first_tick_local_ms).div_ceil(self.config.tick_ms.max(1));
+        let ticks = due_ms.saturating_sub(first_tick_local_ms).div_ceil(self.config.tick_ms);
         raft.min(u32::try_from(ticks).unwrap_or(u32::MAX))
     }
 
@@ -451,6 +451,11 @@ impl LockServer {
     /// The Raft `Ready`; hand it back to [`LockServer::apply_ready`] once persisted and sent.
     pub fn ready(&mut self) -> Ready {
         self.raft.ready()
+    }
+
+    /// Whether outputs wait to be taken ([`LockServer::take_outputs`]).
+    pub fn has_outputs(&self) -> bool {
+        !self.outputs.is_empty()
     }
 
     pub fn take_outputs(&mut self) -> Vec<Output> {

@@ -17,7 +17,7 @@ use fencelock::{NodeId, Probe, ProbeSet};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::Waker;
+use std::task::{Context, Waker};
 
 /// Mutable world state behind one lock; the simulation is single-threaded so
 /// the lock is never contended.
@@ -113,7 +113,8 @@ pub struct Ctx {
     /// off outside the vote-strike family's episodes.
     votes_watched: AtomicBool,
     /// Servers (one bit per id) whose election timers `ElectionStorm` runs
-    /// out at their next tick: one load per tick, no lock.
+    /// out at their next tick: one load per server round, no lock (a
+    /// sleeping server's waker is in `campaign_wakers`).
     campaigns: AtomicU16,
     /// Servers asleep through idle ticks, woken when a storm arms their campaign.
     campaign_wakers: Mutex<Vec<Option<Waker>>>,
@@ -288,11 +289,15 @@ impl Ctx {
     }
 
     /// Whether a storm armed `node`'s campaign; if not, `cx` is woken when one does.
-    pub fn poll_campaign_armed(&self, node: NodeId, cx: &mut std::task::Context<'_>) -> bool {
+    pub fn poll_campaign_armed(&self, node: NodeId, cx: &mut Context<'_>) -> bool {
         if self.campaign_armed(node) {
             return true;
         }
-        self.campaign_wakers.lock().expect("campaign lock")[usize::from(node.0)] = Some(cx.waker().clone());
+        let mut wakers = self.campaign_wakers.lock().expect("campaign lock");
+        let slot = &mut wakers[usize::from(node.0)];
+        if !slot.as_ref().is_some_and(|waker| waker.will_wake(cx.waker())) {
+            *slot = Some(cx.waker().clone());
+        }
         false
     }
 
@@ -318,10 +323,8 @@ impl Ctx {
     /// Whether `ElectionStorm` runs `node`'s election timer out at this
     /// tick; takes that campaign if so.
     pub fn take_campaign(&self, node: NodeId) -> bool {
-        let bit = 1 << node.0;
         // A load on every tick; the write only when a storm armed this server.
-        self.campaigns.load(Ordering::Relaxed) & bit != 0
-            && self.campaigns.fetch_and(!bit, Ordering::Relaxed) & bit != 0
+        self.campaign_armed(node) && self.campaigns.fetch_and(!(1 << node.0), Ordering::Relaxed) & 1 << node.0 != 0
     }
 
     /// The first stall a planned fault left for the next worker to reach

@@ -5,7 +5,7 @@
 
 use crate::faults::Acked;
 use crate::history::{Actor, EventKind};
-use crate::machine::clock::{local_now, now_us, SharedClock};
+use crate::machine::clock::{local_now, now_us, poll_changed, SharedClock};
 use crate::machine::disk::{fsync, NodeOp};
 use crate::machine::net::{Addr, Delivery, Mailbox};
 use crate::machine::timer;
@@ -81,31 +81,24 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
         };
         // Make up the idle ticks whose instants passed while the server
         // slept (not those that fell in a pause).
+        let woke_us = now_us();
         let paused_since_us = ctx.take_paused_since(id);
-        let slept_until_local_us = mapping.local_us(paused_since_us.map_or(now_us(), |since| since.min(now_us())));
+        let slept_until_local_us = mapping.local_us(paused_since_us.map_or(woke_us, |since| since.min(woke_us)));
         let armed_now = ctx.campaign_armed(id);
-        let mut made_up = 0;
-        while made_up < idle && next_tick_local_us <= slept_until_local_us {
-            if armed_now && next_tick_local_us + tick_us > slept_until_local_us {
-                // The last tick due takes the storm's campaign, below.
-                break;
-            }
-            server.tick(next_tick_local_us / 1_000);
-            debug_assert!(!server.has_ready(), "an idle tick made Raft work");
-            next_tick_local_us += tick_us;
-            made_up += 1;
-        }
+        let made_up = make_up_idle_ticks(
+            &mut server,
+            &mut next_tick_local_us,
+            Slept { idle, until_local_us: slept_until_local_us, tick_us, keep_last: armed_now },
+        );
         // Time stands still until the next await: one clock read serves this round.
         let now_local_us = local_now(&clock);
+        let tick_due = next_tick_local_us <= now_local_us && (made_up == idle || paused_since_us.is_some());
+        // A storm's campaign is taken at the tick due now, or within madsim's
+        // shortest sleep (which would make it late).
+        let campaign_due = armed_now && next_tick_local_us <= now_local_us + CAMPAIGN_SLACK_US;
         match woke {
             Woke::Delivery(delivery) => on_delivery(&ctx, &mut server, now_local_us / 1_000, delivery),
-            Woke::Other
-                if !tickless
-                    || next_tick_local_us <= now_local_us && (made_up == idle || paused_since_us.is_some())
-                    // A storm's campaign is taken at the tick due now, or
-                    // within madsim's shortest sleep (which would make it late).
-                    || armed_now && next_tick_local_us <= now_local_us + CAMPAIGN_SLACK_US =>
-            {
+            Woke::Other if !tickless || tick_due || campaign_due => {
                 server.tick(now_local_us / 1_000);
                 if ctx.take_campaign(id) {
                     server.campaign();
@@ -117,6 +110,39 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
         }
         drive(&ctx, id, &mut server, &mut soft, &mut durable).await;
     }
+}
+
+/// What a tickless server slept through: `idle` ticks from its next one
+/// on, `tick_us` apart, up to the local instant `until_local_us`.
+struct Slept {
+    idle: u32,
+    until_local_us: u64,
+    tick_us: u64,
+    /// Leave the last tick due to be taken as a real one (a storm's campaign rides on it).
+    keep_last: bool,
+}
+
+/// Ticks `server` at each slept-through idle tick whose instant passed, in
+/// order and at its own local instant, advancing `next_tick_local_us`;
+/// returns how many. Each must do nothing but move timers
+/// ([`LockServer::idle_ticks`]): one that made Raft work or answered would
+/// have been due when the server slept, so this checks it.
+fn make_up_idle_ticks(server: &mut LockServer, next_tick_local_us: &mut u64, slept: Slept) -> u32 {
+    let mut made_up = 0;
+    while made_up < slept.idle && *next_tick_local_us <= slept.until_local_us {
+        if slept.keep_last && *next_tick_local_us + slept.tick_us > slept.until_local_us {
+            break;
+        }
+        server.tick(*next_tick_local_us / 1_000);
+        assert!(
+            !server.has_ready() && !server.has_outputs(),
+            "a tick LockServer::idle_ticks called idle made work at {} ms",
+            *next_tick_local_us / 1_000
+        );
+        *next_tick_local_us += slept.tick_us;
+        made_up += 1;
+    }
+    made_up
 }
 
 /// Why a server woke.
@@ -140,8 +166,7 @@ async fn wake(
             return Poll::Ready(Woke::Delivery(delivery));
         }
         let alarm_rang = Pin::new(&mut *alarm).poll(cx).is_ready();
-        let clock_changed =
-            clock.is_some_and(|(clock, changes)| crate::machine::clock::poll_changed(clock, changes, cx));
+        let clock_changed = clock.is_some_and(|(clock, changes)| poll_changed(clock, changes, cx));
         let armed = campaign.is_some_and(|(ctx, id)| ctx.poll_campaign_armed(id, cx));
         if alarm_rang || clock_changed || armed {
             Poll::Ready(Woke::Other)

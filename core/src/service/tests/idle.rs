@@ -27,8 +27,8 @@ fn a_quiet_leader_sleeps_until_its_next_heartbeat_and_then_sends_it() {
     cluster.settle();
     for _ in 0..5 {
         let (idle, acted) = idle_then_next(&mut cluster, leader);
-        // Heartbeats every 40 ms, quorum checks every 100 ms: at most 3 idle ticks.
-        assert!(idle <= 3, "{idle} idle ticks between a leader's heartbeats");
+        // Core's standard heartbeat is every 2 ticks: at most 1 idle tick.
+        assert!(idle <= 1, "{idle} idle ticks between a leader's heartbeats");
         assert!(acted, "the first tick after the idle ones sends the heartbeat");
         cluster.settle();
     }
