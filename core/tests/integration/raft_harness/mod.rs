@@ -383,9 +383,21 @@ impl Cluster {
         false
     }
 
+    /// One tick of `id`, checking `RaftNode::idle_ticks` on every tick of
+    /// every test: a tick it called idle sends nothing and changes neither
+    /// role nor term, and leaves at least one idle tick fewer ahead.
     pub fn tick(&mut self, id: NodeId) {
         if self.is_up(id) {
-            self.node_mut(id).tick();
+            let node = self.node_mut(id);
+            let idle = node.idle_ticks();
+            let had_ready = node.has_ready();
+            let before = node.soft_state();
+            node.tick();
+            if idle > 0 {
+                assert!(had_ready || !node.has_ready(), "a tick called idle made work on {id:?}");
+                assert_eq!(node.soft_state(), before, "a tick called idle changed {id:?}'s role or term");
+                assert!(node.idle_ticks() + 1 >= idle, "{id:?}'s idle ticks ahead fell by more than the tick");
+            }
             self.process(id);
         }
     }
