@@ -23,6 +23,7 @@ use std::task::Poll;
 
 /// One Raft tick, the same for every server: core tunes its standard config to it.
 const TICK_MS: u64 = fencelock::raft::TICK_MS_STANDARD;
+const TICK_US: u64 = TICK_MS * 1_000;
 /// How close the next tick may be for a storm's campaign to be taken now:
 /// madsim's shortest sleep, which a fresh alarm for that tick would take.
 const CAMPAIGN_SLACK_US: u64 = 1_000;
@@ -47,8 +48,7 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
     let mut soft = server.raft().soft_state();
     ctx.note_role(id, soft);
     let mut durable = durable_snapshot_index(&ctx, id);
-    let tick_us = TICK_MS * 1_000;
-    let mut next_tick_local_us = local_now(&clock) + tick_us;
+    let mut next_tick_local_us = local_now(&clock) + TICK_US;
     let mut alarm = None;
     let tickless = ctx.model.tickless != Some(false);
     // A pause of an earlier life is not this one's.
@@ -61,7 +61,7 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
         let now_local_us = mapping.local_us(now_true_us);
         // Ticks keep their pace across a backward step of the local clock
         // (only the lease deadlines, which read the clock, feel the step).
-        next_tick_local_us = next_tick_local_us.min(now_local_us + tick_us);
+        next_tick_local_us = next_tick_local_us.min(now_local_us + TICK_US);
         let armed = ctx.campaign_armed(id);
         // Work the last round left (`drive`'s bound, or a Ready its outputs
         // made) waits for the next tick, as it always has.
@@ -70,7 +70,7 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
         } else {
             server.idle_ticks(next_tick_local_us / 1_000)
         };
-        let due_local_us = next_tick_local_us + u64::from(idle) * tick_us;
+        let due_local_us = next_tick_local_us + u64::from(idle) * TICK_US;
         let due_true_us = mapping.true_us_when(due_local_us, now_true_us).max(now_true_us + 1);
         let woke = if tickless {
             let alarm = timer::keep_earliest(&mut alarm, due_true_us);
@@ -88,7 +88,7 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
         let made_up = make_up_idle_ticks(
             &mut server,
             &mut next_tick_local_us,
-            Slept { idle, until_local_us: slept_until_local_us, tick_us, keep_last: armed_now },
+            Slept { idle, until_local_us: slept_until_local_us, keep_last: armed_now },
         );
         // Time stands still until the next await: one clock read serves this round.
         let now_local_us = local_now(&clock);
@@ -104,7 +104,7 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
                     server.campaign();
                 }
                 // A clock stepped far forward, or a pause, does not owe a burst of ticks.
-                next_tick_local_us = (next_tick_local_us + tick_us).max(now_local_us + 1);
+                next_tick_local_us = (next_tick_local_us + TICK_US).max(now_local_us + 1);
             }
             Woke::Other => {}
         }
@@ -113,11 +113,10 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
 }
 
 /// What a tickless server slept through: `idle` ticks from its next one
-/// on, `tick_us` apart, up to the local instant `until_local_us`.
+/// on, up to the local instant `until_local_us`.
 struct Slept {
     idle: u32,
     until_local_us: u64,
-    tick_us: u64,
     /// Leave the last tick due to be taken as a real one (a storm's campaign rides on it).
     keep_last: bool,
 }
@@ -130,7 +129,7 @@ struct Slept {
 fn make_up_idle_ticks(server: &mut LockServer, next_tick_local_us: &mut u64, slept: Slept) -> u32 {
     let mut made_up = 0;
     while made_up < slept.idle && *next_tick_local_us <= slept.until_local_us {
-        if slept.keep_last && *next_tick_local_us + slept.tick_us > slept.until_local_us {
+        if slept.keep_last && *next_tick_local_us + TICK_US > slept.until_local_us {
             break;
         }
         server.tick(*next_tick_local_us / 1_000);
@@ -139,7 +138,7 @@ fn make_up_idle_ticks(server: &mut LockServer, next_tick_local_us: &mut u64, sle
             "a tick LockServer::idle_ticks called idle made work at {} ms",
             *next_tick_local_us / 1_000
         );
-        *next_tick_local_us += slept.tick_us;
+        *next_tick_local_us += TICK_US;
         made_up += 1;
     }
     made_up
