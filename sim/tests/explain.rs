@@ -94,9 +94,9 @@ fn a_violation_is_told_in_place_and_at_the_end_and_the_hash_ignores_both() {
     let file = seed_file("0000-sink-unfenced.toml");
     let traced = stdout(&["run", &file, "--trace"]);
     let lines: Vec<&str> = traced.lines().collect();
-    let in_place = lines.iter().position(|l| l.contains("chk   VIOLATION fenced-write at 2004ms")).expect("in place");
-    assert!(lines[in_place - 1].trim_start().starts_with("2004."), "right after its instant's events");
-    assert!(lines.iter().any(|l| l.starts_with("VIOLATION fenced-write at 2004ms")), "and at the end");
+    let in_place = lines.iter().position(|l| l.contains("chk   VIOLATION fenced-write at 2065ms")).expect("in place");
+    assert!(lines[in_place - 1].trim_start().starts_with("2065."), "right after its instant's events");
+    assert!(lines.iter().any(|l| l.starts_with("VIOLATION fenced-write at 2065ms")), "and at the end");
     let plain = stdout(&["run", &file]);
     assert_eq!(
         traced.lines().find(|l| l.starts_with("trace-hash")),
@@ -104,8 +104,8 @@ fn a_violation_is_told_in_place_and_at_the_end_and_the_hash_ignores_both() {
     );
     // The worker's stall before its stale write is a stall, not a pause,
     // told by what it waits for.
-    let stall = "c0    stalls between its lease check and its write until a write on invoice/B-1042 under a token \
-                 above tok46 is accepted (at most 2000ms)";
+    let stall = "c1    stalls between its lease check and its write until a write on invoice/B-1043 under a token \
+                 above tok44 is accepted (at most 2000ms)";
     assert!(traced.contains(stall), "{traced}");
 }
 

@@ -38,24 +38,32 @@ fn an_idle_cluster_sends_the_same_heartbeats_ticking_or_not() {
 fn a_storm_wakes_a_tickless_server_and_its_campaign_comes_at_the_next_tick() {
     // Before any election timer (100-200 ms) runs out: nobody leads yet.
     let quiet = tickless(Model { clients: 0, safety_ms: 2_000, liveness_ms: 0, stalls: false, ..Model::default() });
-    for seed in 0..6 {
-        let plan = vec![FaultEvent { at_ms: 90, fault: Fault::ElectionStorm { servers: 3 } }];
-        let outcome = run_plan(seed, &quiet, plan);
-        let first: Vec<(u64, NodeId)> = outcome
-            .history
-            .events()
-            .iter()
-            .filter_map(|event| match event.kind {
-                EventKind::Role { node, role: Role::PreCandidate, .. } => Some((event.at_us, node)),
-                _ => None,
-            })
-            .take(3)
-            .collect();
-        let nodes: BTreeSet<NodeId> = first.iter().map(|(_, node)| *node).collect();
-        assert_eq!(nodes, BTreeSet::from([NodeId(0), NodeId(1), NodeId(2)]), "seed {seed}: {first:?}");
-        // At the tick at 90 ms (drift moves it by microseconds), not at an election timeout.
-        assert!(first.iter().all(|(at_us, _)| (90_000..91_000).contains(at_us)), "seed {seed}: {first:?}");
-        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+    // On the tick grid, and between two ticks (the tick at 90 ms has passed:
+    // a ticking server campaigns at 100 ms).
+    for (storm_ms, tick_ms) in [(90, 90), (95, 100)] {
+        for seed in 0..6 {
+            let plan = vec![FaultEvent { at_ms: storm_ms, fault: Fault::ElectionStorm { servers: 3 } }];
+            let outcome = run_plan(seed, &quiet, plan);
+            let first: Vec<(u64, NodeId)> = outcome
+                .history
+                .events()
+                .iter()
+                .filter_map(|event| match event.kind {
+                    EventKind::Role { node, role: Role::PreCandidate, .. } => Some((event.at_us, node)),
+                    _ => None,
+                })
+                .take(3)
+                .collect();
+            let nodes: BTreeSet<NodeId> = first.iter().map(|(_, node)| *node).collect();
+            assert_eq!(nodes.len(), 3, "seed {seed}: three servers campaign: {first:?}");
+            // At the next tick (drift moves it by microseconds), not at an election timeout.
+            let tick_us = tick_ms * 1_000;
+            assert!(
+                first.iter().all(|(at_us, _)| (tick_us..tick_us + 1_000).contains(at_us)),
+                "seed {seed}, storm at {storm_ms} ms: {first:?}"
+            );
+            assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+        }
     }
 }
 
@@ -76,5 +84,60 @@ fn tickless_runs_stay_safe_and_still_catch_the_flawed_variants() {
         let model = tickless(Model::declared(variant));
         let caught = (0..60).find(|&seed| run_seed(seed, &model).violations.iter().any(|v| v.property == property));
         assert!(caught.is_some(), "{variant:?}: {property:?} not broken in 60 tickless seeds");
+    }
+}
+
+/// The first instant `node` became a pre-candidate after `after_us`.
+fn pre_candidacy(outcome: &fencesim::run::seed::Outcome, node: NodeId, after_us: u64) -> Option<u64> {
+    outcome.history.events().iter().find_map(|event| match event.kind {
+        EventKind::Role { node: n, role: Role::PreCandidate, .. } if n == node && event.at_us > after_us => {
+            Some(event.at_us)
+        }
+        _ => None,
+    })
+}
+
+#[test]
+fn a_pause_inside_a_sleep_delays_an_election_timeout_by_the_pause_alone() {
+    // Three servers cut apart at 1 s: a follower sleeps until its election
+    // timeout (100-200 ms after the last heartbeat) runs out. A 60 ms pause
+    // inside that sleep loses the ticks in the pause, no more, ticking or tickless.
+    let quiet = Model { nodes: 3, clients: 0, safety_ms: 3_000, liveness_ms: 0, stalls: false, ..Model::default() };
+    let servers = (0..3).map(|n| vec![fencesim::machine::net::Addr::Server(NodeId(n))]).collect();
+    let cut = vec![FaultEvent { at_ms: 1_000, fault: Fault::Partition { sides: servers } }];
+    for seed in 0..6 {
+        let delays: Vec<u64> = [Some(false), Some(true)]
+            .into_iter()
+            .map(|ticks| {
+                let model = Model { tickless: ticks, ..quiet.clone() };
+                let base = run_plan(seed, &model, cut.clone());
+                let leader = base
+                    .history
+                    .events()
+                    .iter()
+                    .filter(|event| event.at_us < 1_000_000)
+                    .filter_map(|event| match event.kind {
+                        EventKind::Role { node, role: Role::Leader, .. } => Some(node),
+                        _ => None,
+                    })
+                    .last()
+                    .expect("a leader within the first second");
+                let node = NodeId((leader.0 + 1) % 3);
+                let on_time = pre_candidacy(&base, node, 1_000_000).expect("a pre-candidacy after the cut");
+                // Off the tick grid (a tick at the pause's instant would go either way).
+                let mut plan = cut.clone();
+                plan.push(FaultEvent { at_ms: 1_025, fault: Fault::Pause { actor: node.into(), ms: 60 } });
+                let late = pre_candidacy(&run_plan(seed, &model, plan), node, 1_000_000).expect("one when paused");
+                late - on_time
+            })
+            .collect();
+        let (ticking, tickless) = (delays[0], delays[1]);
+        // The ticks in the pause are lost (one is taken at the resume)...
+        assert!((30_000..=70_000).contains(&ticking), "seed {seed}: a 60 ms pause delayed the timeout {ticking} us");
+        // ...and a tickless server loses no others: it wakes at the resume.
+        assert!(
+            tickless.abs_diff(ticking) <= 1_000,
+            "seed {seed}: delayed {ticking} us ticking, {tickless} us tickless"
+        );
     }
 }

@@ -1,9 +1,9 @@
 //! The trace's filters (`--actor`, `--key`, `--from`, `--to`), its told
 //! events (`--why`, `--log`) and its JSON form, through the binary.
 //!
-//! Seed 94 of `sink-unfenced`, with the 20 ms heartbeat it was recorded
+//! Seed 2 of `sink-unfenced`, with the 20 ms heartbeat it was recorded
 //! with, fails twice: c1 stalls holding tok41 of invoice/B-1042 and writes it
-//! at 4538 ms, after c0 wrote tok45.
+//! at 6760 ms, after c0 wrote tok43.
 
 use std::process::{Command, Output};
 
@@ -12,7 +12,7 @@ fn fencesim(args: &[&str]) -> Output {
 }
 
 fn replay(extra: &[&str]) -> (Option<i32>, String) {
-    let mut args = vec!["replay", "--seed", "94", "--variant", "sink-unfenced", "--set", "heartbeat_ms=20"];
+    let mut args = vec!["replay", "--seed", "2", "--variant", "sink-unfenced", "--set", "heartbeat_ms=20"];
     args.extend_from_slice(extra);
     let output = fencesim(&args);
     (output.status.code(), String::from_utf8(output.stdout).expect("utf-8 output"))
@@ -20,7 +20,7 @@ fn replay(extra: &[&str]) -> (Option<i32>, String) {
 
 #[track_caller]
 fn assert_input_error(extra: &[&str], needle: &str) {
-    let mut args = vec!["replay", "--seed", "94", "--variant", "sink-unfenced", "--trace"];
+    let mut args = vec!["replay", "--seed", "2", "--variant", "sink-unfenced", "--trace"];
     args.extend_from_slice(extra);
     let output = fencesim(&args);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -58,7 +58,7 @@ fn bad_filter_values_are_one_line_and_exit_2() {
 #[test]
 fn a_filtered_trace_keeps_the_story_and_the_violation_on_one_screen() {
     let (full_code, full) = replay(&["--trace"]);
-    let (code, filtered) = replay(&["--actor", "c1", "--key", "B-1042", "--to", "4600"]);
+    let (code, filtered) = replay(&["--actor", "c1", "--key", "B-1042", "--to", "6800"]);
     assert_eq!((full_code, code), (Some(1), Some(1)), "the violation still decides the exit code");
     let (all, kept) = (trace_lines(&full), trace_lines(&filtered));
     assert!(all.len() > 1_000, "the whole trace: {} lines", all.len());
@@ -66,10 +66,10 @@ fn a_filtered_trace_keeps_the_story_and_the_violation_on_one_screen() {
     assert!(filtered.starts_with(&format!("trace: {} of {} lines kept by the filters\n", kept.len(), all.len())));
     // The story: the grant, the stall, the stale write the resource accepted.
     for needle in [
-        "c1    r1 answered by n4: Granted { token: Token(41)",
+        "c1    r1 answered by n1: Granted { token: Token(41)",
         "c1    stalls",
-        "c1    writes invoice/B-1042 with tok41 via Ledger",
-        "db    Accepted: c1 r2147483649 invoice/B-1042 tok41 via Ledger",
+        "c1    writes invoice/B-1042 with tok41 via Status",
+        "db    Accepted: c1 r2147483649 invoice/B-1042 tok41 via Status",
     ] {
         assert!(filtered.contains(needle), "missing `{needle}`:\n{filtered}");
     }
@@ -77,7 +77,7 @@ fn a_filtered_trace_keeps_the_story_and_the_violation_on_one_screen() {
         assert!(!line.contains("B-1043"), "a line about another key: {line}");
         assert!(["c1", "n0", "n1", "n2", "n3", "n4", "db", "sim"].contains(&actor_of(line)), "{line}");
         let ms: f64 = line.trim_start().split("ms").next().unwrap().parse().unwrap();
-        assert!(ms <= 4_600.0, "after --to: {line}");
+        assert!(ms <= 6_800.0, "after --to: {line}");
     }
     // Every kept line is a line of the whole trace, in the same order.
     let mut rest = all.iter();
@@ -93,18 +93,18 @@ fn a_filtered_trace_keeps_the_story_and_the_violation_on_one_screen() {
             .collect::<Vec<_>>()
     };
     assert_eq!(tail(&filtered), tail(&full));
-    assert!(filtered.contains("VIOLATION fenced-write at 4543ms"));
+    assert!(filtered.contains("VIOLATION fenced-write at 6765ms"));
     assert!(filtered.contains("trace-hash: "));
 }
 
 #[test]
 fn a_time_window_keeps_only_its_lines_and_implies_the_trace() {
-    let (_, window) = replay(&["--from", "4538", "--to", "4543"]);
+    let (_, window) = replay(&["--from", "6760", "--to", "6765"]);
     let lines = trace_lines(&window);
     assert!(!lines.is_empty(), "{window}");
     for line in &lines {
         let ms: f64 = line.trim_start().split("ms").next().unwrap().parse().unwrap();
-        assert!((4_538.0..=4_543.0).contains(&ms), "{line}");
+        assert!((6_760.0..=6_765.0).contains(&ms), "{line}");
     }
     let (_, none) = replay(&[]);
     assert!(trace_lines(&none).is_empty(), "no filter, no --trace: no trace");
@@ -152,9 +152,9 @@ fn the_json_trace_is_the_told_events() {
     assert!(fields.contains(&serde_json::json!(["token", "tok41"])), "{fields:?}");
     let violations = value["violations"].as_array().expect("a violations array");
     assert_eq!(violations[0]["property"], "fenced-write", "the stale write is the first violation");
-    assert_eq!(violations[0]["tokens"], serde_json::json!([41, 45]));
+    assert_eq!(violations[0]["tokens"], serde_json::json!([41, 43]));
     // Filters apply to the JSON trace too.
-    let (_, filtered) = replay(&["--json", "--actor", "c1", "--key", "B-1042", "--to", "4600"]);
+    let (_, filtered) = replay(&["--json", "--actor", "c1", "--key", "B-1042", "--to", "6800"]);
     let filtered: serde_json::Value = serde_json::from_str(filtered.trim()).expect("one JSON object");
     let kept = filtered["trace"].as_array().expect("a trace array");
     assert!(!kept.is_empty() && kept.len() < 60, "{}", kept.len());

@@ -114,10 +114,13 @@ pub struct Ctx {
     votes_watched: AtomicBool,
     /// Servers (one bit per id) whose election timers `ElectionStorm` runs
     /// out at their next tick: one load per server round, no lock (a
-    /// sleeping server's waker is in `campaign_wakers`).
+    /// sleeping server's waker is in `server_wakers`).
     campaigns: AtomicU16,
-    /// Servers asleep through idle ticks, woken when a storm arms their campaign.
-    campaign_wakers: Mutex<Vec<Option<Waker>>>,
+    /// Servers (one bit per id) whose pause ended since they last looked.
+    resumed: AtomicU16,
+    /// Servers asleep through idle ticks, woken when a storm arms their
+    /// campaign or their pause ends.
+    server_wakers: Mutex<Vec<Option<Waker>>>,
     /// For each server, when a pause (or hold) of it began, if one did since
     /// the server last asked (`u64::MAX`: none): ticks due while it was
     /// paused are lost, not made up.
@@ -209,7 +212,8 @@ impl Ctx {
             acks_watched: AtomicBool::new(false),
             votes_watched: AtomicBool::new(false),
             campaigns: AtomicU16::new(0),
-            campaign_wakers: Mutex::new(vec![None; usize::from(nodes)]),
+            resumed: AtomicU16::new(0),
+            server_wakers: Mutex::new(vec![None; usize::from(nodes)]),
             paused_since_us: (0..nodes).map(|_| AtomicU64::new(u64::MAX)).collect(),
             work: Work { next_sample_us: AtomicU64::new(u64::MAX), ..Work::default() },
         }
@@ -280,20 +284,27 @@ impl Ctx {
         let nodes: Vec<NodeId> = nodes.into_iter().collect();
         let bits = nodes.iter().fold(0, |bits, node| bits | 1 << node.0);
         self.campaigns.fetch_or(bits, Ordering::Relaxed);
-        let mut wakers = self.campaign_wakers.lock().expect("campaign lock");
         for node in nodes {
-            if let Some(waker) = wakers.get_mut(usize::from(node.0)).and_then(Option::take) {
-                waker.wake();
-            }
+            self.wake_server(node);
         }
     }
 
-    /// Whether a storm armed `node`'s campaign; if not, `cx` is woken when one does.
-    pub fn poll_campaign_armed(&self, node: NodeId, cx: &mut Context<'_>) -> bool {
-        if self.campaign_armed(node) {
+    /// Wakes `node`'s server if it sleeps through idle ticks.
+    fn wake_server(&self, node: NodeId) {
+        let mut wakers = self.server_wakers.lock().expect("server wakers lock");
+        if let Some(waker) = wakers.get_mut(usize::from(node.0)).and_then(Option::take) {
+            waker.wake();
+        }
+    }
+
+    /// Whether its pause ended or (with `campaign`) a storm armed `node`'s
+    /// campaign; if neither, `cx` is woken when one does.
+    pub fn poll_server_woken(&self, node: NodeId, campaign: bool, cx: &mut Context<'_>) -> bool {
+        let resumed = self.resumed.load(Ordering::Relaxed) & 1 << node.0 != 0;
+        if resumed || (campaign && self.campaign_armed(node)) {
             return true;
         }
-        let mut wakers = self.campaign_wakers.lock().expect("campaign lock");
+        let mut wakers = self.server_wakers.lock().expect("server wakers lock");
         let slot = &mut wakers[usize::from(node.0)];
         if !slot.as_ref().is_some_and(|waker| waker.will_wake(cx.waker())) {
             *slot = Some(cx.waker().clone());
@@ -314,8 +325,20 @@ impl Ctx {
         self.record(EventKind::Paused { actor });
     }
 
-    /// When a pause of `node` began, if one did since the last call.
+    /// Records that `actor`'s pause (or hold) ended; a server asleep through
+    /// idle ticks wakes, to tick at once as a ticking one would.
+    pub fn note_resumed(&self, actor: Actor) {
+        if let Actor::Server(node) = actor {
+            self.resumed.fetch_or(1 << node.0, Ordering::Relaxed);
+            self.wake_server(node);
+        }
+        self.record(EventKind::Resumed { actor });
+    }
+
+    /// When a pause of `node` began, if one did since the last call (which
+    /// also takes the news that it ended).
     pub fn take_paused_since(&self, node: NodeId) -> Option<u64> {
+        self.resumed.fetch_and(!(1 << node.0), Ordering::Relaxed);
         let since = self.paused_since_us[usize::from(node.0)].swap(u64::MAX, Ordering::Relaxed);
         (since != u64::MAX).then_some(since)
     }

@@ -51,9 +51,11 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
     let mut next_tick_local_us = local_now(&clock) + TICK_US;
     let mut alarm = None;
     let tickless = ctx.model.tickless != Some(false);
-    // A pause of an earlier life is not this one's.
-    ctx.take_paused_since(id);
     loop {
+        // A pause of an earlier life, or one that began and ended while the
+        // last round waited for its fsync, is over: the ticks due in it are
+        // lost, and a tick due now is taken at once.
+        ctx.take_paused_since(id);
         // The clock's mapping as this round reads it: the ticks slept
         // through are placed by it (a change wakes the server).
         let now_true_us = now_us();
@@ -74,9 +76,9 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
         let due_true_us = mapping.true_us_when(due_local_us, now_true_us).max(now_true_us + 1);
         let woke = if tickless {
             let alarm = timer::keep_earliest(&mut alarm, due_true_us);
-            wake(&mut mailbox, alarm, Some((&clock, mapping.changes())), (!armed).then_some((&*ctx, id))).await
+            wake(&mut mailbox, alarm, Some((&clock, mapping.changes())), Some((&*ctx, id, !armed))).await
         } else {
-            // Every tick wakes the server (the schedule pinned seeds were recorded with).
+            // Every tick wakes the server.
             wake(&mut mailbox, timer::refresh(&mut alarm, due_true_us), None, None).await
         };
         // Make up the idle ticks whose instants passed while the server
@@ -85,10 +87,13 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
         let paused_since_us = ctx.take_paused_since(id);
         let slept_until_local_us = mapping.local_us(paused_since_us.map_or(woke_us, |since| since.min(woke_us)));
         let armed_now = ctx.campaign_armed(id);
+        // The tick due now carries a storm's campaign; not one passed before
+        // the storm, nor one a delivery woke the server at.
+        let keep_last = armed_now && matches!(woke, Woke::Other);
         let made_up = make_up_idle_ticks(
             &mut server,
             &mut next_tick_local_us,
-            Slept { idle, until_local_us: slept_until_local_us, keep_last: armed_now },
+            Slept { idle, until_local_us: slept_until_local_us, keep_last },
         );
         // Time stands still until the next await: one clock read serves this round.
         let now_local_us = local_now(&clock);
@@ -117,7 +122,8 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
 struct Slept {
     idle: u32,
     until_local_us: u64,
-    /// Leave the last tick due to be taken as a real one (a storm's campaign rides on it).
+    /// Leave a tick due within `CAMPAIGN_SLACK_US` of `until_local_us` to be
+    /// taken as a real one (a storm's campaign rides on it).
     keep_last: bool,
 }
 
@@ -129,7 +135,7 @@ struct Slept {
 fn make_up_idle_ticks(server: &mut LockServer, next_tick_local_us: &mut u64, slept: Slept) -> u32 {
     let mut made_up = 0;
     while made_up < slept.idle && *next_tick_local_us <= slept.until_local_us {
-        if slept.keep_last && *next_tick_local_us + TICK_US > slept.until_local_us {
+        if slept.keep_last && *next_tick_local_us + CAMPAIGN_SLACK_US > slept.until_local_us {
             break;
         }
         server.tick(*next_tick_local_us / 1_000);
@@ -147,18 +153,18 @@ fn make_up_idle_ticks(server: &mut LockServer, next_tick_local_us: &mut u64, sle
 /// Why a server woke.
 enum Woke {
     Delivery(Delivery),
-    /// Its alarm, a change of its clock, or a storm arming its campaign.
+    /// Its alarm, a change of its clock, the end of its pause, or a storm arming its campaign.
     Other,
 }
 
 /// Waits for a delivery (looked at first), `alarm`, (with `clock`) a change
-/// of the clock after its `changes`-th, or (with `campaign`) a storm arming
-/// the node.
+/// of the clock after its `changes`-th, or (with `server`) the end of the
+/// node's pause or, if the flag is set, a storm arming it.
 async fn wake(
     mailbox: &mut Mailbox,
     alarm: &mut timer::Deadline,
     clock: Option<(&SharedClock, u64)>,
-    campaign: Option<(&Ctx, NodeId)>,
+    server: Option<(&Ctx, NodeId, bool)>,
 ) -> Woke {
     std::future::poll_fn(|cx| {
         if let Poll::Ready(delivery) = mailbox.poll_recv(cx) {
@@ -166,8 +172,8 @@ async fn wake(
         }
         let alarm_rang = Pin::new(&mut *alarm).poll(cx).is_ready();
         let clock_changed = clock.is_some_and(|(clock, changes)| poll_changed(clock, changes, cx));
-        let armed = campaign.is_some_and(|(ctx, id)| ctx.poll_campaign_armed(id, cx));
-        if alarm_rang || clock_changed || armed {
+        let woken = server.is_some_and(|(ctx, id, campaign)| ctx.poll_server_woken(id, campaign, cx));
+        if alarm_rang || clock_changed || woken {
             Poll::Ready(Woke::Other)
         } else {
             Poll::Pending

@@ -3,7 +3,7 @@
 //! hand back the history.
 //!
 //! The supervisor is the `block_on` future itself (madsim's node 0): it is
-//! never killed, so it owns the router task, the fault schedule and the
+//! never killed, so it owns the net's router task, the fault schedule and the
 //! operator's backups.
 
 use crate::faults::FaultEvent;

@@ -431,9 +431,11 @@ impl Supervisor {
             };
             if mine {
                 handle.resume(id);
-                ctx.record(EventKind::Resumed { actor });
+                ctx.note_resumed(actor);
             }
         });
+        // A finished task's handle would keep its memory for the rest of the run.
+        self.pause_ends.retain(|pause_end| !pause_end.is_finished());
         self.pause_ends.push(pause_end.abort_handle());
     }
 
@@ -450,7 +452,7 @@ impl Supervisor {
     pub(crate) fn resume(&mut self, actor: Actor) {
         if self.paused.lock().expect("pause lock").remove(&actor).is_some() {
             self.handle.resume(self.node_of(actor).id());
-            self.ctx.record(EventKind::Resumed { actor });
+            self.ctx.note_resumed(actor);
         }
     }
 
@@ -512,7 +514,7 @@ impl Supervisor {
         let paused: Vec<Actor> = std::mem::take(&mut *self.paused.lock().expect("pause lock")).into_keys().collect();
         for actor in paused {
             self.handle.resume(self.node_of(actor).id());
-            self.ctx.record(EventKind::Resumed { actor });
+            self.ctx.note_resumed(actor);
         }
         for disk in &self.ctx.node_disks {
             disk.lock().expect("disk lock").set_stall_us(0);
