@@ -108,7 +108,8 @@ pub fn true_us_reaching(maps: &[ClockMap], from_us: u64, until_local_us: u64) ->
 #[derive(Clone, Debug)]
 struct Piece {
     client: ClientId,
-    key: Key,
+    /// The key's number in `LeaseChecker::keys`: a long run has many pieces and few keys.
+    key: u32,
     token: Token,
     start_us: u64,
     until_local_us: u64,
@@ -270,7 +271,7 @@ pub(crate) struct LeaseChecker {
     /// served (a server may answer one long after: a waiter granted, a
     /// retry answered from its session), as its number in `keys`.
     request_keys: BTreeMap<(ClientId, RequestId), u32>,
-    /// Every key a request named, once, by number.
+    /// Every key a request or a belief named, once, by number.
     keys: Vec<Key>,
     /// Per key, when and by which server it was granted, renewed, expired or
     /// ghost-released: the servers whose clocks measured its leases.
@@ -304,6 +305,18 @@ impl LeaseChecker {
             }),
             Actor::Resource => false,
         }
+    }
+
+    /// The number of `key` in `keys`, given it on first sight.
+    fn key_number(&mut self, key: &Key) -> u32 {
+        let number = match self.keys.iter().position(|known| known == key) {
+            Some(number) => number,
+            None => {
+                self.keys.push(key.clone());
+                self.keys.len() - 1
+            }
+        };
+        u32::try_from(number).expect("a run names fewer than 2^32 keys")
     }
 
     fn close(&mut self, client: ClientId, key: &Key, at_us: u64) {
@@ -407,7 +420,7 @@ impl Family for LeaseChecker {
                 self.close(*client, key, at_us);
                 let piece = Piece {
                     client: *client,
-                    key: key.clone(),
+                    key: self.key_number(key),
                     token: *token,
                     start_us: at_us,
                     until_local_us: *until_local_us,
@@ -423,14 +436,7 @@ impl Family for LeaseChecker {
                 body: ClientRequest::Acquire { key, .. } | ClientRequest::Renew { key, .. },
                 ..
             } => {
-                let number = match self.keys.iter().position(|known| known == key) {
-                    Some(number) => number,
-                    None => {
-                        self.keys.push(key.clone());
-                        self.keys.len() - 1
-                    }
-                };
-                let number = u32::try_from(number).expect("a run names fewer than 2^32 keys");
+                let number = self.key_number(key);
                 self.request_keys.insert((*client, *request), number);
             }
             EventKind::Replied {
@@ -474,7 +480,7 @@ impl Family for LeaseChecker {
                 let (client, token, start_us) = (piece.client, piece.token, piece.start_us);
                 let past_end = end_us == run_end_us && expiry_us.min(piece.closed_us.unwrap_or(u64::MAX)) > run_end_us;
                 let interval = Belief { client, token, sent_us, start_us, end_us, past_end };
-                by_key.entry(piece.key.clone()).or_default().push(interval);
+                by_key.entry(self.keys[piece.key as usize].clone()).or_default().push(interval);
             }
         }
         let mut seen = BTreeSet::new();
@@ -529,6 +535,44 @@ mod tests {
         assert_eq!(true_us_reaching(&[map(5_000, 5_000, 0)], 1_000, 2_000_000), Some(2_000_000));
         // A stopped clock never gets there.
         assert_eq!(true_us_reaching(&[map(0, 0, -1_000_000)], 0, 2_000_000), None);
+    }
+
+    /// Belief pieces are judged together at the end, so a run keeps each one;
+    /// a piece names its key by number, and ten thousand pieces on two keys
+    /// keep two key names. An overlap after them is still found.
+    #[test]
+    fn belief_pieces_name_their_key_by_number_and_an_overlap_after_many_is_found() {
+        use super::{LeaseChecker, Piece};
+        use crate::checker::state::{Context, Facts};
+        use crate::checker::{Family, Report};
+        assert!(std::mem::size_of::<Piece>() <= 48, "a piece costs {} bytes", std::mem::size_of::<Piece>());
+        let mut h = H::new();
+        for i in 0..10_000u64 {
+            let (client, k) = (1 + (i % 2) as u32, ["a", "b"][(i % 2) as usize]);
+            let until_us = (10 * i + 1_000) * 1_000;
+            h = h.at_ms(10 * i).belief_until_us(client, k, 100 + i, until_us).at_ms(10 * i + 5).belief_end(
+                client,
+                k,
+                100 + i,
+            );
+        }
+        let h = h.at_ms(200_000).belief_until_us(1, "a", 20_000, 202_000_000).at_ms(200_500).belief_until_us(
+            2,
+            "a",
+            20_001,
+            202_000_000,
+        );
+        let config = h.config(203_000_000);
+        let ctx = Context::new(config.clone());
+        let mut checker = LeaseChecker::new(&config);
+        let mut report = Report::default();
+        for event in h.events() {
+            checker.observe(&ctx, &Facts::default(), event, &mut report);
+        }
+        assert_eq!((checker.pieces.len(), checker.keys.len()), (10_002, 2));
+        checker.finish(&ctx, &mut report);
+        let found: Vec<(Property, u64)> = report.violations.iter().map(|v| (v.property, v.at_us)).collect();
+        assert_eq!(found, [(Property::LeaseExclusion, 200_500_000)]);
     }
 
     #[test]

@@ -41,8 +41,11 @@ impl Watch {
         match &event.kind {
             EventKind::Role { node, role, term, .. } => {
                 self.roles.insert(*node, *role);
-                if *role == Role::Candidate && *self.candidates.entry(*term).or_insert(*node) != *node {
+                // Once two candidates of one term were seen, the terms are of no more use.
+                let wanted = !probes.contains(Probe::TwoCandidatesOneTerm);
+                if wanted && *role == Role::Candidate && *self.candidates.entry(*term).or_insert(*node) != *node {
                     probes.insert(Probe::TwoCandidatesOneTerm);
+                    self.candidates.clear();
                 }
             }
             EventKind::Clock { actor, local_us, rate_ppm, .. } => {
@@ -80,5 +83,34 @@ impl Watch {
     /// The probes the events so far showed.
     pub fn probes(&self) -> ProbeSet {
         self.probes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Watch;
+    use crate::history::{Event, EventKind};
+    use fencelock::raft::Role;
+    use fencelock::{NodeId, Probe, Term};
+
+    fn candidate(seq: u64, node: u8, term: u64) -> Event {
+        let kind = EventKind::Role { node: NodeId(node), role: Role::Candidate, term: Term(term), leader: None };
+        Event { seq, at_us: seq * 1_000, kind }
+    }
+
+    #[test]
+    fn the_terms_of_candidates_are_kept_only_until_two_share_one() {
+        let mut watch = Watch::default();
+        for term in 1..=10_000 {
+            watch.observe(&candidate(term, (term % 5) as u8, term));
+        }
+        assert!(!watch.probes().contains(Probe::TwoCandidatesOneTerm));
+        assert_eq!(watch.candidates.len(), 10_000, "until then any term may get its second candidate");
+        watch.observe(&candidate(10_001, 4, 7));
+        assert!(watch.probes().contains(Probe::TwoCandidatesOneTerm));
+        for term in 10_001..=20_000 {
+            watch.observe(&candidate(term + 1, (term % 5) as u8, term));
+        }
+        assert!(watch.candidates.is_empty(), "the probe is reached: no term is kept");
     }
 }

@@ -113,6 +113,25 @@ pub fn run_seed_streamed(seed: u64, model: &Model) -> Outcome {
     run_recording(seed, model, plan, None, Keep::Nothing)
 }
 
+/// The plan a run's outcome reports. The world holds its plan for the
+/// whole run (a long run's plan is a megabyte or more): a run that keeps
+/// nothing does not hold a second copy meanwhile, and draws its plan again
+/// once the world is done (the same plan: it depends only on the model and
+/// the seed, and a run that keeps nothing was never given an edited one).
+enum PlanKept {
+    Copy(Vec<FaultEvent>),
+    Drawn,
+}
+
+impl PlanKept {
+    fn take(self, seed: u64, model: &Model) -> Vec<FaultEvent> {
+        match self {
+            PlanKept::Copy(plan) => plan,
+            PlanKept::Drawn => faults::plan(model, seed),
+        }
+    }
+}
+
 fn run_recording(seed: u64, model: &Model, plan: Vec<FaultEvent>, dispatch: Option<Dispatch>, keep: Keep) -> Outcome {
     let judge = Arc::new(Mutex::new(Some(Judge::new(model))));
     let tap = Box::new(TapOf(judge.clone()));
@@ -121,7 +140,10 @@ fn run_recording(seed: u64, model: &Model, plan: Vec<FaultEvent>, dispatch: Opti
         Keep::Nothing => History::streamed(tap),
     };
     let thread_model = model.clone();
-    let thread_plan = plan.clone();
+    let (thread_plan, plan) = match keep {
+        Keep::All => (plan.clone(), PlanKept::Copy(plan)),
+        Keep::Nothing => (plan, PlanKept::Drawn),
+    };
     let (salvage, salvaged) = mpsc::channel();
     let result = std::thread::Builder::new()
         .name(format!("seed-{seed}"))
@@ -149,6 +171,7 @@ fn run_recording(seed: u64, model: &Model, plan: Vec<FaultEvent>, dispatch: Opti
             Ok(_) => unreachable!("a panic inside the judge ends the run's thread"),
         },
     };
+    let plan = plan.take(seed, model);
     match result {
         Ok(record) => judge.outcome(seed, model, plan, record),
         Err(panic) => {
@@ -283,7 +306,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::run_plan;
+    use super::{run_plan, run_seed, run_seed_streamed};
     use crate::faults::{Fault, FaultEvent};
     use crate::history::Actor;
     use crate::model::Model;
@@ -303,5 +326,15 @@ mod tests {
         assert!(outcome.history.events().len() > 100, "the history up to the panic is kept");
         assert!(outcome.grants > 0, "and checked");
         assert_ne!(outcome.trace_hash, crate::run::trace::hash_hex(0));
+    }
+
+    #[test]
+    fn a_run_that_keeps_nothing_reports_the_plan_it_ran() {
+        let model = Model { safety_ms: 20_000, liveness_ms: 2_000, ..Model::default() };
+        let kept = run_seed(3, &model);
+        let streamed = run_seed_streamed(3, &model);
+        assert!(!kept.plan.is_empty());
+        assert_eq!(streamed.plan, kept.plan);
+        assert_eq!(streamed.trace_hash, kept.trace_hash);
     }
 }

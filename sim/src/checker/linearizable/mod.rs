@@ -366,8 +366,8 @@ impl Family for LinearizableChecker {
                 judgment.client_ops = client_ops;
             }
         }
-        let grants = self.log.take_grants();
-        tokens::check(grants.values(), report);
+        let (grants, keys) = self.log.take_grants();
+        tokens::check(grants.values(), &keys, report);
         for (key, mut judgment) in std::mem::take(&mut self.judged) {
             let counters = &mut report.counters;
             counters.linearizable_keys += 1;

@@ -18,6 +18,7 @@
 //! strictly after the last answer (or restore); `carry.rs` says why each
 //! segment can then be judged on its own.
 
+use super::tokens::{Keys, Told};
 use crate::history::{Actor, EventKind};
 use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::{ClientId, Key, RequestId, Token};
@@ -93,7 +94,9 @@ pub(crate) struct OpLog {
     /// The lease of a renewal not answered with one.
     lease_ms: u64,
     /// Every grant, by number: the token checks read them at the end.
-    grants: BTreeMap<u64, Op>,
+    grants: BTreeMap<u64, Told>,
+    /// The keys the grants name.
+    grant_keys: Keys,
     /// The earliest instant after which a closed segment may be judged.
     ready_after_us: u64,
     /// Whether keys are cut into segments (a test judges whole keys too).
@@ -200,11 +203,6 @@ impl KeyOps {
     }
 }
 
-/// Whether an operation is read by the token checks: a grant.
-pub(crate) fn granted(op: &Op) -> bool {
-    matches!(op.answer, Some(ClientReply::Granted { .. }))
-}
-
 impl OpLog {
     pub fn new(ops_per_search_max: usize, lease_ms: u64) -> OpLog {
         OpLog {
@@ -215,6 +213,7 @@ impl OpLog {
             ops_per_search_max,
             lease_ms,
             grants: BTreeMap::new(),
+            grant_keys: Keys::default(),
             ready_after_us: u64::MAX,
             cuts: true,
             held_max: HELD_OPS_MAX,
@@ -332,8 +331,11 @@ impl OpLog {
                 segment.lease_until_us = segment.lease_until_us.max(op.inv_us.saturating_add(lease_ms * 1_000));
             }
         }
-        if granted(op) {
-            self.grants.insert(number, op.clone());
+        if let Some(ClientReply::Granted { token, .. }) = op.answer {
+            let key = self.grant_keys.number(&op.key);
+            let told =
+                Told { client: op.client, request: op.request, key, token, inv_us: op.inv_us, resp_us: op.resp_us };
+            self.grants.insert(number, told);
         }
         let copies = lost_in_restores(op, &self.restores_at_us).count() as u64;
         let answered = op.resp_us != u64::MAX;
@@ -383,9 +385,9 @@ impl OpLog {
         segments.map(|segment| segment.ops.len()).sum()
     }
 
-    /// Every grant, in history order, taken out of the log.
-    pub fn take_grants(&mut self) -> BTreeMap<u64, Op> {
-        std::mem::take(&mut self.grants)
+    /// Every grant, in history order, and the keys they name, taken out of the log.
+    pub fn take_grants(&mut self) -> (BTreeMap<u64, Told>, Keys) {
+        (std::mem::take(&mut self.grants), std::mem::take(&mut self.grant_keys))
     }
 }
 
