@@ -168,6 +168,11 @@ impl Inbox {
     /// Makes sure the receiver is woken by `at_us` (it waits for a packet due then).
     fn arm(&mut self, now: u64, at_us: u64) {
         let Some(waker) = &self.waker else { return };
+        if at_us <= now {
+            // Due already (no latency): the receiver looks in this instant.
+            waker.wake_by_ref();
+            return;
+        }
         // Timers at instants passed have rung.
         while self.armed.first().is_some_and(|&first| first <= now) {
             self.armed.pop_first();
@@ -671,10 +676,7 @@ impl Inner {
                 // Bound since it was sent (`bind` takes what is queued for it, so rarely).
                 Some(inbox) => {
                     inbox.timed.insert((at_us, seq), packet);
-                    inbox.armed.clear();
-                    if let Some(waker) = &inbox.waker {
-                        waker.wake_by_ref();
-                    }
+                    inbox.arm(now, at_us);
                 }
                 None => self.undeliverable(now, packet),
             }

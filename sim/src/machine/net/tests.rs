@@ -475,3 +475,25 @@ fn packets_on_their_way_follow_the_binding_at_their_delivery_time() {
         assert_eq!((stats.bounced, stats.undeliverable, stats.delivered), (1, 1, 2));
     });
 }
+
+#[test]
+fn a_packet_with_no_latency_arrives_in_the_instant_it_was_sent() {
+    run(24, || async {
+        let net = net(NetConfig { latency_min_us: 0, latency_max_us: 0, ..NetConfig::default() }, 24);
+        let got = Arc::new(Mutex::new(None));
+        let (receiver_net, receiver_got) = (net.clone(), got.clone());
+        madsim::task::spawn(async move {
+            let mut inbox = receiver_net.bind(n(1));
+            inbox.recv().await;
+            *receiver_got.lock().unwrap() = Some(now_us());
+        });
+        // The receiver waits on its inbox, with nothing armed.
+        sleep_ms(1).await;
+        let sent_us = now_us();
+        net.send(n(0), n(1), wire::encode(&1u64));
+        sleep_ms(2).await;
+        let got_us = got.lock().unwrap().expect("delivered");
+        // Not a madsim timer's shortest sleep (1 ms) later.
+        assert!(got_us - sent_us < 100, "sent at {sent_us} us, received at {got_us} us");
+    });
+}
