@@ -120,7 +120,7 @@ fn a_pause_inside_a_sleep_delays_an_election_timeout_by_the_pause_alone() {
                         EventKind::Role { node, role: Role::Leader, .. } => Some(node),
                         _ => None,
                     })
-                    .last()
+                    .next_back()
                     .expect("a leader within the first second");
                 let node = NodeId((leader.0 + 1) % 3);
                 let on_time = pre_candidacy(&base, node, 1_000_000).expect("a pre-candidacy after the cut");

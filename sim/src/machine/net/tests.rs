@@ -420,7 +420,7 @@ fn a_receiver_wakes_once_per_delivery_instant_and_never_between() {
             let mut inbox = receiver_net.bind(n(1));
             std::future::poll_fn(|cx| {
                 receiver_polls.lock().unwrap().push(now_us());
-                while let Poll::Ready(_) = inbox.poll_recv(cx) {}
+                while inbox.poll_recv(cx).is_ready() {}
                 Poll::<()>::Pending
             })
             .await;
