@@ -9,8 +9,8 @@
 //! such as "which token was issued at this index" is decided in one place.
 //!
 //! Cheap checks run online in [`Checker::observe`]; checks that need the whole
-//! run (belief intervals, pending requests, lost acknowledgements) run in
-//! [`Checker::finish`]. Violations are typed values with the simulated time,
+//! run (pending requests, lost acknowledgements, belief intervals not decided
+//! before) run in [`Checker::finish`]. Violations are typed values with the simulated time,
 //! the nodes, clients and tokens involved and a sentence a person can act on.
 
 mod availability_checker;
