@@ -54,7 +54,8 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
     loop {
         // A pause of an earlier life, or one that began and ended while the
         // last round waited for its fsync, is over: the ticks due in it are
-        // lost, and a tick due now is taken at once.
+        // lost, and the tick now overdue is taken at the next wake (madsim's
+        // shortest sleep away at most), as a ticking server's is.
         ctx.take_paused_since(id);
         // The clock's mapping as this round reads it: the ticks slept
         // through are placed by it (a change wakes the server).

@@ -1,8 +1,9 @@
 //! The simulated network: a message bus of our own on madsim tasks.
 //!
 //! A packet goes straight into its receiver's inbox, a queue keyed by
-//! delivery time, and the receiver's task is woken at that time by a madsim
-//! timer armed for the earliest packet it waits for: one wake-up per delivery
+//! delivery time, and the receiver's task is woken at that time (madsim's
+//! timers ring 1 ms after they are set at the soonest) by a madsim timer
+//! armed for the earliest packet it waits for: one wake-up per delivery
 //! instant, and no task between sender and receiver. MADSIM.md measured even
 //! a bus with a router task between them about 3x faster than madsim's
 //! `Endpoint`, and madsim's network has no partitions, duplication or
@@ -38,11 +39,13 @@ use std::task::{Poll, Waker};
 #[cfg(test)]
 mod tests;
 
-/// Packets in flight at once; beyond this a send is dropped (counted as `overflow`).
+/// Packets on their way to addresses nobody is bound to, at once; beyond
+/// this a send is dropped (counted as `overflow`).
 pub const INFLIGHT_MAX: usize = 1_000_000;
 
-/// Deliveries a mailbox holds before the net drops more (counted as `overflow`).
-/// A paused node's mailbox fills while it sleeps; this bounds that queue.
+/// Packets an inbox holds, on their way or due and not yet received, before
+/// the net drops more (counted as `overflow`). A paused node's inbox fills
+/// while it sleeps; this bounds that queue.
 pub const MAILBOX_CAPACITY: usize = 65_536;
 
 /// An endpoint on the network.
@@ -131,7 +134,8 @@ pub enum Delivery {
 pub struct NetStats {
     /// Calls to `send`.
     pub sent: u64,
-    /// Packets handed to a mailbox (bounces not included).
+    /// Packets that reached a mailbox (bounces not included): received, or
+    /// due and lost with their receiver.
     pub delivered: u64,
     /// Dropped by the loss rate.
     pub lost: u64,
@@ -145,7 +149,7 @@ pub struct NetStats {
     pub bounced: u64,
     /// Dropped at delivery: nobody bound, or the mailbox closed (the node was killed).
     pub undeliverable: u64,
-    /// Dropped because the in-flight queue or a mailbox was full.
+    /// Dropped because the unbound queue or an inbox was full.
     pub overflow: u64,
     /// Frames receivers refused on their checksum.
     pub corrupt_detected: u64,
@@ -159,8 +163,11 @@ struct Inbox {
     timed: BTreeMap<(u64, u64), Packet>,
     /// The receiver's task, as its last look at an empty inbox left it.
     waker: Option<Waker>,
-    /// Instants at which a madsim timer will wake `waker`. The earliest
-    /// packet waited for always has one at or before its time.
+    /// Instants a madsim timer was set for to wake `waker`. The earliest
+    /// packet waited for always has one at or before its time; the timer
+    /// itself rings no sooner than madsim's shortest sleep (1 ms) after it
+    /// was set, so a packet due less than 1 ms after the receiver last
+    /// looked is received up to that late, as with any madsim sleep.
     armed: BTreeSet<u64>,
 }
 
@@ -358,17 +365,28 @@ impl Net {
     }
 
     /// Binds `addr`, replacing an earlier binding (a restarted node binds
-    /// again): what is on its way to `addr` arrives here.
+    /// again): what is on its way to `addr` arrives here; what had reached
+    /// the earlier binding stays with it.
     pub fn bind(&self, addr: Addr) -> Mailbox {
+        let now = now_us();
         let mut inner = self.lock();
         let inner = &mut *inner;
-        let binding = inner.binding_next;
-        inner.binding_next += 1;
-        let mut timed = inner.bindings.remove(&addr).map(|old| old.timed).unwrap_or_default();
+        let mut timed = BTreeMap::new();
+        if let Some(old) = inner.bindings.remove(&addr) {
+            for (key, packet) in old.timed {
+                if key.0 <= now {
+                    inner.count_delivered(&packet);
+                } else {
+                    timed.insert(key, packet);
+                }
+            }
+        }
         let (mine, others): (BTreeMap<_, _>, BTreeMap<_, _>) =
             std::mem::take(&mut inner.unbound).into_iter().partition(|(_, packet)| packet.to == addr);
         inner.unbound = others;
         timed.extend(mine);
+        let binding = inner.binding_next;
+        inner.binding_next += 1;
         inner.bindings.insert(addr, Inbox { binding, timed, waker: None, armed: BTreeSet::new() });
         Mailbox { net: Arc::downgrade(&self.inner), addr, binding }
     }
@@ -386,6 +404,9 @@ impl Net {
         let now = now_us();
         let mut inner = self.lock();
         let inner = &mut *inner;
+        if inner.closed {
+            return;
+        }
         inner.stats.sent += 1;
         if inner.is_cut(from, to) {
             inner.stats.cut += 1;
@@ -671,15 +692,10 @@ impl Inner {
             if entry.key().0 > now {
                 break;
             }
-            let ((at_us, seq), packet) = entry.remove_entry();
-            match self.bindings.get_mut(&packet.to) {
-                // Bound since it was sent (`bind` takes what is queued for it, so rarely).
-                Some(inbox) => {
-                    inbox.timed.insert((at_us, seq), packet);
-                    inbox.arm(now, at_us);
-                }
-                None => self.undeliverable(now, packet),
-            }
+            let packet = entry.remove();
+            // A `bind` takes what is queued for its address: nobody is bound here.
+            debug_assert!(!self.bindings.contains_key(&packet.to), "an unbound packet for a bound address");
+            self.undeliverable(now, packet);
         }
         self.unbound.first_key_value().map(|(&(at_us, _), _)| at_us)
     }
