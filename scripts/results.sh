@@ -102,6 +102,8 @@ print("| figure | value |\n|---|---|")
 for key, value in bench.items():
     if isinstance(value, (int, float, str)):
         print(f"| `{key}` | {value} |")
+    elif isinstance(value, list):
+        print(f"| `{key}` | {', '.join(str(v) for v in value)} |")
 print("\n`fencesim bench --json`")
 for name in ["plain", "swarm"]:
     hunt = json.load(open(f"{tmp}/{name}.json"))

@@ -2,9 +2,14 @@
 //!
 //! (a) the baseline: bare madsim message passing, 5 nodes each sending one
 //! message per simulated ms for 60 simulated s through madsim's `Endpoint`;
-//! (b) the full stack on the standard model: messages per wall second,
-//! simulated-to-wall speedup and seeds per second on one thread;
-//! (c) `overhead_ratio` = baseline ÷ full-stack messages per second;
+//! (b) the full stack on the standard model: messages per second,
+//! simulated-to-real speedup and seeds per second on one thread;
+//! (c) `overhead_ratio` = baseline ÷ full-stack messages per second.
+//! (a) and (b) are timed in the process's CPU seconds (both run on one
+//! thread at a time), in `ROUNDS` interleaved rounds, and each figure is the
+//! rounds' median: on a shared machine the speed drifts by tens of percent
+//! within seconds, and a baseline timed in a fast moment against a stack
+//! timed in a slow one made the ratio swing from 1.1 to 1.9 on one tree;
 //! (d) peak memory (VmHWM) of one run of 10 simulated minutes, one of an
 //!     hour and one of four hours, each measured from a peak reset before it
 //!     (`/proc/self/clear_refs`), shortest first: memory flat in a run's
@@ -28,6 +33,8 @@ const BASELINE_NODES: u8 = 5;
 const BASELINE_SIM_S: u64 = 60;
 /// Every node sends one message per simulated ms.
 const BASELINE_MESSAGES: u64 = BASELINE_NODES as u64 * BASELINE_SIM_S * 1_000;
+/// Interleaved rounds of the baseline and the full stack (see the module's doc).
+const ROUNDS: usize = 5;
 
 pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
     let seeds = parse_seeds(&args.seeds)?;
@@ -37,19 +44,17 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
     let ten_minutes = long_run(10);
     let hour = long_run(60);
     let four_hours = long_run(240);
-    let (baseline_messages, baseline_wall_s) = baseline();
-    let baseline_msgs_per_s = baseline_messages as f64 / baseline_wall_s;
-
     let model = Model::default();
-    let started = Instant::now();
-    let results = sweep(seeds.clone(), &model, 1, false, None);
-    let wall_s = started.elapsed().as_secs_f64().max(1e-9);
-    let sim_s: f64 = results.iter().map(|r| r.sim_ms as f64 / 1_000.0).sum();
-    let messages: u64 = results.iter().map(|r| r.messages).sum();
-    let stack_msgs_per_s = messages as f64 / wall_s;
-    let seeds_per_s = seed_count as f64 / wall_s;
-    let sim_speedup = sim_s / wall_s;
-    let overhead_ratio = baseline_msgs_per_s / stack_msgs_per_s.max(1e-9);
+    let rounds: Vec<Round> = (0..ROUNDS).map(|_| round(&model, seeds.clone())).collect();
+    let median = |figure: fn(&Round) -> f64| median(rounds.iter().map(figure).collect());
+    let baseline_msgs_per_s = median(|r| r.baseline_msgs_per_s);
+    let stack_msgs_per_s = median(|r| r.stack_msgs_per_s);
+    let seeds_per_s = median(|r| r.seeds_per_s);
+    let sim_speedup = median(|r| r.sim_speedup);
+    let ratio = |r: &Round| r.baseline_msgs_per_s / r.stack_msgs_per_s.max(1e-9);
+    let overhead_ratio = median(ratio);
+    // The spread says how far to trust the median on this machine.
+    let ratios: Vec<f64> = rounds.iter().map(|r| (ratio(r) * 100.0).round() / 100.0).collect();
     let linearizable_pct = linearizable_share(&model, seeds);
     if args.json {
         crate::outln!(
@@ -58,6 +63,7 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
                 "baseline_msgs_per_s": baseline_msgs_per_s.round(),
                 "stack_msgs_per_s": stack_msgs_per_s.round(),
                 "overhead_ratio": (overhead_ratio * 100.0).round() / 100.0,
+                "overhead_ratio_rounds": ratios,
                 "sim_speedup": sim_speedup.round(),
                 "seeds_per_s": (seeds_per_s * 100.0).round() / 100.0,
                 "seeds": seed_count,
@@ -76,7 +82,8 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
             "full stack (standard model, {}, 1 thread): {stack_msgs_per_s:.0} messages/s, {sim_speedup:.0}x real time, {seeds_per_s:.2} seeds/s",
             plural(seed_count, "seed")
         );
-        crate::outln!("overhead_ratio: {overhead_ratio:.2}");
+        let spread: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+        crate::outln!("overhead_ratio: {overhead_ratio:.2} (median of {ROUNDS} rounds: {})", spread.join(", "));
         crate::outln!(
             "one simulated hour: peak memory {} MiB, {:.1} s wall, {} messages",
             hour.peak_mib,
@@ -93,6 +100,53 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
         crate::outln!("linearizable check: adds {linearizable_pct:.1}% to a run's wall time");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One round of the speed figures: the baseline, then the full stack on `seeds`.
+struct Round {
+    baseline_msgs_per_s: f64,
+    stack_msgs_per_s: f64,
+    seeds_per_s: f64,
+    sim_speedup: f64,
+}
+
+fn round(model: &Model, seeds: std::ops::Range<u64>) -> Round {
+    let seed_count = seeds.end - seeds.start;
+    let (baseline_messages, baseline_s) = baseline();
+    let started = cpu_s();
+    let results = sweep(seeds, model, 1, false, None);
+    let stack_s = (cpu_s() - started).max(1e-9);
+    let sim_s: f64 = results.iter().map(|r| r.sim_ms as f64 / 1_000.0).sum();
+    let messages: u64 = results.iter().map(|r| r.messages).sum();
+    Round {
+        baseline_msgs_per_s: baseline_messages as f64 / baseline_s,
+        stack_msgs_per_s: messages as f64 / stack_s,
+        seeds_per_s: seed_count as f64 / stack_s,
+        sim_speedup: sim_s / stack_s,
+    }
+}
+
+fn median(mut figures: Vec<f64>) -> f64 {
+    figures.sort_by(f64::total_cmp);
+    figures[figures.len() / 2]
+}
+
+/// The CPU seconds this process has used (every thread's), or wall seconds
+/// since the first call where the system cannot say.
+fn cpu_s() -> f64 {
+    #[cfg(target_os = "linux")]
+    {
+        let mut time = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        // SAFETY: `clock_gettime` writes one `timespec` through the pointer,
+        // which points at a live local of that type.
+        #[allow(unsafe_code)]
+        let read = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut time) };
+        if read == 0 {
+            return time.tv_sec as f64 + time.tv_nsec as f64 / 1e9;
+        }
+    }
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_secs_f64()
 }
 
 /// What the `linearizable` check adds to a standard run's wall time, in
@@ -117,12 +171,12 @@ fn linearizable_share(model: &Model, seeds: std::ops::Range<u64>) -> f64 {
 /// Bare madsim: every node sends one message per simulated ms to the next
 /// node through `Endpoint` for `BASELINE_SIM_S`, and drains what it receives.
 /// Returns the messages handed to the network (counted like the full stack's
-/// `messages`: every send) and the wall seconds taken.
+/// `messages`: every send) and the CPU seconds taken.
 fn baseline() -> (u64, f64) {
     let sent = Arc::new(AtomicU64::new(0));
     let counter = sent.clone();
     let counter_main = sent.clone();
-    let started = Instant::now();
+    let started = cpu_s();
     std::thread::spawn(move || {
         let runtime = madsim::runtime::Runtime::with_seed_and_config(1, madsim::Config::default());
         runtime.block_on(async move {
@@ -176,7 +230,7 @@ fn baseline() -> (u64, f64) {
     .expect("the baseline run does not panic");
     let messages = sent.load(Ordering::Relaxed);
     assert_eq!(messages, BASELINE_MESSAGES, "the baseline sends one message per node per simulated ms");
-    (messages, started.elapsed().as_secs_f64().max(1e-9))
+    (messages, (cpu_s() - started).max(1e-9))
 }
 
 struct LongRun {
