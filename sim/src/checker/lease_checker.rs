@@ -40,6 +40,7 @@
 //! judged from the earliest, in the order the end of the run would judge
 //! them, and what they find is held back to be reported in that order.
 
+use super::keys::Keys;
 use super::state::{Context, Facts};
 use super::{CheckConfig, Family, Property, Report, Violation};
 use crate::history::{Actor, Event, EventKind};
@@ -308,7 +309,7 @@ pub(crate) struct LeaseChecker {
     /// retry answered from its session), as its number in `keys`.
     request_keys: BTreeMap<(ClientId, RequestId), u32>,
     /// Every key a request or a belief named, once, by number.
-    keys: Vec<Key>,
+    keys: Keys,
     /// Per key, when and by which server it was granted, renewed, expired or
     /// ghost-released: the servers whose clocks measured its leases.
     served: BTreeMap<Key, Vec<(u64, NodeId)>>,
@@ -330,7 +331,7 @@ impl LeaseChecker {
             seen: BTreeSet::new(),
             swept_us: 0,
             request_keys: BTreeMap::new(),
-            keys: Vec::new(),
+            keys: Keys::default(),
             served: BTreeMap::new(),
         }
     }
@@ -350,15 +351,11 @@ impl LeaseChecker {
 
     /// The number of `key` in `keys`, given it on first sight.
     fn key_number(&mut self, key: &Key) -> u32 {
-        let number = match self.keys.iter().position(|known| known == key) {
-            Some(number) => number,
-            None => {
-                self.keys.push(key.clone());
-                self.by_key.push(KeyPieces::default());
-                self.keys.len() - 1
-            }
-        };
-        u32::try_from(number).expect("a run names fewer than 2^32 keys")
+        let number = self.keys.number(key);
+        if self.by_key.len() < self.keys.len() {
+            self.by_key.push(KeyPieces::default());
+        }
+        number
     }
 
     /// Ends `client`'s open piece on key number `key` (if it has one).
@@ -380,50 +377,34 @@ impl LeaseChecker {
         piece.until_local_us.saturating_sub(lease_us)
     }
 
-    /// The piece's belief, judged at the end of the run (none if it lasted no time).
-    fn belief_at_end(&self, piece: &Piece, lease_us: u64, run_end_us: u64) -> Option<Belief> {
+    /// The piece's belief as far as `now_us`: `Some(None)` if it lasted no
+    /// time, none if something from `now_us` on can still change it (its end,
+    /// or its clock reading its request's send, is not past yet; a clock
+    /// mapping from `now_us` on changes no reading before it). `at_end`:
+    /// `now_us` ends the run, nothing is left to change, and a belief still
+    /// held ends there.
+    fn belief(&self, piece: &Piece, lease_us: u64, now_us: u64, at_end: bool) -> Option<Option<Belief>> {
         let maps = self.maps_of(piece.client);
         let expiry_us = true_us_reaching(maps, piece.start_us, piece.until_local_us).unwrap_or(u64::MAX);
-        let end_us = expiry_us.min(piece.closed_us.unwrap_or(u64::MAX)).min(run_end_us);
-        if end_us <= piece.start_us {
+        let ends_us = expiry_us.min(piece.closed_us.unwrap_or(u64::MAX));
+        if ends_us >= now_us && !at_end {
             return None;
         }
-        let sent_us = piece.sent_before_us.unwrap_or_else(|| {
-            let reached = true_us_reaching(maps, piece.start_us, Self::sent_local_us(piece, lease_us));
-            if reached.is_some() {
-                piece.start_us
-            } else {
-                0
-            }
-        });
-        let (client, token, start_us) = (piece.client, piece.token, piece.start_us);
-        let past_end = end_us == run_end_us && expiry_us.min(piece.closed_us.unwrap_or(u64::MAX)) > run_end_us;
-        Some(Belief { client, token, sent_us, start_us, end_us, past_end })
-    }
-
-    /// The piece's belief if nothing from `now_us` on can change it (its end
-    /// came before, and so did its clock reading its request's send): `Some(None)`
-    /// if it lasted no time, none if it is not decided yet.
-    fn belief_settled(&self, piece: &Piece, lease_us: u64, now_us: u64) -> Option<Option<Belief>> {
-        let maps = self.maps_of(piece.client);
-        // A clock mapping from `now_us` on changes no reading before it.
-        let expiry_us = true_us_reaching(maps, piece.start_us, piece.until_local_us).unwrap_or(u64::MAX);
-        let end_us = expiry_us.min(piece.closed_us.unwrap_or(u64::MAX));
-        if end_us >= now_us {
-            return None;
-        }
+        let end_us = ends_us.min(now_us);
         if end_us <= piece.start_us {
             return Some(None);
         }
         let sent_us = match piece.sent_before_us {
             Some(sent_us) => sent_us,
             None => match true_us_reaching(maps, piece.start_us, Self::sent_local_us(piece, lease_us)) {
-                Some(reached_us) if reached_us < now_us => piece.start_us,
+                Some(reached_us) if at_end || reached_us < now_us => piece.start_us,
+                None if at_end => 0,
                 _ => return None,
             },
         };
         let (client, token, start_us) = (piece.client, piece.token, piece.start_us);
-        Some(Some(Belief { client, token, sent_us, start_us, end_us, past_end: false }))
+        let past_end = at_end && ends_us > now_us;
+        Some(Some(Belief { client, token, sent_us, start_us, end_us, past_end }))
     }
 
     /// Judges, on each key, the earliest pieces whose every overlap is
@@ -447,17 +428,17 @@ impl LeaseChecker {
     /// overlap is judged, if all of it is decided at `now_us`.
     fn judge_first(&mut self, ctx: &Context, key: usize, lease_us: u64, now_us: u64) -> Option<Vec<Found>> {
         let pieces = &self.by_key[key].pieces;
-        let a = match self.belief_settled(pieces.front()?, lease_us, now_us)? {
+        let a = match self.belief(pieces.front()?, lease_us, now_us, false)? {
             Some(a) => a,
             None => return Some(Vec::new()),
         };
         let mut others = Vec::new();
         for piece in pieces.iter().skip(1).take_while(|p| p.start_us < a.end_us) {
-            if let Some(b) = self.belief_settled(piece, lease_us, now_us)? {
+            if let Some(b) = self.belief(piece, lease_us, now_us, false)? {
                 others.push(b);
             }
         }
-        let name = &self.keys[key];
+        let name = self.keys.name(key as u32);
         // A stretch beyond the bound still open in an overlap's window will
         // be told with its end: wait for it.
         let waits = others.iter().any(|b| {
@@ -611,7 +592,7 @@ impl Family for LeaseChecker {
                 reply: ClientReply::Granted { .. } | ClientReply::Renewed { .. },
             } => {
                 if let Some(number) = self.request_keys.get(&(*client, *request)) {
-                    let key = self.keys[*number as usize].clone();
+                    let key = self.keys.name(*number).clone();
                     self.served.entry(key).or_default().push((at_us, *node));
                 }
             }
@@ -637,20 +618,20 @@ impl Family for LeaseChecker {
             let pieces = std::mem::take(&mut self.by_key[key].pieces);
             // Already sorted by start, then client.
             let intervals: Vec<Belief> =
-                pieces.iter().filter_map(|piece| self.belief_at_end(piece, lease_us, run_end_us)).collect();
+                pieces.iter().filter_map(|piece| self.belief(piece, lease_us, run_end_us, true).flatten()).collect();
             let mut found = Vec::new();
             for (i, a) in intervals.iter().enumerate() {
                 // Sorted by start: once one starts after `a` ends, all later ones do.
                 for b in intervals[i + 1..].iter().take_while(|b| b.start_us < a.end_us) {
                     if a.client != b.client && self.seen.insert(pair(key, a, b)) {
-                        self.judge_overlap(ctx, &self.keys[key], a, b, &mut found);
+                        self.judge_overlap(ctx, self.keys.name(key as u32), a, b, &mut found);
                     }
                 }
             }
             self.by_key[key].found.extend(found);
         }
         let mut keys: Vec<usize> = (0..self.keys.len()).collect();
-        keys.sort_by(|&x, &y| self.keys[x].cmp(&self.keys[y]));
+        keys.sort_by(|&x, &y| self.keys.name(x as u32).cmp(self.keys.name(y as u32)));
         for key in keys {
             for found in std::mem::take(&mut self.by_key[key].found) {
                 match found {

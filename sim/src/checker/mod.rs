@@ -15,6 +15,7 @@
 
 mod availability_checker;
 pub(crate) mod index_runs;
+mod keys;
 mod lease_checker;
 mod linearizable;
 mod liveness_checker;

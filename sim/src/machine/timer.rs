@@ -1,4 +1,5 @@
-//! A deadline that registers its timer once, and a receive raced against it.
+//! A deadline that registers its timer once, a receive raced against it,
+//! and a wake-up set for another task (`wake_after`).
 //!
 //! madsim 0.2.34's `Sleep` adds a timer on every poll while it is pending and
 //! never removes one. A sleep raced against a busy mailbox is polled on every
@@ -12,7 +13,7 @@ use crate::machine::clock::now_us;
 use madsim::time::Sleep;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 /// Resolves at a true instant (at least 1 ms after it was made, as madsim's
@@ -72,6 +73,15 @@ pub fn keep_earliest(slot: &mut Option<Deadline>, at_us: u64) -> &mut Deadline {
         *slot = Some(Deadline::at_us(at_us));
     }
     slot.as_mut().expect("just filled")
+}
+
+/// Has madsim wake `waker` in `after_us` (1 ms at the soonest, madsim's
+/// shortest sleep) with nothing left to poll: a `Sleep` registers its timer
+/// when polled and keeps it when dropped. For a task woken on another's
+/// behalf (a packet's receiver, armed by its sender).
+pub fn wake_after(waker: &Waker, after_us: u64) {
+    let mut sleep = std::pin::pin!(madsim::time::sleep(Duration::from_micros(after_us)));
+    let _ = sleep.as_mut().poll(&mut Context::from_waker(waker));
 }
 
 /// `future`'s output, or `None` once `deadline` passes first (`future` is

@@ -18,7 +18,8 @@
 //! strictly after the last answer (or restore); `carry.rs` says why each
 //! segment can then be judged on its own.
 
-use super::tokens::{Keys, Told};
+use super::tokens::Told;
+use crate::checker::keys::Keys;
 use crate::history::{Actor, EventKind};
 use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::{ClientId, Key, RequestId, Token};

@@ -8,7 +8,8 @@
 //! keys at once.
 
 use super::{Property, Report, Violation};
-use fencelock::{ClientId, Key, RequestId, Token};
+use crate::checker::keys::Keys;
+use fencelock::{ClientId, RequestId, Token};
 use std::collections::BTreeMap;
 
 /// A `Granted` answer, as the token checks read it. Both checks are over the
@@ -24,34 +25,6 @@ pub(crate) struct Told {
     pub token: Token,
     pub inv_us: u64,
     pub resp_us: u64,
-}
-
-/// Each key a grant named, once, by number: a run has few keys and many grants.
-#[derive(Debug, Default)]
-pub(crate) struct Keys {
-    names: Vec<Key>,
-    numbers: BTreeMap<Key, u32>,
-}
-
-impl Keys {
-    pub fn number(&mut self, key: &Key) -> u32 {
-        if let Some(number) = self.numbers.get(key) {
-            return *number;
-        }
-        let number = u32::try_from(self.names.len()).expect("a run names fewer than 2^32 keys");
-        self.names.push(key.clone());
-        self.numbers.insert(key.clone(), number);
-        number
-    }
-
-    pub fn name(&self, number: u32) -> &Key {
-        &self.names[number as usize]
-    }
-
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.names.len()
-    }
 }
 
 /// Judges the `Granted` answers of every key together (`told` in history order).

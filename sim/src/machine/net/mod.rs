@@ -187,12 +187,20 @@ impl Inbox {
         if self.armed.first().is_some_and(|&first| first <= at_us) {
             return;
         }
-        // madsim's `Sleep` registers its timer when polled and keeps it when
-        // dropped: the timer wakes the receiver at `at_us` (1 ms from now at
-        // the soonest, madsim's shortest sleep).
-        let mut sleep = std::pin::pin!(madsim::time::sleep(std::time::Duration::from_micros(at_us - now)));
-        let _ = sleep.as_mut().poll(&mut std::task::Context::from_waker(waker));
+        crate::machine::timer::wake_after(waker, at_us - now);
         self.armed.insert(at_us);
+    }
+
+    /// The receiver, polled with `waker`, found nothing due: it is woken when
+    /// its earliest packet is.
+    fn watch(&mut self, waker: &Waker, now: u64) {
+        if !self.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            self.waker = Some(waker.clone());
+            self.armed.clear();
+        }
+        if let Some(&(head_us, _)) = self.timed.keys().next() {
+            self.arm(now, head_us);
+        }
     }
 }
 
@@ -221,29 +229,34 @@ impl Mailbox {
 
     /// Polls for the next delivery (the poll form of [`Mailbox::recv`], to race it against an alarm).
     pub fn poll_recv(&mut self, cx: &mut std::task::Context<'_>) -> Poll<Delivery> {
-        let Some(inner) = self.net.upgrade() else { return Poll::Pending };
-        let mut inner = inner.lock().expect("net lock");
-        let now = now_us();
-        if let Some(delivery) = inner.take_due(self.addr, self.binding, now) {
-            return Poll::Ready(delivery);
+        match self.receive(Some(cx.waker())) {
+            Some(delivery) => Poll::Ready(delivery),
+            None => Poll::Pending,
         }
-        if let Some(inbox) = inner.inbox_of(self.addr, self.binding) {
-            if !inbox.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                inbox.waker = Some(cx.waker().clone());
-                inbox.armed.clear();
-            }
-            if let Some(&(head_us, _)) = inbox.timed.keys().next() {
-                inbox.arm(now, head_us);
-            }
-        }
-        Poll::Pending
     }
 
     /// A delivery already due, if any.
     pub fn try_recv(&mut self) -> Option<Delivery> {
+        self.receive(None)
+    }
+
+    /// The earliest packet due now, handed over; if none, and with `waker`,
+    /// the receiver is woken when its earliest packet is due.
+    fn receive(&mut self, waker: Option<&Waker>) -> Option<Delivery> {
         let inner = self.net.upgrade()?;
         let mut inner = inner.lock().expect("net lock");
-        inner.take_due(self.addr, self.binding, now_us())
+        let now = now_us();
+        let Inner { bindings, stats, .. } = &mut *inner;
+        let inbox = bindings.get_mut(&self.addr).filter(|inbox| inbox.binding == self.binding)?;
+        if let Some(entry) = inbox.timed.first_entry().filter(|entry| entry.key().0 <= now) {
+            let packet = entry.remove();
+            stats.count_delivered(&packet);
+            return Some(packet.into_delivery());
+        }
+        if let Some(waker) = waker {
+            inbox.watch(waker, now);
+        }
+        None
     }
 }
 
@@ -254,6 +267,16 @@ struct Packet {
     bytes: Vec<u8>,
     /// A reset travelling back: `from` is the vanished client, `to` the server.
     bounce: bool,
+}
+
+impl NetStats {
+    fn count_delivered(&mut self, packet: &Packet) {
+        if packet.bounce {
+            self.bounced += 1;
+        } else {
+            self.delivered += 1;
+        }
+    }
 }
 
 impl Packet {
@@ -371,16 +394,11 @@ impl Net {
         let now = now_us();
         let mut inner = self.lock();
         let inner = &mut *inner;
-        let mut timed = BTreeMap::new();
-        if let Some(old) = inner.bindings.remove(&addr) {
-            for (key, packet) in old.timed {
-                if key.0 <= now {
-                    inner.count_delivered(&packet);
-                } else {
-                    timed.insert(key, packet);
-                }
-            }
-        }
+        // What had reached an earlier binding stays with it.
+        let mut timed = match inner.bindings.remove(&addr) {
+            Some(old) => inner.retire(old, now),
+            None => BTreeMap::new(),
+        };
         let (mine, others): (BTreeMap<_, _>, BTreeMap<_, _>) =
             std::mem::take(&mut inner.unbound).into_iter().partition(|(_, packet)| packet.to == addr);
         inner.unbound = others;
@@ -599,11 +617,6 @@ impl Inner {
         at_us
     }
 
-    /// `addr`'s inbox, if `binding` is still the address's binding.
-    fn inbox_of(&mut self, addr: Addr, binding: u64) -> Option<&mut Inbox> {
-        self.bindings.get_mut(&addr).filter(|inbox| inbox.binding == binding)
-    }
-
     /// Puts a packet on the wire: into its receiver's inbox, or the router's
     /// queue when nobody is bound to its address.
     fn enqueue(&mut self, now: u64, at_us: u64, packet: Packet) {
@@ -639,39 +652,29 @@ impl Inner {
         }
     }
 
-    /// The earliest packet due by `now` in `addr`'s inbox, handed over.
-    fn take_due(&mut self, addr: Addr, binding: u64, now: u64) -> Option<Delivery> {
-        let inbox = self.inbox_of(addr, binding)?;
-        let entry = inbox.timed.first_entry().filter(|entry| entry.key().0 <= now)?;
-        let packet = entry.remove();
-        self.count_delivered(&packet);
-        Some(packet.into_delivery())
-    }
-
-    fn count_delivered(&mut self, packet: &Packet) {
-        if packet.bounce {
-            self.stats.bounced += 1;
-        } else {
-            self.stats.delivered += 1;
-        }
-    }
-
     /// `addr`'s binding `binding` ends (its receiver is gone). What was due
     /// had reached it and is lost with it; what is still on the wire goes to
     /// the router, to be judged at its delivery time.
     fn release(&mut self, addr: Addr, binding: u64, now: u64) {
-        if self.inbox_of(addr, binding).is_none() {
+        if self.bindings.get(&addr).is_none_or(|inbox| inbox.binding != binding) {
             return;
         }
         let inbox = self.bindings.remove(&addr).expect("just found");
-        for (key, packet) in inbox.timed {
-            if key.0 <= now {
-                self.count_delivered(&packet);
-            } else {
-                self.unbound.insert(key, packet);
-                self.wake_router(key.0);
-            }
+        for (key, packet) in self.retire(inbox, now) {
+            self.unbound.insert(key, packet);
+            self.wake_router(key.0);
         }
+    }
+
+    /// An inbox whose binding ended at `now`: what was due had reached its
+    /// receiver and is lost with it; returns what is still on the wire.
+    fn retire(&mut self, inbox: Inbox, now: u64) -> BTreeMap<(u64, u64), Packet> {
+        let mut due = inbox.timed;
+        let on_wire = due.split_off(&(now + 1, 0));
+        for packet in due.values() {
+            self.stats.count_delivered(packet);
+        }
+        on_wire
     }
 
     /// Drops the packets still on the wire that `lost` picks; returns how many.
