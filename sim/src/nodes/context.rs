@@ -127,6 +127,19 @@ pub struct Ctx {
     paused_since_us: Vec<AtomicU64>,
     /// The servers' work so far (`EventKind::Work`, `work-budget`).
     work: Work,
+    /// Wakes the supervisor when what a reactive family listens for happens.
+    bell: Bell,
+}
+
+/// The supervisor's bell: while a reactive family listens (`Ctx::listen`),
+/// every event recorded and every acknowledgement or vote reported rings
+/// it, and the supervisor steps the families in that instant. Off, a ring
+/// is one load.
+#[derive(Debug, Default)]
+struct Bell {
+    listening: AtomicBool,
+    rung: AtomicBool,
+    waker: Mutex<Option<Waker>>,
 }
 
 /// What the servers did, counted from the run's start: one relaxed add per
@@ -216,6 +229,7 @@ impl Ctx {
             server_wakers: Mutex::new(vec![None; usize::from(nodes)]),
             paused_since_us: (0..nodes).map(|_| AtomicU64::new(u64::MAX)).collect(),
             work: Work { next_sample_us: AtomicU64::new(u64::MAX), ..Work::default() },
+            bell: Bell::default(),
         }
     }
 
@@ -231,6 +245,37 @@ impl Ctx {
             *shared.applies.entry(*node).or_insert(0) += 1;
         }
         shared.history.record(at_us, kind);
+        drop(shared);
+        self.ring();
+    }
+
+    /// Whether the supervisor's bell rings from now on; it starts unrung.
+    pub fn listen(&self, on: bool) {
+        self.bell.listening.store(on, Ordering::Relaxed);
+        self.bell.rung.store(false, Ordering::Relaxed);
+    }
+
+    /// Rings the supervisor's bell, if it listens.
+    fn ring(&self) {
+        let bell = &self.bell;
+        if bell.listening.load(Ordering::Relaxed) && !bell.rung.swap(true, Ordering::Relaxed) {
+            if let Some(waker) = bell.waker.lock().expect("bell lock").take() {
+                waker.wake();
+            }
+        }
+    }
+
+    /// Whether the bell rang since the supervisor began to listen; if not,
+    /// `cx` is woken when it does.
+    pub fn poll_rung(&self, cx: &mut Context<'_>) -> bool {
+        if self.bell.rung.load(Ordering::Relaxed) {
+            return true;
+        }
+        let mut waker = self.bell.waker.lock().expect("bell lock");
+        if !waker.as_ref().is_some_and(|waker| waker.will_wake(cx.waker())) {
+            *waker = Some(cx.waker().clone());
+        }
+        false
     }
 
     /// `reader` follows the history from the next event on.
@@ -363,6 +408,8 @@ impl Ctx {
         shared.roles.insert(node, soft);
         let at_us = now_us();
         shared.history.record(at_us, EventKind::Role { node, role: soft.role, term: soft.term, leader: soft.leader });
+        drop(shared);
+        self.ring();
     }
 
     /// Turns the servers' reports of their acknowledgements on or off (off drops the unread ones).
@@ -376,6 +423,18 @@ impl Ctx {
     /// Whether servers report their acknowledgements now.
     pub fn acks_watched(&self) -> bool {
         self.acks_watched.load(Ordering::Relaxed)
+    }
+
+    /// Reports acknowledgements as they are sent; rings the supervisor's bell if there are any.
+    pub fn report_acks(&self, acks: impl IntoIterator<Item = AckSent>) {
+        let mut shared = self.shared();
+        let before = shared.acks.len();
+        shared.acks.extend(acks);
+        let reported = shared.acks.len() > before;
+        drop(shared);
+        if reported {
+            self.ring();
+        }
     }
 
     /// The acknowledgements reported since the last call, oldest first.
@@ -394,6 +453,18 @@ impl Ctx {
     /// Whether servers report the (pre-)votes they grant now.
     pub fn votes_watched(&self) -> bool {
         self.votes_watched.load(Ordering::Relaxed)
+    }
+
+    /// Reports (pre-)vote grants as they are sent; rings the supervisor's bell if there are any.
+    pub fn report_votes(&self, votes: impl IntoIterator<Item = VoteSent>) {
+        let mut shared = self.shared();
+        let before = shared.votes.len();
+        shared.votes.extend(votes);
+        let reported = shared.votes.len() > before;
+        drop(shared);
+        if reported {
+            self.ring();
+        }
     }
 
     /// The (pre-)vote grants reported since the last call, oldest first.

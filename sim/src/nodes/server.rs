@@ -379,7 +379,7 @@ fn note_acks(ctx: &Ctx, messages: &[Message]) {
         };
         Some(AckSent { node: message.from, to: message.to, term: message.term, acked, at_us: now_us() })
     });
-    ctx.shared().acks.extend(acks);
+    ctx.report_acks(acks);
 }
 
 fn note_votes(ctx: &Ctx, messages: &[Message]) {
@@ -391,7 +391,7 @@ fn note_votes(ctx: &Ctx, messages: &[Message]) {
         };
         Some(VoteSent { voter: message.from, candidate: message.to, term: message.term, pre, at_us: now_us() })
     });
-    ctx.shared().votes.extend(votes);
+    ctx.report_votes(votes);
 }
 
 fn send_all(ctx: &Ctx, id: NodeId, messages: Vec<Message>) {

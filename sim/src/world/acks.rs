@@ -1,8 +1,8 @@
 //! Crashes after acknowledging at run time ([`crate::faults::Fault::AckCrashes`],
 //! planned in `faults/acks.rs`): while an episode lasts, servers report the
 //! vote grants or entry acknowledgements they send in a round that wrote to
-//! their disk (`nodes/server.rs`), and the supervisor crashes the sender at
-//! its next look, within a millisecond of the send: inside the fsync that
+//! their disk (`nodes/server.rs`), and the supervisor crashes the sender in
+//! the instant of the send (the report rings its bell): inside the fsync that
 //! follows the write (1 ms), so whatever was sent before it was durable is
 //! forgotten, and whatever waited for the fsync was never sent. The victim
 //! comes back 1 ms to `down_ms` later, in time to vote again in the same
@@ -22,10 +22,6 @@ use fencelock::NodeId;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
-
-/// How often the supervisor looks for acknowledgements during an episode
-/// (madsim's finest sleep; the fsync after a write takes as long).
-const WATCH_US: u64 = 1_000;
 
 pub(super) struct AckCrash {
     rng: ChaCha8Rng,
@@ -55,11 +51,17 @@ impl AckCrash {
         now_us < self.until_us && self.strikes_left > 0
     }
 
-    /// The next instant the supervisor must act for this family, if any.
+    /// Whether the family looks at every report the servers make (an episode is on).
+    pub(super) fn listens(&self, now_us: u64) -> bool {
+        self.watching(now_us)
+    }
+
+    /// The next instant the family must act whatever the servers report:
+    /// the episode's end, a victim due back.
     pub(super) fn next_wake_us(&self, now_us: u64) -> Option<u64> {
-        let watching = self.watching(now_us).then_some(now_us + WATCH_US);
+        let end = self.watching(now_us).then_some(self.until_us);
         let back = self.away.values().min().copied();
-        [watching, back].into_iter().flatten().min()
+        [end, back].into_iter().flatten().min()
     }
 
     /// Starts an episode: from now, servers report their acknowledgements.

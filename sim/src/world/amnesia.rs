@@ -6,7 +6,7 @@
 //! mode) or makes every fsync of the connected followers take `fsync_ms`
 //! (crash mode). Once the cut has settled (50 ms, for what was already on
 //! the wire to the minority), the first time the leader applies an entry the
-//! supervisor strikes, at its next look: one connected follower forgets what
+//! supervisor strikes, in the instant of that apply: one connected follower forgets what
 //! it acknowledged (restored from the episode's backup; or crashed, its
 //! unsynced writes lost, and restarted 5-50 ms later), the leader's cable is
 //! pulled for `down_ms` (its packets on the wire are lost too), the slowed
@@ -37,9 +37,6 @@ use fencelock::{NodeId, Term};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-
-/// How often the supervisor looks at the leader's applies during an episode.
-const WATCH_US: u64 = 1_000;
 
 /// How long after the cut the entries the leader applies count: what was on
 /// the wire to the minority when it was cut still arrives.
@@ -79,12 +76,26 @@ impl Amnesia {
         Amnesia { rng: crate::streams::ack_amnesia(seed), episode: None, unplugged: None, crashed: None }
     }
 
-    /// The next instant the supervisor must act for this family, if any.
+    /// Whether the family looks at every role and apply as it is recorded (an episode is on).
+    pub(super) fn listens(&self) -> bool {
+        self.episode.is_some()
+    }
+
+    /// The next instant the family must act whatever is recorded: the
+    /// episode's end, the cut's settling (the leader's apply count is
+    /// taken then), the leader plugged back in, the follower restarted.
     pub(super) fn next_wake_us(&self, now_us: u64) -> Option<u64> {
-        let watching = self.episode.as_ref().map(|_| now_us + WATCH_US);
+        let episode = self.episode.as_ref().map(|episode| {
+            let settled_us = episode.started_us + SETTLE_US;
+            if episode.applies_seen.is_none() && settled_us > now_us {
+                settled_us.min(episode.until_us)
+            } else {
+                episode.until_us
+            }
+        });
         let back = self.unplugged.map(|(_, at_us)| at_us);
         let restart = self.crashed.map(|(_, at_us)| at_us);
-        [watching, back, restart].into_iter().flatten().min()
+        [episode, back, restart].into_iter().flatten().min()
     }
 
     /// Starts an episode under the current leader, if there is one and
@@ -189,7 +200,7 @@ impl Amnesia {
 
     /// A heal of the network reconnects the minority and plugs the leader
     /// back in; a whole-cluster restore makes the episode's backups stale
-    /// for the new generation. Either ends the episode at the next look. A
+    /// for the new generation. Either ends the episode at the supervisor's next step. A
     /// planned crash, restart or restore of the crashed follower takes it over.
     pub(super) fn yield_to(&mut self, fault: &Fault) {
         if matches!(fault, Fault::Heal | Fault::RestoreCluster) {

@@ -6,7 +6,7 @@
 //!
 //! A victim is struck either early (up to `within_ms` after it is seen
 //! leading: its first appends are on some followers and not others) or
-//! within a watch step of applying its first entries in office (a poison
+//! in the instant it applies its first entries in office (a poison
 //! entry: it has just counted something committed, and the append that
 //! would spread its own term's entry is still on the wire). A strike either
 //! crashes the server (packets it sent still arrive) or pulls its cable
@@ -96,9 +96,6 @@ pub(super) trait Cluster {
     fn restore_from_backup(&mut self, node: NodeId, backup_at_us: u64, image: NodeImage) -> bool;
 }
 
-/// How often a churning supervisor looks at roles and applies (madsim's finest sleep).
-const WATCH_US: u64 = 1_000;
-
 /// Share of victims struck as they first apply rather than early.
 const AT_FIRST_APPLY: f64 = 0.4;
 
@@ -158,13 +155,19 @@ impl Churn {
         }
     }
 
-    /// The next instant the supervisor must act for the churn, if any.
+    /// Whether the churn looks at every role and apply as it is recorded:
+    /// while it lasts, or while a doomed leader waits for its first apply.
+    pub(super) fn listens(&self, now_us: u64) -> bool {
+        now_us < self.until_us || self.doomed.is_some_and(|d| d.at_first_apply)
+    }
+
+    /// The next instant the churn must act whatever is recorded: its end,
+    /// the doomed leader's strike, a victim due back.
     pub(super) fn next_wake_us(&self, now_us: u64) -> Option<u64> {
-        let watch = now_us < self.until_us || self.doomed.is_some_and(|d| d.at_first_apply);
-        let watching = watch.then_some(now_us + WATCH_US);
+        let end = (now_us < self.until_us).then_some(self.until_us);
         let doomed = self.doomed.map(|d| d.strike_us);
         let back = self.away.values().map(|(at_us, _)| *at_us).min();
-        [watching, doomed, back].into_iter().flatten().min()
+        [end, doomed, back].into_iter().flatten().min()
     }
 
     /// Starts a churn stretch; the current leader is its first victim.

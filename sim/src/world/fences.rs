@@ -4,8 +4,8 @@
 //! lock), so their holders may still be alive. While an episode lasts, when
 //! the resource accepts a write on such a key with a higher token (a
 //! takeover: the write that raises the fence against the expired holder),
-//! the supervisor crashes the resource at its next look, within a
-//! millisecond, losing whatever it had not synced, and restarts it
+//! the supervisor crashes the resource in the instant the write is
+//! recorded, losing whatever it had not synced, and restarts it
 //! `down_ms` later. The expired holder's next write then meets a resource
 //! that either kept the raised fence (it synced before it answered: the
 //! protocol) or forgot it (`resource-sync-lazy`, `sink-max-in-memory`).
@@ -24,9 +24,6 @@ use crate::faults::{ChurnEvent, Fault};
 use crate::history::{Event, EventKind, Reader};
 use fencelock::{ApplyResult, Command, Key, Token, WriteVerdict};
 use std::collections::BTreeMap;
-
-/// How often the supervisor reads the history during an episode (madsim's finest sleep).
-const WATCH_US: u64 = 1_000;
 
 /// What the fence strikes read of the history.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,10 +85,15 @@ impl FenceStrike {
         now_us < self.until_us && self.strikes_left > 0
     }
 
-    /// The next instant the supervisor must act for this family, if any.
-    pub(super) fn next_wake_us(&self, now_us: u64) -> Option<u64> {
-        let watching = self.watching(now_us).then_some(now_us + WATCH_US);
-        [watching, self.back_us].into_iter().flatten().min()
+    /// Whether the family reads every event as it is recorded (an episode is on).
+    pub(super) fn listens(&self, now_us: u64) -> bool {
+        self.watching(now_us)
+    }
+
+    /// The next instant the family must act whatever is recorded: the
+    /// resource due back.
+    pub(super) fn next_wake_us(&self) -> Option<u64> {
+        self.back_us
     }
 
     /// Starts an episode: takeovers from now on are watched.

@@ -7,7 +7,7 @@
 //!    `a`) is cut off, both ways, from the other servers. Its clients still
 //!    reach it, so until check-quorum deposes it, what they ask is appended
 //!    to its log alone.
-//! 2. **Successor.** At its first look after another server leads a later
+//! 2. **Successor.** In the instant another server leads a later
 //!    term (B, of term `b`), before its first entry of `b` (its no-op) can
 //!    reach anyone (a packet takes a millisecond at least), B's cable is
 //!    pulled — what it sent is lost — and A reconnected. B now holds an entry
@@ -17,9 +17,9 @@
 //!    other's log ends before A's, and B is away (above three, the others
 //!    may elect one of themselves instead, and the strike is given up; a
 //!    strand of A with followers, tried, let the figure through in fewer
-//!    seeds: the others must then elect B without a spare server). At its
-//!    first look after A leads a term above `b`, the strike is armed: A is unplugged at its first apply in
-//!    that office, or `strike_ms` after it was seen leading, whichever is
+//!    seeds: the others must then elect B without a spare server). In the
+//!    instant A leads a term above `b`, the strike is armed: A is unplugged
+//!    at its first apply in that office, or `strike_ms` after it was seen leading, whichever is
 //!    first. Its first apply is where a leader counting replicas has just
 //!    committed an entry of term `a` that reached a majority ahead of its
 //!    own no-op; the rule commits nothing before that no-op, so a strike
@@ -32,7 +32,7 @@
 //! A step not reached in time is given up, and every cut and cable of the
 //! strike undone: no successor within `FIGURE8_STRAND_WAIT_MS`, no return
 //! of A within `FIGURE8_RETURN_WAIT_MS` or another server winning instead.
-//! A strike given up does not count against `strikes`: the next look may
+//! A strike given up does not count against `strikes`: the next leader seen may
 //! strand the next leader. A strand needs three servers or more, all up and
 //! plugged in (leader churn and ack amnesia pull cables too; a server held
 //! away by them stands on neither side of the figure); once it stands, the
@@ -47,10 +47,6 @@ use super::churn::Cluster;
 use crate::faults::{ChurnEvent, Fault, FIGURE8_RETURN_WAIT_MS, FIGURE8_STRAND_WAIT_MS};
 use crate::machine::net::Addr;
 use fencelock::{NodeId, Term};
-
-/// How often the supervisor looks at roles and applies during an episode
-/// (madsim's finest sleep; a packet between servers takes at least as long).
-const WATCH_US: u64 = 1_000;
 
 /// Where the strike stands.
 #[derive(Clone, Copy, Debug)]
@@ -85,12 +81,25 @@ impl Figure8Strike {
         now_us < self.until_us && self.strikes_left > 0
     }
 
-    /// The next instant the supervisor must act for this family, if any.
+    /// Whether the family looks at every role and apply as it is
+    /// recorded: during an episode, and while a strike is under way (but
+    /// not while its leader is away).
+    pub(super) fn listens(&self, now_us: u64) -> bool {
+        match self.stage {
+            Stage::Watching => self.watching(now_us),
+            Stage::Away { .. } => false,
+            Stage::Stranded { .. } | Stage::Successor { .. } | Stage::Returned { .. } => true,
+        }
+    }
+
+    /// The next instant the family must act whatever is recorded: the
+    /// episode's end, a stage's give-up or strike instant, the leader due back.
     pub(super) fn next_wake_us(&self, now_us: u64) -> Option<u64> {
         match self.stage {
-            Stage::Watching if !self.watching(now_us) => None,
+            Stage::Watching => self.watching(now_us).then_some(self.until_us),
+            Stage::Stranded { give_up_us, .. } | Stage::Successor { give_up_us, .. } => Some(give_up_us),
+            Stage::Returned { strike_us, .. } => Some(strike_us),
             Stage::Away { back_us, .. } => Some(back_us),
-            _ => Some(now_us + WATCH_US),
         }
     }
 

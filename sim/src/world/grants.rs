@@ -4,8 +4,8 @@
 //! with `wait_ms` above 0, until it is answered or the client asks
 //! something else). While an episode lasts, when a server that leads frees
 //! a key (applies a Release or an Expire that removed the lock) that a
-//! client waits for there, the supervisor pauses it `pause_ms` at its next
-//! look, within a millisecond: the leader proposed the waiter's Grant as it
+//! client waits for there, the supervisor pauses it `pause_ms` in the
+//! instant the free is recorded: the leader proposed the waiter's Grant as it
 //! applied the free and sent it to its followers at once, so they hold the
 //! entry and the leader has not applied it.
 //!
@@ -28,9 +28,6 @@ use crate::history::{Event, EventKind, Reader};
 use fencelock::service::ClientRequest;
 use fencelock::{ApplyResult, ClientId, Command, Key, NodeId, RequestId};
 use std::collections::BTreeMap;
-
-/// How often the supervisor reads the history during an episode (madsim's finest sleep).
-const WATCH_US: u64 = 1_000;
 
 /// What the grant strikes read of the history: client requests that wait,
 /// their ends, and keys freed.
@@ -102,9 +99,12 @@ impl GrantStrike {
         now_us < self.until_us && self.strikes_left > 0
     }
 
-    /// The next instant the supervisor must act for this family, if any.
-    pub(super) fn next_wake_us(&self, now_us: u64) -> Option<u64> {
-        self.watching(now_us).then_some(now_us + WATCH_US)
+    /// Whether the family reads every event as it is recorded (an episode
+    /// is on). It has no instant of its own to act at: a strike answers an
+    /// event, and `busy_until_us` only holds back the strikes of events
+    /// recorded before it.
+    pub(super) fn listens(&self, now_us: u64) -> bool {
+        self.watching(now_us)
     }
 
     /// Starts an episode: keys freed from now on are watched.

@@ -5,8 +5,8 @@
 //! answer on that server's clock, taken here as `lease_ms` of true time:
 //! drift within the bound moves it by about a millisecond; a clock step of
 //! the leader moves it more, and that hold misses the expiry) and each renew
-//! a client sends. At its next
-//! look, within a millisecond, it holds a renew bound for the live leader
+//! a client sends. In the instant a renew
+//! is recorded, it holds a renew bound for the live leader
 //! that gave the sender its current lease on the wire (with whatever else
 //! the client sends that leader) until `after_ms` past that lease's end. The
 //! renew then arrives as the leader decides the expiry: just before it asks
@@ -46,9 +46,6 @@ struct Holdable {
     lease_end_us: u64,
     retry: bool,
 }
-
-/// How often the supervisor reads the history during an episode (madsim's finest sleep).
-const WATCH_US: u64 = 1_000;
 
 /// What the late renewals read of the history.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,9 +122,15 @@ impl LateRenewal {
         now_us < self.until_us && self.strikes_left > 0
     }
 
-    /// The next instant the supervisor must act for this family, if any.
+    /// Whether the family reads every event as it is recorded (an episode is on).
+    pub(super) fn listens(&self, now_us: u64) -> bool {
+        self.watching(now_us)
+    }
+
+    /// The next instant the family must act whatever is recorded: the
+    /// episode's end (it stops following the history).
     pub(super) fn next_wake_us(&self, now_us: u64) -> Option<u64> {
-        self.watching(now_us).then_some(now_us + WATCH_US)
+        self.watching(now_us).then_some(self.until_us)
     }
 
     /// Starts an episode: leases and renewals from now on are read.

@@ -1,7 +1,7 @@
 //! Renew strikes at run time ([`crate::faults::Fault::RenewStrikes`],
 //! planned in `faults/renews.rs`): while an episode lasts, the supervisor
 //! reads each renew a server answers `Renewed` (from the history, as it is
-//! recorded), and at its next look, within a millisecond, cuts that server
+//! recorded), and in the instant it is recorded cuts that server
 //! off from the other servers together with the client it renewed for, and
 //! pauses it `pause_ms`. The other servers elect a successor, which restarts
 //! the lease at its start of office; the client's next renew (every 40% of a
@@ -24,9 +24,6 @@ use fencelock::service::ClientReply;
 use fencelock::{ClientId, NodeId};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-
-/// How often the supervisor reads the renewals during an episode (madsim's finest sleep).
-const WATCH_US: u64 = 1_000;
 
 /// The shortest time the links stay cut after the victim's pause ends.
 const CUT_AFTER_PAUSE_MS_MIN: u64 = 50;
@@ -70,11 +67,17 @@ impl RenewStrike {
         now_us < self.until_us && self.strikes_left > 0
     }
 
-    /// The next instant the supervisor must act for this family, if any.
+    /// Whether the family reads every event as it is recorded (an episode is on).
+    pub(super) fn listens(&self, now_us: u64) -> bool {
+        self.watching(now_us)
+    }
+
+    /// The next instant the family must act whatever is recorded: the
+    /// episode's end, the cut side's reconnection.
     pub(super) fn next_wake_us(&self, now_us: u64) -> Option<u64> {
-        let watching = self.watching(now_us).then_some(now_us + WATCH_US);
+        let end = self.watching(now_us).then_some(self.until_us);
         let back = self.cut.as_ref().map(|(_, at_us)| *at_us);
-        [watching, back].into_iter().flatten().min()
+        [end, back].into_iter().flatten().min()
     }
 
     /// Starts an episode: renewals answered from now on are watched.

@@ -18,6 +18,7 @@ use crate::history::{Actor, Event, EventKind, History, Reader};
 use crate::machine::clock::{init_true_time, now_us, TrueTime};
 use crate::machine::disk::{NodeImage, NodeOp};
 use crate::machine::net::{Addr, Net, NetConfig};
+use crate::machine::timer;
 use crate::model::Model;
 use crate::nodes::commands::CommandQueue;
 use crate::nodes::context::{ArmedStall, Ctx};
@@ -30,7 +31,10 @@ use madsim::task::AbortHandle;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 /// Which strike families follow the history from the run's start.
@@ -540,32 +544,78 @@ impl Supervisor {
         self.ctx.record(EventKind::Healed);
     }
 
-    /// Sleeps until `at_us`, doing the churn's work and bringing crashed
-    /// leaders back on the way.
+    /// Sleeps until `at_us`, doing the reactive families' work and bringing
+    /// crashed leaders back on the way. The families act at their own
+    /// instants (an episode's end, a victim due back, a give-up) and, while
+    /// one listens, in the instant of every event recorded and every
+    /// acknowledgement or vote reported (the bell, `Ctx::ring`): a
+    /// supervisor that looked every millisecond instead was a tenth of a
+    /// run's time. Its first step is at once: the fault just applied (or
+    /// the start, or the heal) may be what a family waits for.
     pub(crate) async fn sleep_until_us(&mut self, at_us: u64) {
+        let mut deadline = None;
         loop {
-            let now = now_us();
-            let acks = self.acks.as_ref().expect("the ack crashes are back after every step").next_wake_us(now);
-            let churn = self.churn_mut().next_wake_us(now);
-            let renews = self.renews.as_ref().expect("the renew strikes are back after every step").next_wake_us(now);
-            let amnesia = self.amnesia.as_ref().expect("the ack amnesia is back after every step").next_wake_us(now);
-            let grants = self.grants.as_ref().expect("the grant strikes are back after every step").next_wake_us(now);
-            let votes = self.votes.as_ref().expect("the vote strikes are back after every step").next_wake_us(now);
-            let fences = self.fences.as_ref().expect("the fence strikes are back after every step").next_wake_us(now);
-            let late = self.late.as_ref().expect("the late renewals are back after every step").next_wake_us(now);
-            let figure8 = self.figure8_mut().next_wake_us(now);
-            let restart = self.restarts_due.iter().map(|(due_us, _)| *due_us).min();
-            let wake_us = [churn, acks, renews, amnesia, grants, votes, fences, late, figure8, restart]
-                .into_iter()
-                .flatten()
-                .fold(at_us, u64::min);
-            sleep_until_us(wake_us).await;
             self.churn_step();
             self.restart_due_leaders();
-            if now_us() >= at_us {
+            let now = now_us();
+            if now >= at_us {
                 return;
             }
+            let (wake_us, listening) = self.next_wake(now, at_us);
+            if wake_us <= now {
+                continue;
+            }
+            self.ctx.listen(listening);
+            let alarm = timer::refresh(&mut deadline, wake_us);
+            let ctx = &self.ctx;
+            std::future::poll_fn(|cx| {
+                if listening && ctx.poll_rung(cx) {
+                    return Poll::Ready(());
+                }
+                Pin::new(&mut *alarm).poll(cx)
+            })
+            .await;
+            self.ctx.listen(false);
         }
+    }
+
+    /// The first instant a family, a crashed leader or the caller (`at_us`)
+    /// is owed a step, and whether a family listens for events before it.
+    fn next_wake(&mut self, now: u64, at_us: u64) -> (u64, bool) {
+        let acks = self.acks.as_deref().expect("the ack crashes are back after every step");
+        let renews = self.renews.as_deref().expect("the renew strikes are back after every step");
+        let amnesia = self.amnesia.as_deref().expect("the ack amnesia is back after every step");
+        let grants = self.grants.as_deref().expect("the grant strikes are back after every step");
+        let votes = self.votes.as_deref().expect("the vote strikes are back after every step");
+        let fences = self.fences.as_deref().expect("the fence strikes are back after every step");
+        let late = self.late.as_deref().expect("the late renewals are back after every step");
+        let churn = self.churn.as_deref().expect("the churn is back after every step");
+        let figure8 = self.figure8.as_deref().expect("the figure-8 strikes are back after every step");
+        let listening = churn.listens(now)
+            || acks.listens(now)
+            || renews.listens(now)
+            || amnesia.listens()
+            || grants.listens(now)
+            || votes.listens(now)
+            || fences.listens(now)
+            || late.listens(now)
+            || figure8.listens(now);
+        let restart = self.restarts_due.iter().map(|(due_us, _)| *due_us).min();
+        let wake_us = [
+            churn.next_wake_us(now),
+            acks.next_wake_us(now),
+            renews.next_wake_us(now),
+            amnesia.next_wake_us(now),
+            votes.next_wake_us(now),
+            fences.next_wake_us(),
+            late.next_wake_us(now),
+            figure8.next_wake_us(now),
+            restart,
+        ]
+        .into_iter()
+        .flatten()
+        .fold(at_us, u64::min);
+        (wake_us, listening)
     }
 
     /// The leader of the highest term among the live servers, as they last reported.

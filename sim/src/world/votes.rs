@@ -3,13 +3,13 @@
 //! pre-vote and vote they grant as they send it (`nodes/server.rs`), and the
 //! supervisor splits one election around one voter:
 //!
-//! 1. At its next look after a server grants a pre-vote (within a
-//!    millisecond, before the pre-candidate has it), it cuts the
+//! 1. In the instant a server grants a pre-vote (before the
+//!    pre-candidate has it), it cuts the
 //!    pre-candidate off, both ways, from every server but a bare majority
 //!    with it: the voter and, in clusters above three, others drawn from the
 //!    family's stream. The candidacy that follows reaches only them; the
 //!    others never hear of its term.
-//! 2. At its next look after that voter grants the candidate its vote in
+//! 2. In the instant that voter grants the candidate its vote in
 //!    that term, it crashes the voter, inside the fsync that follows its
 //!    vote, brings it back 1-`down_ms` ms later, and cuts the candidate off
 //!    from every server for `cut_ms`. The others' election timers run out
@@ -35,10 +35,6 @@ use fencelock::{NodeId, Term};
 use rand::seq::SliceRandom;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
-
-/// How often the supervisor looks for votes during an episode (madsim's
-/// finest sleep; the fsync after a vote takes as long).
-const WATCH_US: u64 = 1_000;
 
 /// Where the strike stands.
 enum Stage {
@@ -80,11 +76,24 @@ impl VoteStrike {
         now_us < self.until_us && self.strikes_left > 0
     }
 
-    /// The next instant the supervisor must act for this family, if any.
+    /// Whether the family looks at every vote as the servers report it:
+    /// during an episode, and while a strike is under way.
+    pub(super) fn listens(&self, now_us: u64) -> bool {
+        self.watching(now_us) || !matches!(self.stage, Stage::Watching)
+    }
+
+    /// The next instant the family must act whatever the servers report:
+    /// the episode's end, the split's give-up, the candidate's return, the
+    /// voter due back.
     pub(super) fn next_wake_us(&self, now_us: u64) -> Option<u64> {
-        let look = (self.watching(now_us) || !matches!(self.stage, Stage::Watching)).then_some(now_us + WATCH_US);
+        let end = self.watching(now_us).then_some(self.until_us);
+        let stage = match self.stage {
+            Stage::Watching => None,
+            Stage::Split { give_up_us, .. } => Some(give_up_us),
+            Stage::Isolated { back_us, .. } => Some(back_us),
+        };
         let back = self.away.map(|(_, at_us)| at_us);
-        [look, back].into_iter().flatten().min()
+        [end, stage, back].into_iter().flatten().min()
     }
 
     /// Starts an episode: from now, servers report the (pre-)votes they grant.
