@@ -83,8 +83,8 @@ pub struct Model {
     /// (crashed, or cut off) within milliseconds of taking office or as it
     /// first applies (extension of CLI.md; `world/churn.rs`).
     pub leader_churn: bool,
-    /// With `crashes`: stretches in which a server is crashed within a
-    /// millisecond of sending a vote grant or an acknowledgement of appended
+    /// With `crashes`: stretches in which a server is crashed in the
+    /// instant it sends a vote grant or an acknowledgement of appended
     /// entries, back 1-300 ms later (extension of CLI.md; `world/acks.rs`).
     /// Absent, off in a plain run, and swarm draws it like a family the
     /// model enables; `false` keeps it off under swarm too.

@@ -1,5 +1,5 @@
 //! The crash-after-acknowledging family of the fault plan: stretches of
-//! time in which a server is crashed within a millisecond of sending a vote
+//! time in which a server is crashed in the instant it sends a vote
 //! grant or an acknowledgement of appended entries, and comes back a few
 //! milliseconds later, in time to vote again in the same election or to be
 //! counted again by the same leader.

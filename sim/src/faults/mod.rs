@@ -171,8 +171,8 @@ pub enum Fault {
     /// The operator stops the resource, puts its last backup back (data and
     /// highest tokens together) and starts it again.
     RestoreResource,
-    /// For `for_ms`, up to `strikes` servers are crashed within a
-    /// millisecond of sending a vote grant (`votes`) or an acknowledgement
+    /// For `for_ms`, up to `strikes` servers are crashed in the instant
+    /// they send a vote grant (`votes`) or an acknowledgement
     /// of appended entries (otherwise), and each comes back 1-`down_ms` ms
     /// later (`world/acks.rs`): what a node sent before its write was durable is lost.
     AckCrashes {
@@ -217,7 +217,7 @@ pub enum Fault {
     /// For `for_ms`, up to `strikes` times, as a server grants a pre-vote,
     /// the pre-candidate is cut off from every server but a bare majority
     /// with that voter; as the voter then grants it the vote, the voter is
-    /// crashed within a millisecond, back 1-`down_ms` ms later, and the
+    /// crashed in that instant, back 1-`down_ms` ms later, and the
     /// candidate cut off from every server for `cut_ms` (`world/votes.rs`).
     VoteStrikes {
         for_ms: u64,
@@ -225,8 +225,8 @@ pub enum Fault {
         down_ms: u64,
         cut_ms: u64,
     },
-    /// For `for_ms`, up to `strikes` times, the resource is crashed within a
-    /// millisecond of accepting a takeover write (a higher token on a key
+    /// For `for_ms`, up to `strikes` times, the resource is crashed in the
+    /// instant it accepts a takeover write (a higher token on a key
     /// whose last lock expired), back `down_ms` later (`world/fences.rs`).
     /// With `restore`, it is instead restored from its last backup there
     /// (stopped, its disk put back, started again: `RestoreResource` told

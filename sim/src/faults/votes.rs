@@ -10,7 +10,7 @@
 //! strike makes the second candidate: as a voter grants a pre-vote, the
 //! pre-candidate is cut off from every server but a bare majority with it
 //! (so the others never hear of its term); as that voter grants it the
-//! vote, the voter is crashed within a millisecond and the candidate is cut
+//! vote, the voter is crashed in that instant and the candidate is cut
 //! off entirely. The others' election timers then run out in the old term
 //! and they campaign for the same term, where the restarted voter is free
 //! to vote again unless its vote was durable. The victims and instants

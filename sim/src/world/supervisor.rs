@@ -660,9 +660,9 @@ impl Supervisor {
 
     /// Takes a reactive family out of its slot while it acts on this
     /// supervisor (it needs the supervisor mutably), then puts it back. The
-    /// families are boxed: this runs for each of them every millisecond,
-    /// and moving a pointer costs nothing where moving a family and its
-    /// random stream was a few percent of a run.
+    /// families are boxed: this runs for each of them at every step, and
+    /// moving a pointer costs nothing where moving a family and its random
+    /// stream was a few percent of a run.
     fn with_family<F>(
         &mut self,
         slot: fn(&mut Supervisor) -> &mut Option<Box<F>>,
