@@ -17,6 +17,13 @@ fn at_its_instant(events: &[Event], i: usize, wanted: impl Fn(&Event) -> bool) -
     events[i..].iter().take_while(|e| e.at_us == events[i].at_us).any(wanted)
 }
 
+/// How late a family acting "in the instant" of an event reads the clock
+/// at most: madsim moves it on 50-100 ns after each task it runs, so the
+/// supervisor, run after the task that recorded the event, reads it a
+/// microsecond or so later. A supervisor that looked once a millisecond
+/// read up to 1,000 us.
+const IN_ITS_INSTANT_US: u64 = 100;
+
 /// Whether seed `seed` of `model` violates `property`.
 fn violates(seed: u64, model: &Model, property: fencelock::Property) -> bool {
     run_seed(seed, model).violations.iter().any(|v| v.property == property)
@@ -227,8 +234,39 @@ fn planned_restarts_and_heals_take_churn_victims_over() {
     assert!(strikes >= 5, "{strikes} churn strikes");
 }
 
-/// Renew strikes (`world/renews.rs`) follow a `Renewed` answer within a
-/// millisecond, pause the leader that sent it, and reconnect it later; the
+/// Crashes after acknowledging (`world/acks.rs`) crash a server in the
+/// instant it sends a vote grant or an entry acknowledgement of the
+/// episode (never one sent before it: a round whose fsync outlived the last
+/// episode's watch once reported an acknowledgement that a later episode
+/// struck 12.9 s after it was sent, seed 8) and bring it back; the protocol
+/// stays safe.
+#[test]
+fn ack_crashes_strike_in_the_instant_of_an_acknowledgement_and_the_protocol_stays_safe() {
+    let model = Model { ack_crashes: Some(true), ..Model::default() };
+    let mut strikes = 0;
+    for seed in 0..10 {
+        let outcome = run_seed(seed, &model);
+        assert!(outcome.ok, "seed {seed}: {:?}", outcome.violations);
+        let events = outcome.history.events();
+        for (i, event) in events.iter().enumerate() {
+            let EventKind::Churn(strike @ ChurnEvent::AckStruck { node, after_us, .. }) = &event.kind else {
+                continue;
+            };
+            strikes += 1;
+            assert!(*after_us < IN_ITS_INSTANT_US, "seed {seed}: `{strike}` not in the instant of the acknowledgement");
+            let crashed = at_its_instant(
+                events,
+                i,
+                |e| matches!(&e.kind, EventKind::Crashed { actor: Actor::Server(n) } if n == node),
+            );
+            assert!(crashed, "seed {seed}: `{strike}` crashed nothing");
+        }
+    }
+    assert!(strikes >= 10, "{strikes} ack crashes in ten seeds");
+}
+
+/// Renew strikes (`world/renews.rs`) follow a `Renewed` answer in its
+/// instant, pause the leader that sent it, and reconnect it later; the
 /// protocol stays safe through them.
 #[test]
 fn renew_strikes_follow_a_renewal_and_the_protocol_stays_safe() {
@@ -244,7 +282,7 @@ fn renew_strikes_follow_a_renewal_and_the_protocol_stays_safe() {
                 continue;
             };
             strikes += 1;
-            assert!(*after_us <= 1_000, "seed {seed}: `{strike}` more than a millisecond after the renewal");
+            assert!(*after_us < IN_ITS_INSTANT_US, "seed {seed}: `{strike}` not in the instant of the renewal");
             let renewed = events[..i].iter().rev().any(|e| {
                 matches!(&e.kind, EventKind::Replied { node: n, client: c, reply: ClientReply::Renewed { .. }, .. }
                     if n == node && c == client && e.at_us + after_us == event.at_us)
@@ -262,7 +300,7 @@ fn renew_strikes_follow_a_renewal_and_the_protocol_stays_safe() {
 }
 
 /// Late renewals (`world/late_renewals.rs`) hold a holder's renew to the
-/// leader that gave it its lease, within a millisecond of its sending, until
+/// leader that gave it its lease, in the instant of its sending, until
 /// just past that lease's end there; the renew then meets the expiry
 /// (either way round) and the protocol stays safe.
 #[test]
@@ -281,7 +319,7 @@ fn late_renewals_hold_a_renew_until_its_lease_ends_and_the_protocol_stays_safe()
                 continue;
             };
             holds += 1;
-            assert!(*after_us <= 1_000, "seed {seed}: `{hold}` more than a millisecond after the renew");
+            assert!(*after_us < IN_ITS_INSTANT_US, "seed {seed}: `{hold}` not in the instant of the renew");
             let sent = held_requests(events, i).any(|(_, body)| {
                 matches!((body, retry), (ClientRequest::Renew { .. }, false) | (ClientRequest::Acquire { .. }, true))
             });
@@ -354,8 +392,8 @@ fn late_renewals_hold_a_retry_of_an_unanswered_grant_until_its_lease_ends() {
     assert!(met >= 2, "a held retry met the expiry in {met} of swarm seeds 100..200");
 }
 
-/// Grant strikes (`world/grants.rs`) pause a leader within a millisecond
-/// of its applying a Release or Expire of a key a client waits for there,
+/// Grant strikes (`world/grants.rs`) pause a leader in the instant of its
+/// applying a Release or Expire of a key a client waits for there,
 /// for longer than a lease; the protocol stays safe through them, and the
 /// naive server of `grant-after-expired-wait` answers the waiter `Granted`
 /// for the lock its successor already expired.
@@ -374,7 +412,7 @@ fn grant_strikes_pause_a_leader_that_freed_a_waited_key_and_only_the_naive_grant
                 continue;
             };
             strikes += 1;
-            assert!(*after_us <= 1_000, "seed {seed}: `{strike}` more than a millisecond after the free");
+            assert!(*after_us < IN_ITS_INSTANT_US, "seed {seed}: `{strike}` not in the instant of the free");
             assert!(*pause_ms > model.lease_ms, "seed {seed}: `{strike}` is shorter than a lease");
             let freed = events[..i].iter().rev().any(|e| {
                 e.at_us + after_us == event.at_us
@@ -402,7 +440,7 @@ fn grant_strikes_pause_a_leader_that_freed_a_waited_key_and_only_the_naive_grant
 
 /// Vote strikes (`world/votes.rs`) cut a pre-candidate off from all but a
 /// bare majority with the voter that granted it a pre-vote, then crash that
-/// voter within a millisecond of its vote and cut the candidate off; the
+/// voter in the instant of its vote and cut the candidate off; the
 /// protocol (votes durable before they are sent) stays safe, and
 /// `vote-not-durable` elects two leaders in one term.
 #[test]
@@ -418,12 +456,12 @@ fn vote_strikes_split_an_election_around_a_voter_and_only_the_undurable_vote_bre
             match &event.kind {
                 EventKind::Churn(split @ ChurnEvent::VoteSplit { voter, kept, after_us, .. }) => {
                     splits += 1;
-                    assert!(*after_us <= 1_000, "seed {seed}: `{split}` more than a millisecond after the pre-vote");
+                    assert!(*after_us < IN_ITS_INSTANT_US, "seed {seed}: `{split}` not in the instant of the pre-vote");
                     assert_eq!(kept, &vec![*voter], "seed {seed}: `{split}`: a bare majority of three");
                 }
                 EventKind::Churn(strike @ ChurnEvent::VoteStruck { voter, after_us, .. }) => {
                     strikes += 1;
-                    assert!(*after_us <= 1_000, "seed {seed}: `{strike}` more than a millisecond after the vote");
+                    assert!(*after_us < IN_ITS_INSTANT_US, "seed {seed}: `{strike}` not in the instant of the vote");
                     let crashed = at_its_instant(
                         events,
                         i,
@@ -441,8 +479,8 @@ fn vote_strikes_split_an_election_around_a_voter_and_only_the_undurable_vote_bre
     assert!(caught >= 1, "vote-not-durable caught in {caught} of four seeds");
 }
 
-/// Fence strikes (`world/fences.rs`) crash the resource within a
-/// millisecond of its accepting a takeover write (a higher token on a key
+/// Fence strikes (`world/fences.rs`) crash the resource in the instant
+/// of its accepting a takeover write (a higher token on a key
 /// whose last lock expired); the protocol's resource, which syncs before it
 /// answers, stays safe, and `sink-max-in-memory`, which keeps the highest
 /// token only in memory, accepts a stale write.
@@ -462,7 +500,7 @@ fn fence_strikes_crash_the_resource_after_a_takeover_and_only_a_forgetful_fence_
             };
             strikes += 1;
             assert!(expired < token, "seed {seed}: `{strike}` is no takeover");
-            assert!(*after_us <= 1_000, "seed {seed}: `{strike}` more than a millisecond after the write");
+            assert!(*after_us < IN_ITS_INSTANT_US, "seed {seed}: `{strike}` not in the instant of the write");
             let accepted = events[..i].iter().rev().any(|e| {
                 e.at_us + after_us == event.at_us
                     && matches!(&e.kind, EventKind::WriteDone { key: k, token: t, verdict: WriteVerdict::Accepted, .. }

@@ -412,12 +412,12 @@ impl Ctx {
         self.ring();
     }
 
-    /// Turns the servers' reports of their acknowledgements on or off (off drops the unread ones).
+    /// Turns the servers' reports of their acknowledgements on or off,
+    /// dropping the unread ones either way: an episode reads only what was
+    /// sent while it watched.
     pub fn watch_acks(&self, on: bool) {
         self.acks_watched.store(on, Ordering::Relaxed);
-        if !on {
-            self.shared().acks.clear();
-        }
+        self.shared().acks.clear();
     }
 
     /// Whether servers report their acknowledgements now.
@@ -425,8 +425,13 @@ impl Ctx {
         self.acks_watched.load(Ordering::Relaxed)
     }
 
-    /// Reports acknowledgements as they are sent; rings the supervisor's bell if there are any.
+    /// Reports acknowledgements as they are sent, if the watch is still on
+    /// (it may have gone off during the round's fsync); rings the
+    /// supervisor's bell if there are any.
     pub fn report_acks(&self, acks: impl IntoIterator<Item = AckSent>) {
+        if !self.acks_watched() {
+            return;
+        }
         let mut shared = self.shared();
         let before = shared.acks.len();
         shared.acks.extend(acks);
@@ -442,12 +447,11 @@ impl Ctx {
         std::mem::take(&mut self.shared().acks)
     }
 
-    /// Turns the servers' reports of the (pre-)votes they grant on or off (off drops the unread ones).
+    /// Turns the servers' reports of the (pre-)votes they grant on or off,
+    /// dropping the unread ones either way (as `watch_acks`).
     pub fn watch_votes(&self, on: bool) {
         self.votes_watched.store(on, Ordering::Relaxed);
-        if !on {
-            self.shared().votes.clear();
-        }
+        self.shared().votes.clear();
     }
 
     /// Whether servers report the (pre-)votes they grant now.
@@ -455,8 +459,12 @@ impl Ctx {
         self.votes_watched.load(Ordering::Relaxed)
     }
 
-    /// Reports (pre-)vote grants as they are sent; rings the supervisor's bell if there are any.
+    /// Reports (pre-)vote grants as they are sent, if the watch is still on;
+    /// rings the supervisor's bell if there are any.
     pub fn report_votes(&self, votes: impl IntoIterator<Item = VoteSent>) {
+        if !self.votes_watched() {
+            return;
+        }
         let mut shared = self.shared();
         let before = shared.votes.len();
         shared.votes.extend(votes);
