@@ -23,6 +23,11 @@ impl Keys {
         number
     }
 
+    /// `key`'s number, if it has one.
+    pub fn find(&self, key: &Key) -> Option<u32> {
+        self.numbers.get(key).copied()
+    }
+
     pub fn name(&self, number: u32) -> &Key {
         &self.names[number as usize]
     }

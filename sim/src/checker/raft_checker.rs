@@ -59,12 +59,28 @@ pub(crate) struct RaftChecker {
     /// Per (node, client, is-a-grant): the last entry of each of that
     /// client's latest requests the node applied, this epoch.
     last_apply: BTreeMap<(NodeId, ClientId, bool), LastApplies>,
+    /// The acknowledged commands above the state's horizon
+    /// ([`Context::forgotten_to`]): no server applies or installs a snapshot
+    /// at or below it again, and every server has applied or installed up
+    /// to it, so an acknowledgement there can no longer be overwritten,
+    /// skipped or left out of a snapshot.
     acked: BTreeMap<LogIndex, Acked>,
+    /// The horizon `acked` was last cut at.
+    acked_forgotten_to: LogIndex,
     progress: BTreeMap<NodeId, Progress>,
     lost: BTreeSet<(u32, LogIndex)>,
 }
 
 impl RaftChecker {
+    /// Forgets the acknowledgements the state's horizon has passed.
+    fn forget_acked(&mut self, ctx: &Context) {
+        let horizon = ctx.forgotten_to();
+        if horizon > self.acked_forgotten_to {
+            self.acked_forgotten_to = horizon;
+            self.acked = self.acked.split_off(&LogIndex(horizon.0 + 1));
+        }
+    }
+
     fn on_leader(&mut self, at_us: u64, node: NodeId, term: Term, report: &mut Report) {
         let first = *self.leaders.entry(term).or_insert(node);
         if first == node {
@@ -262,6 +278,7 @@ impl RaftChecker {
 
 impl Family for RaftChecker {
     fn observe(&mut self, ctx: &Context, facts: &Facts, event: &Event, report: &mut Report) {
+        self.forget_acked(ctx);
         match &event.kind {
             EventKind::Role { node, role: Role::Leader, term, .. } => {
                 self.on_leader(event.at_us, *node, *term, report);
@@ -289,6 +306,7 @@ impl Family for RaftChecker {
                 self.judge_lost(ctx, report);
                 self.last_apply.clear();
                 self.acked.clear();
+                self.acked_forgotten_to = LogIndex(0);
                 self.progress.clear();
             }
             _ => {}

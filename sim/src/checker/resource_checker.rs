@@ -9,6 +9,7 @@
 //! `fenced-write`). A retry whose first answer was rolled back is a new
 //! write to the restored resource.
 
+use super::keys::Keys;
 use super::state::{Context, Facts};
 use super::{Family, Property, Report, Violation};
 use crate::faults::Fault;
@@ -19,7 +20,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The first answer a write (client, request) got, and its place in the history.
 #[derive(Clone, Debug)]
 struct Original {
-    key: Key,
+    /// By number in `ResourceChecker::keys`.
+    key: u32,
     token: Token,
     accepted: bool,
     seq: u64,
@@ -54,8 +56,11 @@ pub(crate) struct ResourceChecker {
     highest: BTreeMap<Key, (Token, ClientId)>,
     /// Per key: every accepted write (judged only when a write lands below `highest`).
     accepted: BTreeMap<Key, Vec<Accepted>>,
-    /// Per (key, token): the first client whose write under it was accepted.
-    first_writer: BTreeMap<(Key, Token), ClientId>,
+    /// Per (key by number, token): the first client whose write under it was accepted.
+    first_writer: BTreeMap<(u32, Token), ClientId>,
+    /// The keys `originals` and `first_writer` name, by number: a record
+    /// per write, few keys.
+    keys: Keys,
     originals: BTreeMap<(ClientId, RequestId), Original>,
     /// Per client: the newest write request the resource decided (accepted,
     /// rejected or answered as a duplicate). Write ids only grow, so a write
@@ -75,7 +80,7 @@ impl ResourceChecker {
     /// Records a write's first answer; an original a restore rolled back
     /// gives way to the answer the restored resource gave afresh.
     fn remember(&mut self, write: &Write, accepted: bool) {
-        let original = Original { key: write.key.clone(), token: write.token, accepted, seq: write.seq };
+        let original = Original { key: self.keys.number(write.key), token: write.token, accepted, seq: write.seq };
         match self.originals.get(&(write.client, write.request)) {
             Some(known) if !self.resource_undid(known.seq) => {}
             _ => {
@@ -132,7 +137,7 @@ impl ResourceChecker {
                 report.push(v.clients(&[w.client, fence.client]).tokens(&[w.token, fence.token]));
             }
         }
-        let first = *self.first_writer.entry((w.key.clone(), w.token)).or_insert(w.client);
+        let first = *self.first_writer.entry((self.keys.number(w.key), w.token)).or_insert(w.client);
         if first != w.client && self.reported.insert((Property::EqualToken, w.client, w.request)) {
             let detail = format!(
                 "the resource accepted writes to {} with {} from both {first} and {}: two holders had effects \
@@ -158,7 +163,12 @@ impl ResourceChecker {
             let detail = format!(
                 "{}'s retried write {} to {} was answered accepted: {accepted} but the original answer to {} \
                  with {} was accepted: {}: a retry must get the original result",
-                w.client, w.request, w.key, original.key, original.token, original.accepted
+                w.client,
+                w.request,
+                w.key,
+                self.keys.name(original.key),
+                original.token,
+                original.accepted
             );
             report.push(Violation::new(Property::EqualToken, w.at_us, detail).clients(&[w.client]).tokens(&[w.token]));
         }

@@ -7,6 +7,7 @@
 //! checker reads it as it was just before the event it judges; [`Facts`] holds
 //! what the event itself means against that state.
 
+use super::keys::Keys;
 use super::CheckConfig;
 use crate::faults::{ChurnEvent, Fault};
 use crate::history::{Actor, Event, EventKind};
@@ -47,12 +48,21 @@ pub(crate) fn describe_payload(command: Option<&Command>, term: Term) -> String 
 }
 
 /// The first issue of a token.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Issue {
-    pub key: Key,
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Issue<'a> {
+    pub key: &'a Key,
     pub holder: Holder,
     pub epoch: u32,
     pub at_us: u64,
+}
+
+/// The first issue of a token as kept: its key by number in `Context::keys`.
+#[derive(Clone, Copy, Debug)]
+struct Issued {
+    key: u32,
+    holder: Holder,
+    epoch: u32,
+    at_us: u64,
 }
 
 /// One node's lock on one key, as far as the history shows it.
@@ -129,14 +139,17 @@ pub(crate) struct Context {
     /// This epoch's log entries, no-ops included, as their first appliers saw them.
     entries: BTreeMap<LogIndex, FirstEntry>,
     /// Every token issued in the whole run, by its first issue.
-    issued: BTreeMap<Token, Issue>,
+    issued: BTreeMap<Token, Issued>,
+    /// The keys `issued` and `removed` name, by number: a run has few keys
+    /// and a record for every lock, so each name is kept once.
+    keys: Keys,
     token_max: Option<Token>,
     /// Tokens any node computed in an applied Grant, first applier or not.
     tokens_applied: BTreeSet<Token>,
     /// Tokens any server told a client in a Granted reply.
     tokens_replied: BTreeSet<Token>,
-    /// Locks removed by an applied command in this epoch.
-    removed: BTreeSet<(Key, Token)>,
+    /// Locks removed by an applied command in this epoch, their keys by number.
+    removed: BTreeSet<(u32, Token)>,
     nodes: BTreeMap<NodeId, NodeLocks>,
     /// Which indices a server may still apply: `applied` and `entries` keep
     /// only what lies above its floor.
@@ -203,6 +216,7 @@ impl Context {
             applied: BTreeMap::new(),
             entries: BTreeMap::new(),
             issued: BTreeMap::new(),
+            keys: Keys::default(),
             token_max: None,
             tokens_applied: BTreeSet::new(),
             tokens_replied: BTreeSet::new(),
@@ -210,6 +224,12 @@ impl Context {
             nodes: BTreeMap::new(),
             horizon: Horizon::default(),
         }
+    }
+
+    /// Entries at or below this index of this epoch are forgotten: no
+    /// server can apply there again (see [`Horizon`]).
+    pub fn forgotten_to(&self) -> LogIndex {
+        self.horizon.forgotten_to
     }
 
     pub fn applied_at(&self, index: LogIndex) -> Option<&AppliedEntry> {
@@ -221,12 +241,17 @@ impl Context {
         self.entries.get(&index)
     }
 
-    pub fn issue(&self, token: Token) -> Option<&Issue> {
-        self.issued.get(&token)
+    pub fn issue(&self, token: Token) -> Option<Issue<'_>> {
+        self.issued.get(&token).map(|issued| self.issue_of(issued))
     }
 
-    pub fn issues(&self) -> impl Iterator<Item = (&Token, &Issue)> {
-        self.issued.iter()
+    pub fn issues(&self) -> impl Iterator<Item = (&Token, Issue<'_>)> {
+        self.issued.iter().map(|(token, issued)| (token, self.issue_of(issued)))
+    }
+
+    fn issue_of(&self, issued: &Issued) -> Issue<'_> {
+        let Issued { key, holder, epoch, at_us } = *issued;
+        Issue { key: self.keys.name(key), holder, epoch, at_us }
     }
 
     pub fn token_max(&self) -> Option<Token> {
@@ -244,7 +269,7 @@ impl Context {
     }
 
     pub fn was_removed(&self, key: &Key, token: Token) -> bool {
-        self.removed.contains(&(key.clone(), token))
+        self.keys.find(key).is_some_and(|key| self.removed.contains(&(key, token)))
     }
 
     pub fn slot(&self, node: NodeId, key: &Key) -> LockSlot {
@@ -369,7 +394,7 @@ impl Context {
                 table.locks.insert(key.clone(), Some(*token));
                 self.tokens_applied.insert(*token);
                 if facts.first_apply && !self.issued.contains_key(token) {
-                    let issue = Issue { key: key.clone(), holder: *holder, epoch: self.epoch, at_us };
+                    let issue = Issued { key: self.keys.number(key), holder: *holder, epoch: self.epoch, at_us };
                     self.issued.insert(*token, issue);
                     self.token_max = self.token_max.max(Some(*token));
                 }
@@ -379,7 +404,10 @@ impl Context {
             }
             _ => {}
         }
-        self.removed.extend(facts.removed.iter().cloned());
+        for (key, token) in &facts.removed {
+            let key = self.keys.number(key);
+            self.removed.insert((key, *token));
+        }
     }
 }
 

@@ -171,7 +171,9 @@ fn run_recording(seed: u64, model: &Model, plan: Vec<FaultEvent>, dispatch: Opti
             Ok(_) => unreachable!("a panic inside the judge ends the run's thread"),
         },
     };
-    let plan = plan.take(seed, model);
+    // The plan is drawn again only once the checker is done with, so that
+    // the two are never held at once.
+    let plan = || plan.take(seed, model);
     match result {
         Ok(record) => judge.outcome(seed, model, plan, record),
         Err(panic) => {
@@ -227,7 +229,9 @@ impl Judge {
         self.last_at_us = event.at_us;
     }
 
-    fn outcome(self, seed: u64, model: &Model, plan: Vec<FaultEvent>, record: RunRecord) -> Outcome {
+    /// The outcome; `plan` is called once the checker has given its verdict
+    /// (and its memory back).
+    fn outcome(self, seed: u64, model: &Model, plan: impl FnOnce() -> Vec<FaultEvent>, record: RunRecord) -> Outcome {
         let verdict = self.checker.finish_at(record.sim_us);
         let counters = verdict.counters;
         let (acquire_us, unheld_waiting_us_max) = self.availability.finish(self.last_at_us);
@@ -252,7 +256,7 @@ impl Judge {
             events: self.events,
             acquire_us,
             unheld_waiting_us_max,
-            plan,
+            plan: plan(),
             probes: record.probes.union(self.coverage.probes()),
         }
     }
@@ -264,7 +268,7 @@ pub(crate) fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: Run
     for event in record.history.events() {
         judge.observe(event);
     }
-    judge.outcome(seed, model, plan, record)
+    judge.outcome(seed, model, || plan, record)
 }
 
 /// A run that panicked: the history it recorded up to the panic is checked
@@ -273,7 +277,7 @@ pub(crate) fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: Run
 fn panicked(
     seed: u64,
     model: &Model,
-    plan: Vec<FaultEvent>,
+    plan: impl FnOnce() -> Vec<FaultEvent>,
     message: String,
     history: History,
     judge: Judge,

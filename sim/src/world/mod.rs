@@ -48,7 +48,11 @@ pub async fn simulate(seed: u64, model: Model, plan: Vec<FaultEvent>, history: H
     let mut supervisor = Supervisor::start(seed, model, &plan, None, history);
     let ctx = supervisor.ctx.clone();
     let safety_end_us = ctx.model.safety_ms * 1_000;
-    for event in plan.into_iter().filter(|e| e.at_ms > 0 || !is_initial_rate(&e.fault)) {
+    let mut plan = Remaining::new(plan);
+    while let Some(event) = plan.next() {
+        if event.at_ms == 0 && is_initial_rate(&event.fault) {
+            continue;
+        }
         let at_us = event.at_ms * 1_000;
         if at_us >= safety_end_us {
             break;
@@ -56,6 +60,7 @@ pub async fn simulate(seed: u64, model: Model, plan: Vec<FaultEvent>, history: H
         supervisor.sleep_until_us(at_us).await;
         supervisor.apply(&event.fault).await;
     }
+    drop(plan);
     supervisor.sleep_until_us(safety_end_us).await;
     supervisor.heal();
     ctx.start_work_samples(WORK_SAMPLE_US);
@@ -64,4 +69,54 @@ pub async fn simulate(seed: u64, model: Model, plan: Vec<FaultEvent>, history: H
         ctx.record(ctx.work_per_sample());
     }
     supervisor.finish()
+}
+
+/// The faults of a plan still to apply, handed out in order. Its memory
+/// shrinks as they are applied: a long run's plan (a megabyte or more at
+/// four hours) would otherwise stay whole to the end of the run, beside
+/// everything the judge has come to hold by then.
+struct Remaining {
+    /// The faults to come, the next one last.
+    reversed: Vec<FaultEvent>,
+}
+
+impl Remaining {
+    fn new(mut plan: Vec<FaultEvent>) -> Remaining {
+        plan.reverse();
+        Remaining { reversed: plan }
+    }
+
+    fn next(&mut self) -> Option<FaultEvent> {
+        let event = self.reversed.pop()?;
+        // Halving keeps the copies to one pass over the plan in all.
+        if self.reversed.len() < self.reversed.capacity() / 2 {
+            self.reversed.shrink_to_fit();
+        }
+        Some(event)
+    }
+
+    #[cfg(test)]
+    fn capacity(&self) -> usize {
+        self.reversed.capacity()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Remaining;
+    use crate::faults::{Fault, FaultEvent};
+
+    /// The plan's memory follows what is left of it, and its faults come in order.
+    #[test]
+    fn a_plan_gives_back_its_memory_as_its_faults_are_applied() {
+        let plan: Vec<FaultEvent> = (0..10_000).map(|at_ms| FaultEvent { at_ms, fault: Fault::Heal }).collect();
+        let mut remaining = Remaining::new(plan);
+        for at_ms in 0..10_000 {
+            assert_eq!(remaining.next().map(|e| e.at_ms), Some(at_ms));
+            let left = 10_000 - at_ms as usize - 1;
+            assert!(remaining.capacity() <= 2 * left + 1, "{} kept for {left} faults", remaining.capacity());
+        }
+        assert_eq!(remaining.next(), None);
+        assert!(remaining.capacity() <= 1);
+    }
 }

@@ -3,6 +3,7 @@
 
 use super::super::testkit::*;
 use super::super::Property;
+use super::RaftChecker;
 use crate::history::EventKind;
 use fencelock::raft::Role;
 use fencelock::{ApplyResult, ClientId, LogIndex, NodeId, Token};
@@ -352,4 +353,68 @@ fn entries_no_disk_or_backup_can_reach_are_forgotten_and_a_backups_are_kept() {
     // the entries from 1900 on only, so the same history (which the world
     // cannot produce) goes unjudged at 101.
     assert_clean(&reapply_after_the_floor(false).check());
+}
+
+/// Three servers apply c1's grants at 1..=`count`, each acknowledged by
+/// n0, every disk's snapshot trailing the applies by 100 (n0's held at 100
+/// by an operator backup when `backup` says so); then n0 is restored from
+/// that backup and applies another grant at 101.
+fn acked_then_reapplied(count: u64, backup: bool) -> H {
+    let mut h = H::new().at_ms(10).leader(0, 1);
+    for index in 1..=count {
+        h = h.apply_all(&[0, 1, 2], index, grant("k", 1, index), granted(1_000 + index));
+        h = h.reply(0, 1, index, reply_granted(1_000 + index));
+        if index == 100 && backup {
+            h = h.ev(EventKind::SnapshotDurable { node: NodeId(0), index: LogIndex(100) });
+            h = h.ev(EventKind::Fault { fault: crate::faults::Fault::BackupNode { node: NodeId(0) } });
+        }
+        if index % 100 == 0 {
+            for node in 0..3 {
+                h = h.ev(EventKind::SnapshotDurable { node: NodeId(node), index: LogIndex(index - 100) });
+            }
+        }
+    }
+    let restored = EventKind::NodeRestored { node: NodeId(0), backup_at_us: 10_000 };
+    let start = EventKind::SnapshotInstalled {
+        node: NodeId(0),
+        index: LogIndex(100),
+        token_last: Token(1_100),
+        locks: Vec::new(),
+    };
+    h.at_ms(20).ev(restored).ev(start).apply_in(0, 101, 9, grant("k", 2, 1), granted(1_101))
+}
+
+/// Feeds `h` to a Raft checker alone; returns the most acknowledgements it
+/// held at once and its report.
+fn feed_raft(h: &H) -> (usize, crate::checker::Report) {
+    use crate::checker::state::Context;
+    use crate::checker::{Family, Report};
+    let mut ctx = Context::new(h.config(h.now_us() + 1));
+    let mut checker = RaftChecker::default();
+    let mut report = Report::default();
+    let mut held_max = 0;
+    for event in h.events() {
+        let facts = ctx.facts(event);
+        checker.observe(&ctx, &facts, event, &mut report);
+        ctx.absorb(event, &facts);
+        held_max = held_max.max(checker.acked.len());
+    }
+    checker.finish(&ctx, &mut report);
+    (held_max, report)
+}
+
+#[test]
+fn acknowledgements_below_the_horizon_are_forgotten_and_a_backups_are_kept() {
+    // Without a backup, what the checker holds does not grow with the run.
+    let (held_short, report) = feed_raft(&acked_then_reapplied(3_000, false));
+    assert!(report.violations.iter().all(|v| v.property != Property::CommitDurability));
+    let (held_long, _) = feed_raft(&acked_then_reapplied(6_000, false));
+    assert!(held_short <= 1_200, "{held_short} acknowledgements held at once");
+    assert_eq!(held_long, held_short, "held at 6000 grants");
+    // n0's backup at 100 keeps i101's acknowledgement: its restore applies
+    // another grant there, and the overwrite is found.
+    let (held, report) = feed_raft(&acked_then_reapplied(3_000, true));
+    assert_eq!(held, 3_000);
+    let lost = report.violations.iter().find(|v| v.property == Property::CommitDurability).expect("commit-durability");
+    assert!(lost.detail.contains("at i101, where n0 had acknowledged"), "{}", lost.detail);
 }
