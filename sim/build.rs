@@ -55,18 +55,29 @@ fn main() {
         })
         .unwrap_or_else(|| "unknown".to_string());
     println!("cargo:rustc-env=FENCESIM_COMMIT={commit}");
-    // A new commit changes HEAD or the branch it names; watch both when they exist.
-    let git_dir = Command::new("git")
-        .args(["rev-parse", "--git-dir"])
-        .output()
-        .ok()
-        .filter(|output| output.status.success())
-        .and_then(|output| String::from_utf8(output.stdout).ok())
-        .map(|text| std::path::PathBuf::from(text.trim()));
-    match git_dir {
-        Some(dir) => {
-            println!("cargo:rerun-if-changed={}", dir.join("HEAD").display());
-            println!("cargo:rerun-if-changed={}", dir.join("refs/heads").display());
+    // A new commit or checkout rewrites HEAD or appends to its reflog;
+    // without a reflog, the branch files change. Only paths that exist are
+    // watched: cargo reruns this script (and rebuilds the crate) at every
+    // build for a watched path that does not exist, and `refs/heads` does not
+    // exist in a worktree's own git dir. `--git-path` finds each one in a
+    // worktree too.
+    let git_path = |path: &str| {
+        Command::new("git")
+            .args(["rev-parse", "--git-path", path])
+            .output()
+            .ok()
+            .filter(|output| output.status.success())
+            .and_then(|output| String::from_utf8(output.stdout).ok())
+            .map(|text| std::path::PathBuf::from(text.trim()))
+            .filter(|path| path.exists())
+    };
+    let head = git_path("HEAD");
+    match head {
+        Some(head) => {
+            let moves = git_path("logs/HEAD").or_else(|| git_path("refs/heads"));
+            for path in std::iter::once(head).chain(moves) {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
             // An edit (or a revert) of a source changes whether the tree is dirty.
             for source in SOURCES {
                 println!("cargo:rerun-if-changed=../{source}");

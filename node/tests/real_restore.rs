@@ -15,8 +15,8 @@
 //! crashes and comes back from its stale backup, and server 0 stops
 //! sending to server 2 for a second.
 //!
-//! A second plan restores the whole cluster from a backup taken two
-//! seconds earlier, while three workers keep taking the key: the default
+//! A second plan restores the whole cluster from a backup taken one and
+//! a half seconds earlier, while three workers keep taking the key: the default
 //! protocol raises the token counter into the new restore epoch, while
 //! `restore-naive` issues the backup's tokens again and the checker names
 //! `token-monotonic`.
@@ -34,15 +34,16 @@ use fencesim::model::Model;
 use fencesim::real::RealRun;
 
 const LEASE_MS: u64 = 500;
-const STALL_MS: u64 = 10 * LEASE_MS;
-/// The stall is armed at 1 s; the holder to take it wakes 5 s after it did.
+const STALL_MS: u64 = 8 * LEASE_MS;
+/// The stall is armed at 1 s; the holder to take it wakes 4 s after it did.
 const STALL_ARMED_AT_MS: u64 = 1_000;
 /// The restore: after the stopped holder's lease ran out and the others
 /// wrote above it, before it wakes (it took the stall at 1 s at the earliest).
-const RESTORE_AT_MS: u64 = 5_500;
+const RESTORE_AT_MS: u64 = 4_500;
 /// How long the other workers are held, from just before the restore:
-/// past the stopped holder's waking, however late it took the stall.
-const HOLD_MS: u64 = 3_500;
+/// past the stopped holder's waking, however late it took the stall (its
+/// job's work lasts at most three leases).
+const HOLD_MS: u64 = 3_000;
 
 fn plan() -> Vec<FaultEvent> {
     let at = |at_ms: u64, fault: Fault| FaultEvent { at_ms, fault };
@@ -57,10 +58,10 @@ fn plan() -> Vec<FaultEvent> {
         plan.push(at(RESTORE_AT_MS - 100, Fault::Pause { actor: Actor::Client(ClientId(c)), ms: HOLD_MS }));
     }
     plan.push(at(RESTORE_AT_MS, Fault::RestoreResource));
-    plan.push(at(6_000, Fault::Crash { node: NodeId(1), torn: false }));
-    plan.push(at(6_600, Fault::RestoreNode { node: NodeId(1) }));
-    plan.push(at(7_000, Fault::OneWay { from: Addr::Server(NodeId(0)), to: Addr::Server(NodeId(2)) }));
-    plan.push(at(8_000, Fault::Heal));
+    plan.push(at(RESTORE_AT_MS + 500, Fault::Crash { node: NodeId(1), torn: false }));
+    plan.push(at(RESTORE_AT_MS + 1_100, Fault::RestoreNode { node: NodeId(1) }));
+    plan.push(at(RESTORE_AT_MS + 1_500, Fault::OneWay { from: Addr::Server(NodeId(0)), to: Addr::Server(NodeId(2)) }));
+    plan.push(at(RESTORE_AT_MS + 2_500, Fault::Heal));
     plan
 }
 
@@ -70,8 +71,9 @@ fn model(variant: Variant) -> Model {
         clients: 3,
         keys: 1,
         lease_ms: LEASE_MS,
-        safety_ms: 9_500,
-        liveness_ms: 2_500,
+        // Past the other workers' hold (7.4 s).
+        safety_ms: 7_800,
+        liveness_ms: 2_000,
         // Only the planned stall: the workload draws none of its own.
         stalls: false,
         variant,
@@ -79,22 +81,37 @@ fn model(variant: Variant) -> Model {
     }
 }
 
-/// Plays `plan` on `model`, one real run at a time, and checks that every
-/// fault was played and that no process of the run outlives it.
-fn play(model: Model, plan: Vec<FaultEvent>) -> RealRun {
-    let _serial = common::serial();
-    let planned = plan.len();
-    let (_temp, _dir, run) = common::real_run(11, model, plan);
-    assert_eq!(run.played.len(), planned, "every planned fault is played");
+/// The real runs of this file's tests (`common::planned_run`).
+pub fn planned() -> Vec<common::Planned> {
+    let planned = |test, model, plan| common::Planned { test, seed: 11, model, plan };
+    vec![
+        planned(RESTORED, model(Variant::Default), plan()),
+        planned(NAIVE, model(Variant::ResourceRestoreNaive), plan()),
+        planned(CLUSTER_RESTORED, cluster_model(Variant::Default), cluster_plan()),
+        planned(CLUSTER_NAIVE, cluster_model(Variant::RestoreNaive), cluster_plan()),
+    ]
+}
+
+const RESTORED: &str = "a_restored_resource_raises_its_floor_and_rejects_the_stopped_holders_write";
+const NAIVE: &str = "a_naive_restore_takes_the_stopped_holders_write_and_is_caught";
+const CLUSTER_RESTORED: &str = "a_cluster_restore_raises_the_token_floor_into_a_new_epoch";
+const CLUSTER_NAIVE: &str = "a_naive_cluster_restore_issues_tokens_again_and_is_caught";
+
+/// The real run planned for `test` (played beside the others), checked
+/// that every fault of its `plan` was played; `real_run` checks that no
+/// process of it outlives it.
+fn play(test: &str, plan: Vec<FaultEvent>) -> RealRun {
+    let (_temp, _dir, run) = common::planned_run(test);
+    assert_eq!(run.played.len(), plan.len(), "every planned fault is played");
     assert!(run.skipped.is_empty());
     run
 }
 
-/// Runs the resource plan under `variant` and checks what every run of it
-/// must show: the restores and the floor in the history, and a stopped
-/// holder overtaken before the restore. Returns the run and its late write.
-fn run(variant: Variant) -> (RealRun, WriteVerdict) {
-    let run = play(model(variant), plan());
+/// Checks what every run of the resource plan must show: the restores and
+/// the floor in the history, and a stopped holder overtaken before the
+/// restore. Returns the run and its late write.
+fn run(test: &str) -> (RealRun, WriteVerdict) {
+    let run = play(test, plan());
     let events = run.outcome.history.events();
 
     // The restore names the backup the runner recorded, so the checker pairs them.
@@ -162,7 +179,7 @@ fn first_write_after(events: &[Event], client: ClientId, after_us: u64) -> Optio
 
 #[test]
 fn a_restored_resource_raises_its_floor_and_rejects_the_stopped_holders_write() {
-    let (run, late) = run(Variant::Default);
+    let (run, late) = run(RESTORED);
     let events = run.outcome.history.events();
     let raised = events.iter().any(|e| matches!(e.kind, EventKind::FloorRaised { restore: 1, .. }));
     assert!(raised, "the restore tool raised the floor from the lock service");
@@ -173,7 +190,7 @@ fn a_restored_resource_raises_its_floor_and_rejects_the_stopped_holders_write() 
 
 #[test]
 fn a_naive_restore_takes_the_stopped_holders_write_and_is_caught() {
-    let (run, late) = run(Variant::ResourceRestoreNaive);
+    let (run, late) = run(NAIVE);
     let events = run.outcome.history.events();
     assert!(!events.iter().any(|e| matches!(e.kind, EventKind::FloorAsked { .. })), "a naive restore reads no floor");
     assert_eq!(late, WriteVerdict::Accepted, "the restored resource trusted its old highest token");
@@ -182,16 +199,17 @@ fn a_naive_restore_takes_the_stopped_holders_write_and_is_caught() {
     assert!(caught, "fenced-write names the flaw: {:?}", run.outcome.violations);
 }
 
-/// The cluster backed up at 1.5 s and restored from it at 3.5 s.
+/// The cluster backed up at 1 s and restored from it at 2.5 s: three
+/// workers on one key take it several times in between.
 fn cluster_plan() -> Vec<FaultEvent> {
     vec![
-        FaultEvent { at_ms: 1_500, fault: Fault::BackupCluster },
-        FaultEvent { at_ms: 3_500, fault: Fault::RestoreCluster },
+        FaultEvent { at_ms: 1_000, fault: Fault::BackupCluster },
+        FaultEvent { at_ms: 2_500, fault: Fault::RestoreCluster },
     ]
 }
 
 fn cluster_model(variant: Variant) -> Model {
-    Model { safety_ms: 5_000, liveness_ms: 2_000, ..model(variant) }
+    Model { safety_ms: 3_500, liveness_ms: 2_000, ..model(variant) }
 }
 
 /// The tokens granted (first applies of a Grant) after the cluster restore, and the restore's event.
@@ -212,7 +230,7 @@ fn cluster_restore(run: &RealRun) -> (EventKind, Vec<Token>) {
 
 #[test]
 fn a_cluster_restore_raises_the_token_floor_into_a_new_epoch() {
-    let run = play(cluster_model(Variant::Default), cluster_plan());
+    let run = play(CLUSTER_RESTORED, cluster_plan());
     let (restored, granted) = cluster_restore(&run);
     let EventKind::ClusterRestored { epoch, token_floor, .. } = restored else { unreachable!() };
     assert_eq!(epoch, 1);
@@ -224,7 +242,7 @@ fn a_cluster_restore_raises_the_token_floor_into_a_new_epoch() {
 
 #[test]
 fn a_naive_cluster_restore_issues_tokens_again_and_is_caught() {
-    let run = play(cluster_model(Variant::RestoreNaive), cluster_plan());
+    let run = play(CLUSTER_NAIVE, cluster_plan());
     let (restored, granted) = cluster_restore(&run);
     let EventKind::ClusterRestored { token_floor, .. } = restored else { unreachable!() };
     assert!(token_floor < Token::epoch_base(1), "the naive restore keeps the backup's counter: {token_floor}");

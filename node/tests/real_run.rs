@@ -28,8 +28,9 @@ const LEASE_MS: u64 = 500;
 fn plan() -> Vec<FaultEvent> {
     vec![
         FaultEvent { at_ms: 1_000, fault: Fault::StallHolder { ms: 6 * LEASE_MS } },
-        FaultEvent { at_ms: 2_500, fault: Fault::Pause { actor: Actor::Server(NodeId(2)), ms: 700 } },
-        FaultEvent { at_ms: 4_000, fault: Fault::CrashLeader { torn: false, down_ms: 1_000 } },
+        FaultEvent { at_ms: 1_500, fault: Fault::Pause { actor: Actor::Server(NodeId(2)), ms: 700 } },
+        // Inside the stall: the cluster is whole again when the stopped worker wakes.
+        FaultEvent { at_ms: 2_500, fault: Fault::CrashLeader { torn: false, down_ms: 1_000 } },
     ]
 }
 
@@ -39,18 +40,33 @@ fn model() -> Model {
         clients: 3,
         keys: 1,
         lease_ms: LEASE_MS,
-        safety_ms: 7_000,
-        liveness_ms: 3_000,
+        // The stopped worker wakes 3 s after it took the stall (at 1 s at
+        // the earliest) and writes before the heal; the liveness phase is
+        // the checker's (a grant within 2 x 200 + 500 + 10 x 40 ms).
+        safety_ms: 5_000,
+        liveness_ms: 2_000,
         // Only the planned stall: the workload draws none of its own.
         stalls: false,
         ..Model::default()
     }
 }
 
+/// The real runs of this file's tests (`common::planned_run`).
+pub fn planned() -> Vec<common::Planned> {
+    vec![
+        common::Planned { test: JUDGED, seed: 7, model: model(), plan: plan() },
+        common::Planned { test: CUT_LINKS, seed: 11, model: cut_links_model(), plan: cut_links_plan() },
+        common::Planned { test: OUTAGE, seed: 13, model: outage_model(), plan: outage_plan() },
+    ]
+}
+
+const JUDGED: &str = "a_real_run_is_judged_and_the_stopped_workers_stale_write_is_rejected";
+const CUT_LINKS: &str = "a_workers_cut_links_lose_its_requests_and_answers";
+const OUTAGE: &str = "a_resource_outage_holds_every_write_until_the_restart";
+
 #[test]
 fn a_real_run_is_judged_and_the_stopped_workers_stale_write_is_rejected() {
-    let _serial = common::serial();
-    let (_temp, dir, run) = common::real_run(7, model(), plan());
+    let (_temp, dir, run) = common::planned_run(JUDGED);
     let outcome = &run.outcome;
     assert_eq!(run.played.len(), 3, "every planned fault is played");
     assert!(run.skipped.is_empty());
@@ -95,26 +111,35 @@ fn a_real_run_is_judged_and_the_stopped_workers_stale_write_is_rejected() {
     assert_eq!(actors.len(), 6, "one history per server and worker: {actors:?}");
 }
 
-/// Client 0 cut off from every server, then every server's answers to
-/// client 1 lost (one way): the cut worker's requests reach no server, the
-/// other's are served but never answered, and both are answered again
-/// after the heal.
-#[test]
-fn a_workers_cut_links_lose_its_requests_and_answers() {
-    let _serial = common::serial();
+/// Client 0 cut off from every server, then every server's answers to client 1 lost (one way).
+fn cut_links_plan() -> Vec<FaultEvent> {
     let (c0, c1) = (ClientId(0), ClientId(1));
     let mut plan = vec![
         FaultEvent { at_ms: 1_000, fault: Fault::CutClient { client: c0 } },
-        FaultEvent { at_ms: 3_000, fault: Fault::Heal },
-        FaultEvent { at_ms: 5_500, fault: Fault::Heal },
+        FaultEvent { at_ms: 2_500, fault: Fault::Heal },
+        FaultEvent { at_ms: 4_300, fault: Fault::Heal },
     ];
+    // Each cut lasts 1.5 s: longer than a worker's longest job step (a
+    // think of 0.3 s, then work of up to three leases renewed every 0.2 s),
+    // so each worker asks inside it.
     for n in 0..3 {
         let fault = Fault::OneWay { from: Addr::Server(NodeId(n)), to: Addr::Client(c1) };
-        plan.push(FaultEvent { at_ms: 3_500, fault });
+        plan.push(FaultEvent { at_ms: 2_800, fault });
     }
     plan.sort_by_key(|e| e.at_ms);
-    let model = Model { clients: 2, keys: 2, safety_ms: 6_500, liveness_ms: 2_500, ..model() };
-    let (_temp, _dir, run) = common::real_run(11, model, plan);
+    plan
+}
+
+fn cut_links_model() -> Model {
+    Model { clients: 2, keys: 2, safety_ms: 4_800, liveness_ms: 2_000, ..model() }
+}
+
+/// The cut worker's requests reach no server, the one-way-cut worker's are
+/// served but never answered, and both are answered again after the heal.
+#[test]
+fn a_workers_cut_links_lose_its_requests_and_answers() {
+    let (c0, c1) = (ClientId(0), ClientId(1));
+    let (_temp, _dir, run) = common::planned_run(CUT_LINKS);
     let outcome = &run.outcome;
     assert!(run.skipped.is_empty(), "a worker's cuts are played: {:?}", run.skipped);
     assert_eq!(run.played.len(), 6);
@@ -161,19 +186,24 @@ fn a_workers_cut_links_lose_its_requests_and_answers() {
     }
 }
 
-/// The resource down for 3 s (a tool holding its write lock, killed at the
-/// restart): no write is answered inside the outage, a write sent into it
-/// waits and is answered after it, and the tool is stopped by its PID.
+/// The resource down for 2.5 s (a tool holding its write lock, killed at the restart).
+fn outage_plan() -> Vec<FaultEvent> {
+    vec![
+        FaultEvent { at_ms: 1_000, fault: Fault::CrashResource },
+        FaultEvent { at_ms: 3_500, fault: Fault::RestartResource },
+    ]
+}
+
+fn outage_model() -> Model {
+    Model { safety_ms: 4_000, liveness_ms: 2_000, keys: 3, ..model() }
+}
+
+/// No write is answered inside the outage, a write sent into it waits and
+/// is answered after it, and the tool is stopped by its PID.
 #[test]
 fn a_resource_outage_holds_every_write_until_the_restart() {
-    let _serial = common::serial();
-    let plan = vec![
-        FaultEvent { at_ms: 1_500, fault: Fault::CrashResource },
-        FaultEvent { at_ms: 4_500, fault: Fault::RestartResource },
-    ];
-    let model = Model { safety_ms: 6_000, liveness_ms: 2_000, keys: 3, ..model() };
     // The holding tool is one of the run's processes: `real_run` checks none outlives it.
-    let (_temp, _dir, run) = common::real_run(13, model, plan);
+    let (_temp, _dir, run) = common::planned_run(OUTAGE);
     let outcome = &run.outcome;
     assert!(run.skipped.is_empty(), "the outage is played: {:?}", run.skipped);
     assert!(outcome.ok, "the default protocol passes: {:?}", outcome.violations);
@@ -188,7 +218,8 @@ fn a_resource_outage_holds_every_write_until_the_restart() {
         .filter(|e| matches!(e.kind, EventKind::WriteDone { .. }))
         .count();
     assert_eq!(answered_inside, 0, "no write is answered while the resource is down");
-    // A worker writes every job; in 3 s at least one of three meets the outage and waits it out.
+    // A worker writes every job (a think of at most 0.3 s and work of at most
+    // 1.5 s before it); in 2.5 s at least one of three meets the outage and waits it out.
     let waited = events
         .iter()
         .filter(|e| e.at_us > down && e.at_us < up)

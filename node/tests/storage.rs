@@ -461,13 +461,28 @@ fn check_sequence(seed: u64, exhibits: &mut Exhibits) {
     assert_same(&reopen("the end").1, &disk.durable().to_durable(), &format!("seed {seed}, the end"));
 }
 
+/// Threads the sequences are spread over: a sequence mostly waits for its
+/// fsyncs, and the disk takes several at once.
+const SEQUENCE_THREADS: u64 = 4;
+
 #[test]
 fn random_writes_syncs_and_crashes_match_the_simulated_disk() {
-    let mut exhibits = Exhibits::default();
-    for seed in 0..300 {
-        check_sequence(seed, &mut exhibits);
-    }
-    let Exhibits { crashes, torn_crashes, rewrites } = exhibits;
+    let exhibits: Vec<Exhibits> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..SEQUENCE_THREADS)
+            .map(|thread| {
+                scope.spawn(move || {
+                    let mut exhibits = Exhibits::default();
+                    for seed in (thread..300).step_by(SEQUENCE_THREADS as usize) {
+                        check_sequence(seed, &mut exhibits);
+                    }
+                    exhibits
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+    });
+    let sum = |field: fn(&Exhibits) -> u64| exhibits.iter().map(field).sum::<u64>();
+    let (crashes, torn_crashes, rewrites) = (sum(|e| e.crashes), sum(|e| e.torn_crashes), sum(|e| e.rewrites));
     println!("{crashes} crashes, {torn_crashes} of them torn, {rewrites} rewrites");
     assert!(crashes >= 1_000 && torn_crashes >= 200 && rewrites >= 500, "{crashes} {torn_crashes} {rewrites}");
 }

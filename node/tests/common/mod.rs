@@ -7,19 +7,30 @@
 use fencelock::NodeId;
 use fencelock_node::cluster;
 use fencelock_node::config::Cluster;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 /// The longest any test may run.
 pub const TEST_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Tests share two cores: one cluster at a time keeps election timing real.
-static SERIAL: Mutex<()> = Mutex::new(());
+/// Tests share two cores. A test that drives a cluster itself (it times
+/// elections, loads it with clients, stops its leader) takes the cores alone,
+/// [`serial`]; a real run of `fencesim real` ([`planned_run`]) sleeps between
+/// its planned faults (its servers and workers use a few per cent of a core),
+/// so real runs overlap one another, [`shared`], but never a serial test.
+static CLUSTERS: RwLock<()> = RwLock::new(());
 
-pub fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+/// No other test's cluster runs until the guard is dropped.
+pub fn serial() -> RwLockWriteGuard<'static, ()> {
+    CLUSTERS.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Other real runs may run beside this one until the guard is dropped; serial tests may not.
+pub fn shared() -> RwLockReadGuard<'static, ()> {
+    CLUSTERS.read().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// Runs `test` on a two-thread runtime (the machine has two cores), bounded
@@ -181,4 +192,47 @@ pub fn real_run(
     }
     assert!(processes_naming(&dir).is_empty(), "every process of the run is stopped, tools included");
     (temp, dir, run)
+}
+
+/// A real run a test judges: the test's name, and the run's seed, model and plan.
+pub struct Planned {
+    pub test: &'static str,
+    pub seed: u64,
+    pub model: fencesim::model::Model,
+    pub plan: Vec<fencesim::faults::FaultEvent>,
+}
+
+/// A real run as [`real_run`] returns it.
+pub type Ran = (tempfile::TempDir, PathBuf, fencesim::real::RealRun);
+
+/// Every real run of this binary, each kept until its test takes it.
+static REAL_RUNS: OnceLock<Mutex<BTreeMap<&'static str, std::thread::Result<Ran>>>> = OnceLock::new();
+
+/// The real run planned for `test`. The first test to ask starts every
+/// planned run of this binary (`real_run::planned`, `real_restore::planned`)
+/// side by side and waits for them all: each mostly sleeps between its
+/// faults, so together they take as long as the longest, where one after
+/// another they took their sum. A test run alone waits for them all too;
+/// every process of every run is stopped by its PID before any test goes on.
+pub fn planned_run(test: &str) -> Ran {
+    let runs = REAL_RUNS.get_or_init(|| {
+        let _shared = shared();
+        let planned: Vec<Planned> =
+            crate::real_run::planned().into_iter().chain(crate::real_restore::planned()).collect();
+        let ran = std::thread::scope(|scope| {
+            let running: Vec<_> =
+                planned.into_iter().map(|p| (p.test, scope.spawn(move || real_run(p.seed, p.model, p.plan)))).collect();
+            running.into_iter().map(|(test, run)| (test, run.join())).collect()
+        });
+        Mutex::new(ran)
+    });
+    let taken = runs.lock().unwrap_or_else(PoisonError::into_inner).remove(test);
+    match taken {
+        Some(Ok(ran)) => ran,
+        Some(Err(panic)) => {
+            let message = panic.downcast_ref::<String>().map(String::as_str).or(panic.downcast_ref::<&str>().copied());
+            panic!("the real run of {test} failed: {}", message.unwrap_or("a panic without a message"))
+        }
+        None => panic!("no real run is planned for {test}, or another test took it"),
+    }
 }
