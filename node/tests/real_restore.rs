@@ -34,16 +34,16 @@ use fencesim::model::Model;
 use fencesim::real::RealRun;
 
 const LEASE_MS: u64 = 500;
-const STALL_MS: u64 = 8 * LEASE_MS;
-/// The stall is armed at 1 s; the holder to take it wakes 4 s after it did.
+const STALL_MS: u64 = 10 * LEASE_MS;
+/// The stall is armed at 1 s; the holder to take it wakes 5 s after it did.
 const STALL_ARMED_AT_MS: u64 = 1_000;
 /// The restore: after the stopped holder's lease ran out and the others
 /// wrote above it, before it wakes (it took the stall at 1 s at the earliest).
-const RESTORE_AT_MS: u64 = 4_500;
+const RESTORE_AT_MS: u64 = 5_500;
 /// How long the other workers are held, from just before the restore:
 /// past the stopped holder's waking, however late it took the stall (its
 /// job's work lasts at most three leases).
-const HOLD_MS: u64 = 3_000;
+const HOLD_MS: u64 = 3_500;
 
 fn plan() -> Vec<FaultEvent> {
     let at = |at_ms: u64, fault: Fault| FaultEvent { at_ms, fault };
@@ -71,9 +71,9 @@ fn model(variant: Variant) -> Model {
         clients: 3,
         keys: 1,
         lease_ms: LEASE_MS,
-        // Past the other workers' hold (7.4 s).
-        safety_ms: 7_800,
-        liveness_ms: 2_000,
+        // Past the other workers' hold (8.9 s).
+        safety_ms: 9_500,
+        liveness_ms: 2_500,
         // Only the planned stall: the workload draws none of its own.
         stalls: false,
         variant,

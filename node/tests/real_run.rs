@@ -28,9 +28,8 @@ const LEASE_MS: u64 = 500;
 fn plan() -> Vec<FaultEvent> {
     vec![
         FaultEvent { at_ms: 1_000, fault: Fault::StallHolder { ms: 6 * LEASE_MS } },
-        FaultEvent { at_ms: 1_500, fault: Fault::Pause { actor: Actor::Server(NodeId(2)), ms: 700 } },
-        // Inside the stall: the cluster is whole again when the stopped worker wakes.
-        FaultEvent { at_ms: 2_500, fault: Fault::CrashLeader { torn: false, down_ms: 1_000 } },
+        FaultEvent { at_ms: 2_500, fault: Fault::Pause { actor: Actor::Server(NodeId(2)), ms: 700 } },
+        FaultEvent { at_ms: 4_000, fault: Fault::CrashLeader { torn: false, down_ms: 1_000 } },
     ]
 }
 
@@ -41,10 +40,10 @@ fn model() -> Model {
         keys: 1,
         lease_ms: LEASE_MS,
         // The stopped worker wakes 3 s after it took the stall (at 1 s at
-        // the earliest) and writes before the heal; the liveness phase is
-        // the checker's (a grant within 2 x 200 + 500 + 10 x 40 ms).
-        safety_ms: 5_000,
-        liveness_ms: 2_000,
+        // the earliest; a worker mid-job takes it up to ~2 s later) and
+        // writes before the heal, with a second to spare.
+        safety_ms: 7_000,
+        liveness_ms: 3_000,
         // Only the planned stall: the workload draws none of its own.
         stalls: false,
         ..Model::default()

@@ -170,12 +170,18 @@ pub fn processes_naming(dir: &Path) -> Vec<u32> {
 /// One real run of `plan` on `model` (`fencesim real`'s library) in a new
 /// temporary directory, with no process of it left when it returns: the
 /// directory (kept until the first value is dropped), its path and the run.
+/// The directory is made in cargo's temporary folder for this package's
+/// tests (`target/tmp`), not the system's: a filtered test run leaves the
+/// runs no selected test took (`planned_run`) there, for `cargo clean`.
 pub fn real_run(
     seed: u64,
     model: fencesim::model::Model,
     plan: Vec<fencesim::faults::FaultEvent>,
 ) -> (tempfile::TempDir, PathBuf, fencesim::real::RealRun) {
-    let temp = tempfile::tempdir().expect("temp dir");
+    let temp = tempfile::Builder::new()
+        .prefix("real-run-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("a temporary directory in target/tmp");
     let dir = temp.path().join("run");
     let options = fencesim::real::RealOptions {
         seed,

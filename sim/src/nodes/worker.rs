@@ -260,8 +260,8 @@ impl Worker {
     /// A planned stall that lasts until another worker overtakes this one on
     /// `key` (granted it, or a write under a higher token accepted), then
     /// `after_ms` more, at most `ms_max` in all; the job then ends as the
-    /// stall says. The stalled worker does nothing; the world looks at the
-    /// history once a millisecond, as the reactive fault families do.
+    /// stall says. The stalled worker does nothing; it looks at the history
+    /// once a millisecond.
     async fn stall_until_overtaken(&mut self, key: &Key, token: Token, stall: UntilOvertaken) {
         let UntilOvertaken { on, after_ms, ms_max, before, path, end } = stall;
         (self.job_path, self.job_end) = (path, end);

@@ -77,7 +77,7 @@ impl AckCrash {
     }
 
     /// Brings back the victims due, then strikes the first sender of a
-    /// watched acknowledgement since the last look, if one may go down.
+    /// watched acknowledgement since the last step, if one may go down.
     pub(super) fn step(&mut self, now_us: u64, cluster: &mut impl Cluster) {
         let due: Vec<NodeId> = self.away.iter().filter(|(_, at_us)| **at_us <= now_us).map(|(node, _)| *node).collect();
         for node in due {

@@ -112,7 +112,7 @@ impl FenceStrike {
     }
 
     /// Brings the resource back when due, reads the history since the last
-    /// look (every look, so that what it keeps is little) and, during an
+    /// step (every step, so that what it keeps is little) and, during an
     /// episode, crashes the resource after the first takeover write.
     pub(super) fn step(&mut self, now_us: u64, cluster: &mut impl Cluster) {
         if self.back_us.is_some_and(|at_us| at_us <= now_us) {

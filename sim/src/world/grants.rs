@@ -121,7 +121,7 @@ impl GrantStrike {
         }
     }
 
-    /// Reads the history since the last look (every look, so that what it
+    /// Reads the history since the last step (every step, so that what it
     /// keeps is little) and, during an episode, pauses the first live
     /// leader that freed a key a client waits for there.
     pub(super) fn step(&mut self, now_us: u64, cluster: &mut impl Cluster) {

@@ -146,7 +146,7 @@ impl LateRenewal {
         cluster.follow_history(Reader::LateRenewals);
     }
 
-    /// Reads the history since the last look and holds the first renew
+    /// Reads the history since the last step and holds the first renew
     /// bound for the leader that gave its sender the lease it renews, or
     /// the first retry of an acquire bound for a leader that granted it
     /// without an answer.

@@ -92,7 +92,7 @@ impl RenewStrike {
     }
 
     /// Reconnects the side whose time is up, then strikes the first leader
-    /// that renewed a lease since the last look, if no side is cut off.
+    /// that renewed a lease since the last step, if no side is cut off.
     pub(super) fn step(&mut self, now_us: u64, cluster: &mut impl Cluster) {
         if let Some((side, at_us)) = self.cut.take() {
             if at_us <= now_us {

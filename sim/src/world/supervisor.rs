@@ -551,7 +551,12 @@ impl Supervisor {
     /// acknowledgement or vote reported (the bell, `Ctx::ring`): a
     /// supervisor that looked every millisecond instead was a tenth of a
     /// run's time. Its first step is at once: the fault just applied (or
-    /// the start, or the heal) may be what a family waits for.
+    /// the start, or the heal) may be what a family waits for. What the
+    /// supervisor does itself rings nothing: a family later in a step's
+    /// order sees an earlier one's action in that step, an earlier one sees
+    /// it at the next event (a server restarted rings as it reports its
+    /// role; a cable pulled or plugged is the churn's or the amnesia's,
+    /// which step before the figure-8 strikes that look at cables).
     pub(crate) async fn sleep_until_us(&mut self, at_us: u64) {
         let mut deadline = None;
         loop {

@@ -109,7 +109,7 @@ impl VoteStrike {
     }
 
     /// Brings the voter back and the candidate in when due, then moves the
-    /// strike on with the (pre-)votes granted since the last look.
+    /// strike on with the (pre-)votes granted since the last step.
     pub(super) fn step(&mut self, now_us: u64, cluster: &mut impl Cluster) {
         if let Some((voter, at_us)) = self.away {
             if at_us <= now_us {
