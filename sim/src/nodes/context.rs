@@ -429,17 +429,7 @@ impl Ctx {
     /// (it may have gone off during the round's fsync); rings the
     /// supervisor's bell if there are any.
     pub fn report_acks(&self, acks: impl IntoIterator<Item = AckSent>) {
-        if !self.acks_watched() {
-            return;
-        }
-        let mut shared = self.shared();
-        let before = shared.acks.len();
-        shared.acks.extend(acks);
-        let reported = shared.acks.len() > before;
-        drop(shared);
-        if reported {
-            self.ring();
-        }
+        self.report(&self.acks_watched, acks, |shared| &mut shared.acks);
     }
 
     /// The acknowledgements reported since the last call, oldest first.
@@ -462,13 +452,25 @@ impl Ctx {
     /// Reports (pre-)vote grants as they are sent, if the watch is still on;
     /// rings the supervisor's bell if there are any.
     pub fn report_votes(&self, votes: impl IntoIterator<Item = VoteSent>) {
-        if !self.votes_watched() {
+        self.report(&self.votes_watched, votes, |shared| &mut shared.votes);
+    }
+
+    /// Adds `reports` to the list `list` picks, if `watched`; rings the
+    /// supervisor's bell if there were any.
+    fn report<T>(
+        &self,
+        watched: &AtomicBool,
+        reports: impl IntoIterator<Item = T>,
+        list: fn(&mut Shared) -> &mut Vec<T>,
+    ) {
+        if !watched.load(Ordering::Relaxed) {
             return;
         }
         let mut shared = self.shared();
-        let before = shared.votes.len();
-        shared.votes.extend(votes);
-        let reported = shared.votes.len() > before;
+        let list = list(&mut shared);
+        let before = list.len();
+        list.extend(reports);
+        let reported = list.len() > before;
         drop(shared);
         if reported {
             self.ring();
