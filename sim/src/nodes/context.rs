@@ -14,6 +14,7 @@ use fencelock::raft::{Role, SoftState};
 use fencelock::resource::ResourceState;
 use fencelock::wire::Envelope;
 use fencelock::{NodeId, Probe, ProbeSet};
+use futures::task::AtomicWaker;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -139,7 +140,7 @@ pub struct Ctx {
 struct Bell {
     listening: AtomicBool,
     rung: AtomicBool,
-    waker: Mutex<Option<Waker>>,
+    waker: AtomicWaker,
 }
 
 /// What the servers did, counted from the run's start: one relaxed add per
@@ -259,9 +260,7 @@ impl Ctx {
     fn ring(&self) {
         let bell = &self.bell;
         if bell.listening.load(Ordering::Relaxed) && !bell.rung.swap(true, Ordering::Relaxed) {
-            if let Some(waker) = bell.waker.lock().expect("bell lock").take() {
-                waker.wake();
-            }
+            bell.waker.wake();
         }
     }
 
@@ -271,10 +270,7 @@ impl Ctx {
         if self.bell.rung.load(Ordering::Relaxed) {
             return true;
         }
-        let mut waker = self.bell.waker.lock().expect("bell lock");
-        if !waker.as_ref().is_some_and(|waker| waker.will_wake(cx.waker())) {
-            *waker = Some(cx.waker().clone());
-        }
+        self.bell.waker.register(cx.waker());
         false
     }
 
