@@ -181,7 +181,10 @@ impl Work {
     }
 
     fn add(&self, counter: &AtomicU64, n: u64) {
-        self.sample_up_to(now_us());
+        // Until the heal nothing is sampled, and the clock need not be read.
+        if self.next_sample_us.load(Ordering::Relaxed) != u64::MAX {
+            self.sample_up_to(now_us());
+        }
         counter.fetch_add(n, Ordering::Relaxed);
     }
 }
@@ -309,6 +312,11 @@ impl Ctx {
     /// Encodes and hands one envelope to the simulated network.
     pub fn send(&self, from: Addr, to: Addr, envelope: &Envelope) {
         self.net.send(from, to, wire::encode(envelope));
+    }
+
+    /// Sends each `(to, envelope)` in order, as that many [`Ctx::send`]s would.
+    pub fn send_all(&self, from: Addr, envelopes: impl IntoIterator<Item = (Addr, Envelope)>) {
+        self.net.send_all(from, envelopes.into_iter().map(|(to, envelope)| (to, wire::encode(&envelope))));
     }
 
     /// Whether the resource is to lose the answer to the write it just

@@ -96,8 +96,9 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
             &mut next_tick_local_us,
             Slept { idle, until_local_us: slept_until_local_us, keep_last },
         );
-        // Time stands still until the next await: one clock read serves this round.
-        let now_local_us = local_now(&clock);
+        // Time stands still until the next await: one clock read serves this
+        // round, in the mapping as it is now (a change woke the server).
+        let now_local_us = clock.lock().expect("clock lock").local_us(woke_us);
         let tick_due = next_tick_local_us <= now_local_us && (made_up == idle || paused_since_us.is_some());
         // A storm's campaign is taken at the tick due now, or within madsim's
         // shortest sleep (which would make it late).
@@ -396,10 +397,10 @@ fn note_votes(ctx: &Ctx, messages: &[Message]) {
 
 fn send_all(ctx: &Ctx, id: NodeId, messages: Vec<Message>) {
     ctx.count_messages(messages.len() as u64);
-    for message in messages {
-        let to = Addr::Server(message.to);
-        ctx.send(Addr::Server(id), to, &Envelope::Raft(message));
-    }
+    ctx.send_all(
+        Addr::Server(id),
+        messages.into_iter().map(|message| (Addr::Server(message.to), Envelope::Raft(message))),
+    );
 }
 
 fn handle_outputs(ctx: &Ctx, id: NodeId, server: &mut LockServer) {

@@ -204,18 +204,23 @@ impl Inbox {
     }
 }
 
-/// Where a bound address receives its packets.
+/// Where a bound address receives its packets. It holds the net itself
+/// (every look at it is one lock, nothing more); the net lets go of its
+/// receiver's waker when the binding ends or the net closes, so neither
+/// keeps the other alive past the run.
 pub struct Mailbox {
-    net: Weak<Mutex<Inner>>,
+    net: Arc<Mutex<Inner>>,
     addr: Addr,
     binding: u64,
 }
 
 impl Drop for Mailbox {
     fn drop(&mut self) {
-        // The receiver is gone (its node was killed, or it bound again).
-        if let Some(inner) = self.net.upgrade() {
-            inner.lock().expect("net lock").release(self.addr, self.binding, now_us());
+        // The receiver is gone (its node was killed, or it bound again). A
+        // net closed at the run's end holds no binding, and needs no clock.
+        let mut inner = self.net.lock().expect("net lock");
+        if inner.bound_as(self.addr, self.binding) {
+            inner.release(self.addr, self.binding, now_us());
         }
     }
 }
@@ -243,8 +248,7 @@ impl Mailbox {
     /// The earliest packet due now, handed over; if none, and with `waker`,
     /// the receiver is woken when its earliest packet is due.
     fn receive(&mut self, waker: Option<&Waker>) -> Option<Delivery> {
-        let inner = self.net.upgrade()?;
-        let mut inner = inner.lock().expect("net lock");
+        let mut inner = self.net.lock().expect("net lock");
         let now = now_us();
         let Inner { bindings, stats, .. } = &mut *inner;
         let inbox = bindings.get_mut(&self.addr).filter(|inbox| inbox.binding == self.binding)?;
@@ -406,7 +410,7 @@ impl Net {
         let binding = inner.binding_next;
         inner.binding_next += 1;
         inner.bindings.insert(addr, Inbox { binding, timed, waker: None, armed: BTreeSet::new() });
-        Mailbox { net: Arc::downgrade(&self.inner), addr, binding }
+        Mailbox { net: Arc::clone(&self.inner), addr, binding }
     }
 
     /// Removes `addr`'s binding: packets for it are dropped (or bounced) from now on.
@@ -419,37 +423,19 @@ impl Net {
 
     /// Sends `bytes`; loss, duplication, corruption, latency and cuts are decided now.
     pub fn send(&self, from: Addr, to: Addr, bytes: Vec<u8>) {
+        self.send_all(from, std::iter::once((to, bytes)));
+    }
+
+    /// Sends each `(to, bytes)` in order, as that many [`Net::send`]s in one
+    /// instant would (one look at the clock and the lock for them all).
+    pub fn send_all(&self, from: Addr, packets: impl IntoIterator<Item = (Addr, Vec<u8>)>) {
         let now = now_us();
         let mut inner = self.lock();
-        let inner = &mut *inner;
-        if inner.closed {
-            return;
-        }
-        inner.stats.sent += 1;
-        if inner.is_cut(from, to) {
-            inner.stats.cut += 1;
-            return;
-        }
-        // Always draw the same rolls, whatever the rates, so changing one rate
-        // does not shift the stream for the decisions that follow.
-        let lost = inner.rng.gen_bool(inner.config.loss_rate);
-        let duplicated = inner.rng.gen_bool(inner.config.dup_rate);
-        if lost {
-            inner.stats.lost += 1;
-            return;
-        }
-        // The duplicate is a copy with its own corruption roll and latency.
-        let duplicate = duplicated.then(|| bytes.clone());
-        inner.stats.duplicated += u64::from(duplicated);
-        for mut bytes in std::iter::once(bytes).chain(duplicate) {
-            if inner.rng.gen_bool(inner.config.corrupt_rate) {
-                crate::machine::wire::corrupt(&mut bytes, &mut inner.rng);
-                inner.stats.corrupted += 1;
-            }
-            let at_us = inner.deliver_at(now, from, to);
-            inner.enqueue(now, at_us, Packet { from, to, bytes, bounce: false });
+        for (to, bytes) in packets {
+            inner.send(now, from, to, bytes);
         }
     }
+
     /// Cuts the link from `from` to `to` (one direction).
     pub fn cut(&self, from: Addr, to: Addr) {
         self.lock().cuts.insert((from, to));
@@ -595,6 +581,37 @@ impl Net {
 }
 
 impl Inner {
+    /// [`Net::send`] at `now`.
+    fn send(&mut self, now: u64, from: Addr, to: Addr, bytes: Vec<u8>) {
+        if self.closed {
+            return;
+        }
+        self.stats.sent += 1;
+        if self.is_cut(from, to) {
+            self.stats.cut += 1;
+            return;
+        }
+        // Always draw the same rolls, whatever the rates, so changing one rate
+        // does not shift the stream for the decisions that follow.
+        let lost = self.rng.gen_bool(self.config.loss_rate);
+        let duplicated = self.rng.gen_bool(self.config.dup_rate);
+        if lost {
+            self.stats.lost += 1;
+            return;
+        }
+        // The duplicate is a copy with its own corruption roll and latency.
+        let duplicate = duplicated.then(|| bytes.clone());
+        self.stats.duplicated += u64::from(duplicated);
+        for mut bytes in std::iter::once(bytes).chain(duplicate) {
+            if self.rng.gen_bool(self.config.corrupt_rate) {
+                crate::machine::wire::corrupt(&mut bytes, &mut self.rng);
+                self.stats.corrupted += 1;
+            }
+            let at_us = self.deliver_at(now, from, to);
+            self.enqueue(now, at_us, Packet { from, to, bytes, bounce: false });
+        }
+    }
+
     fn is_cut(&self, from: Addr, to: Addr) -> bool {
         if from == to {
             return false;
@@ -652,11 +669,16 @@ impl Inner {
         }
     }
 
+    /// Whether `addr` is bound, by its binding `binding`.
+    fn bound_as(&self, addr: Addr, binding: u64) -> bool {
+        self.bindings.get(&addr).is_some_and(|inbox| inbox.binding == binding)
+    }
+
     /// `addr`'s binding `binding` ends (its receiver is gone). What was due
     /// had reached it and is lost with it; what is still on the wire goes to
     /// the router, to be judged at its delivery time.
     fn release(&mut self, addr: Addr, binding: u64, now: u64) {
-        if self.bindings.get(&addr).is_none_or(|inbox| inbox.binding != binding) {
+        if !self.bound_as(addr, binding) {
             return;
         }
         let inbox = self.bindings.remove(&addr).expect("just found");
