@@ -216,7 +216,7 @@ impl LockServer {
     /// it is granted late (or its client gives up and cancels).
     pub(super) fn time_out_waiters(&mut self, now_local_ms: u64) {
         self.follow_clock_back(now_local_ms);
-        if self.config.variant == Variant::WaitersNeverTimeOut {
+        if self.config.variant == Variant::WaitersNeverTimeOut || self.waiters.is_empty() {
             return;
         }
         let mut timed_out = Vec::new();
