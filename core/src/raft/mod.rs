@@ -425,8 +425,9 @@ impl RaftNode {
     /// How many of the coming ticks would only advance this node's timers:
     /// the next tick that can send, campaign or step down is the one after
     /// them. A driver may sleep through these ticks as long as it makes them
-    /// up, calling [`RaftNode::tick`] for each in order, before it hands the
-    /// node anything else (a message's effect may depend on the timers).
+    /// up, calling [`RaftNode::tick`] for each in order (or
+    /// [`RaftNode::tick_idle`] once for them all), before it hands the node
+    /// anything else (a message's effect may depend on the timers).
     pub fn idle_ticks(&self) -> u32 {
         if self.role == Role::Leader {
             let quorum_check = self.config.election_ticks_min.saturating_sub(self.election_elapsed + 1);
@@ -434,6 +435,18 @@ impl RaftNode {
             quorum_check.min(heartbeat)
         } else {
             self.election_timeout.saturating_sub(self.election_elapsed + 1)
+        }
+    }
+
+    /// Makes `ticks` idle ticks at once: what that many [`RaftNode::tick`]s
+    /// do while [`RaftNode::idle_ticks`] counts at least `ticks` ahead,
+    /// which is to advance the timers and nothing else. Panics if fewer are
+    /// idle.
+    pub fn tick_idle(&mut self, ticks: u32) {
+        assert!(ticks <= self.idle_ticks(), "{ticks} idle ticks asked, {} ahead", self.idle_ticks());
+        self.election_elapsed += ticks;
+        if self.role == Role::Leader {
+            self.heartbeat_elapsed += ticks;
         }
     }
 

@@ -387,7 +387,8 @@ impl LockServer {
     /// `first_tick_local_ms + tick_ms`, ... would do nothing but advance
     /// timers: no message, no proposal, no answer, no probe. A driver may
     /// sleep through them and make them up when it next wakes, calling
-    /// [`LockServer::tick`] for each at its own instant, in order, before
+    /// [`LockServer::tick`] for each at its own instant, in order (or
+    /// [`LockServer::tick_idle`] once for them all), before
     /// any other input ([`RaftNode::idle_ticks`]). An idle cluster's nodes
     /// then wake once per heartbeat or election timeout rather than every
     /// tick.
@@ -403,6 +404,26 @@ impl LockServer {
         // Tick i (from 0) is idle while first + i * tick_ms < due_ms.
         let ticks = due_ms.saturating_sub(first_tick_local_ms).div_ceil(self.config.tick_ms);
         raft.min(u32::try_from(ticks).unwrap_or(u32::MAX))
+    }
+
+    /// Makes the `ticks` ticks at local instants `first_tick_local_ms`,
+    /// `first_tick_local_ms + tick_ms`, ... at once, when
+    /// [`LockServer::idle_ticks`] counts them idle: what that many
+    /// [`LockServer::tick`]s at those instants do, which is to advance the
+    /// timers and the last clock reading, nothing else (no waiter times
+    /// out, no lease is due, and the role they observe is the one the last
+    /// step or round left). Panics if fewer are idle. A driver that slept
+    /// through idle ticks makes them up with this in one call.
+    pub fn tick_idle(&mut self, first_tick_local_ms: u64, ticks: u32) {
+        if ticks == 0 {
+            return;
+        }
+        let idle = self.idle_ticks(first_tick_local_ms);
+        assert!(ticks <= idle, "{ticks} idle ticks asked from {first_tick_local_ms} ms, {idle} idle");
+        self.observe_role(first_tick_local_ms);
+        self.raft.tick_idle(ticks);
+        // Never a step back: `idle_ticks` counts none from before the last reading.
+        self.now_local_ms_last = first_tick_local_ms + u64::from(ticks - 1) * self.config.tick_ms;
     }
 
     /// The earliest local instant at which a tick times a waiter out or asks

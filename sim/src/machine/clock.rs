@@ -49,6 +49,15 @@ pub fn now_us() -> u64 {
     u64::try_from(elapsed.as_micros()).expect("simulated time fits in u64 microseconds")
 }
 
+/// A madsim sleep of `duration` in true time, made on the run's clock at
+/// hand (what `madsim::time::sleep` does after looking the runtime up and
+/// cloning its handle: one sleep is set per packet delivered).
+pub fn sleep(duration: Duration) -> madsim::time::Sleep {
+    TRUE_TIME
+        .with_borrow(|time| time.as_ref().map(|time| time.sleep(duration)))
+        .unwrap_or_else(|| madsim::time::sleep(duration))
+}
+
 /// A run's hold on its true time, from [`init_true_time`] until dropped.
 #[must_use = "true time is read from the run's clock only while the guard lives"]
 pub struct TrueTime(());

@@ -137,7 +137,7 @@ pub async fn fsync<I: Image>(disk: &SharedDisk<I>) {
         (d.written_mark(), d.fsync_us())
     };
     if fsync_us > 0 {
-        madsim::time::sleep(Duration::from_micros(fsync_us)).await;
+        crate::machine::clock::sleep(Duration::from_micros(fsync_us)).await;
     }
     disk.lock().expect("disk lock").sync_to_mark(mark);
 }

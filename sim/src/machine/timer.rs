@@ -9,7 +9,7 @@
 //! reads the clock; a loop keeps one `Deadline` for as long as its instant
 //! stays the same.
 
-use crate::machine::clock::now_us;
+use crate::machine::clock::{now_us, sleep};
 use madsim::time::Sleep;
 use std::future::Future;
 use std::pin::Pin;
@@ -29,8 +29,7 @@ pub struct Deadline {
 impl Deadline {
     /// At true instant `at_us` (at least 1 ms from now).
     pub fn at_us(at_us: u64) -> Deadline {
-        let sleep = madsim::time::sleep(Duration::from_micros(at_us.saturating_sub(now_us())));
-        Deadline { sleep, registered: false, at_us }
+        Deadline { sleep: sleep(Duration::from_micros(at_us.saturating_sub(now_us()))), registered: false, at_us }
     }
 
     pub fn passed(&self) -> bool {
@@ -80,7 +79,7 @@ pub fn keep_earliest(slot: &mut Option<Deadline>, at_us: u64) -> &mut Deadline {
 /// when polled and keeps it when dropped. For a task woken on another's
 /// behalf (a packet's receiver, armed by its sender).
 pub fn wake_after(waker: &Waker, after_us: u64) {
-    let mut sleep = std::pin::pin!(madsim::time::sleep(Duration::from_micros(after_us)));
+    let mut sleep = std::pin::pin!(sleep(Duration::from_micros(after_us)));
     let _ = sleep.as_mut().poll(&mut Context::from_waker(waker));
 }
 

@@ -68,3 +68,81 @@ fn a_waiters_deadline_ends_the_idle_ticks_at_the_tick_that_times_it_out() {
     assert_eq!(idle, 19);
     assert!(acted, "the tick at the deadline proposes the waiter's TimedOut");
 }
+
+/// Makes a cluster at a moment with idle ticks ahead of the node it names.
+type Moment = fn() -> (Cluster, NodeId);
+
+/// Three such moments: a quiet leader, a follower cut off, and a leader
+/// whose waiter will time out.
+fn idle_moments() -> Vec<(&'static str, Moment)> {
+    fn quiet_leader() -> (Cluster, NodeId) {
+        let (mut cluster, leader) = three(Variant::Default);
+        cluster.settle();
+        (cluster, leader)
+    }
+    fn cut_off_follower() -> (Cluster, NodeId) {
+        let (mut cluster, leader) = three(Variant::Default);
+        let follower = NodeId((leader.0 + 1) % 3);
+        cluster.settle();
+        cluster.isolate(follower);
+        (cluster, follower)
+    }
+    fn leader_with_a_waiter() -> (Cluster, NodeId) {
+        let slow = |raft: &mut crate::raft::Config| {
+            raft.heartbeat_ticks = 40;
+            raft.election_ticks_min = 100;
+            raft.election_ticks_max = 120;
+        };
+        let mut cluster = Cluster::with_raft(3, ServiceConfig::standard(Variant::Default), slow);
+        let leader = cluster.elect();
+        cluster.request(leader, 1, 1, acquire(0));
+        cluster.request(leader, 2, 1, acquire(200));
+        (cluster, leader)
+    }
+    vec![
+        ("a quiet leader", quiet_leader as Moment),
+        ("a follower cut off", cut_off_follower),
+        ("a leader with a waiter", leader_with_a_waiter),
+    ]
+}
+
+#[test]
+fn idle_ticks_made_at_once_leave_the_server_as_made_one_by_one() {
+    for (moment, make) in idle_moments() {
+        let (mut one_by_one, node) = make();
+        let (mut at_once, _) = make();
+        let idle = one_by_one.server(node).idle_ticks(one_by_one.now_ms(node) + TICK_MS);
+        assert!(idle > 0, "{moment}: no idle tick ahead");
+        for _ in 0..idle {
+            one_by_one.tick_alone(node);
+        }
+        at_once.tick_idle_alone(node, idle);
+        // Timer for timer: the node alone for its next 30 ticks (the one
+        // after the idle ones acts), then the whole cluster running on,
+        // output for output.
+        let timers = |cluster: &Cluster| {
+            let server = cluster.server(node);
+            let raft = server.raft();
+            (raft.idle_ticks(), server.idle_ticks(cluster.now_ms(node) + TICK_MS), raft.soft_state(), raft.has_ready())
+        };
+        for tick in 0..30 {
+            assert_eq!(timers(&one_by_one), timers(&at_once), "{moment}: {tick} ticks after the idle ones");
+            one_by_one.tick_alone(node);
+            at_once.tick_alone(node);
+        }
+        one_by_one.run_ms(3_000);
+        at_once.run_ms(3_000);
+        assert_eq!(one_by_one.now_ms(node), at_once.now_ms(node), "{moment}");
+        assert_eq!(format!("{:?}", one_by_one.log), format!("{:?}", at_once.log), "{moment}: outputs differ");
+        assert_eq!(one_by_one.server(node).raft().soft_state(), at_once.server(node).raft().soft_state(), "{moment}");
+    }
+}
+
+#[test]
+#[should_panic(expected = "idle ticks asked")]
+fn making_more_ticks_at_once_than_are_idle_panics() {
+    let (mut cluster, leader) = three(Variant::Default);
+    cluster.settle();
+    let idle = cluster.server(leader).idle_ticks(cluster.now_ms(leader) + TICK_MS);
+    cluster.tick_idle_alone(leader, idle + 1);
+}

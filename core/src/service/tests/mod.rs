@@ -246,6 +246,15 @@ impl Cluster {
         self.tick_checked(n, now_ms);
     }
 
+    /// `node`'s next `ticks` ticks alone, made at once (`LockServer::tick_idle`).
+    pub(super) fn tick_idle_alone(&mut self, node: NodeId, ticks: u32) {
+        let n = usize::from(node.0);
+        let first_ms = self.clocks_ms[n] + TICK_MS;
+        self.clocks_ms[n] += u64::from(ticks) * TICK_MS;
+        self.servers[n].tick_idle(first_ms, ticks);
+        self.collect(node);
+    }
+
     pub(super) fn run_ms(&mut self, ms: u64) {
         for _ in 0..ms / TICK_MS {
             self.tick();
