@@ -180,11 +180,8 @@ impl Work {
         self.next_sample_us.store(next, Ordering::Relaxed);
     }
 
-    fn add(&self, counter: &AtomicU64, n: u64) {
-        // Until the heal nothing is sampled, and the clock need not be read.
-        if self.next_sample_us.load(Ordering::Relaxed) != u64::MAX {
-            self.sample_up_to(now_us());
-        }
+    fn add(&self, counter: &AtomicU64, n: u64, now_us: u64) {
+        self.sample_up_to(now_us);
         counter.fetch_add(n, Ordering::Relaxed);
     }
 }
@@ -314,9 +311,10 @@ impl Ctx {
         self.net.send(from, to, wire::encode(envelope));
     }
 
-    /// Sends each `(to, envelope)` in order, as that many [`Ctx::send`]s would.
-    pub fn send_all(&self, from: Addr, envelopes: impl IntoIterator<Item = (Addr, Envelope)>) {
-        self.net.send_all(from, envelopes.into_iter().map(|(to, envelope)| (to, wire::encode(&envelope))));
+    /// Sends each `(to, envelope)` in order, as that many [`Ctx::send`]s
+    /// would, at true instant `now_us` (now).
+    pub fn send_all(&self, now_us: u64, from: Addr, envelopes: impl IntoIterator<Item = (Addr, Envelope)>) {
+        self.net.send_all(now_us, from, envelopes.into_iter().map(|(to, envelope)| (to, wire::encode(&envelope))));
     }
 
     /// Whether the resource is to lose the answer to the write it just
@@ -507,19 +505,19 @@ impl Ctx {
         }
     }
 
-    /// Counts Raft messages a server sent.
-    pub fn count_messages(&self, messages: u64) {
-        self.work.add(&self.work.messages, messages);
+    /// Counts Raft messages a server sent at true instant `now_us` (now).
+    pub fn count_messages(&self, messages: u64, now_us: u64) {
+        self.work.add(&self.work.messages, messages, now_us);
     }
 
-    /// Counts one `Ready` round a server handled.
-    pub fn count_ready_round(&self) {
-        self.work.add(&self.work.ready_rounds, 1);
+    /// Counts one `Ready` round a server handled at `now_us` (now).
+    pub fn count_ready_round(&self, now_us: u64) {
+        self.work.add(&self.work.ready_rounds, 1, now_us);
     }
 
-    /// Counts one fsync of a server's disk.
-    pub fn count_sync(&self) {
-        self.work.add(&self.work.syncs, 1);
+    /// Counts one fsync of a server's disk, begun at `now_us` (now).
+    pub fn count_sync(&self, now_us: u64) {
+        self.work.add(&self.work.syncs, 1, now_us);
     }
 
     /// Starts sampling the work in stretches of `every_us` from now (the heal).

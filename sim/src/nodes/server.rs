@@ -5,7 +5,7 @@
 
 use crate::faults::Acked;
 use crate::history::{Actor, EventKind};
-use crate::machine::clock::{local_now, now_us, poll_changed, SharedClock};
+use crate::machine::clock::{self, local_now, now_us, poll_changed, SharedClock};
 use crate::machine::disk::{fsync, NodeOp};
 use crate::machine::net::{Addr, Delivery, Mailbox};
 use crate::machine::timer;
@@ -51,6 +51,8 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
     let mut next_tick_local_us = local_now(&clock) + TICK_US;
     let mut alarm = None;
     let tickless = ctx.model.tickless != Some(false);
+    // True time as the last await left it: it stands still until the next.
+    let mut now_true_us = now_us();
     loop {
         // A pause of an earlier life, or one that began and ended while the
         // last round waited for its fsync, is over: the ticks due in it are
@@ -59,7 +61,6 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
         ctx.take_paused_since(id);
         // The clock's mapping as this round reads it: the ticks slept
         // through are placed by it (a change wakes the server).
-        let now_true_us = now_us();
         let mapping = clock.lock().expect("clock lock").clone();
         let now_local_us = mapping.local_us(now_true_us);
         // Ticks keep their pace across a backward step of the local clock
@@ -115,7 +116,7 @@ pub async fn run(ctx: Arc<Ctx>, id: NodeId) {
             }
             Woke::Other => {}
         }
-        drive(&ctx, id, &mut server, &mut soft, &mut durable).await;
+        now_true_us = drive(&ctx, id, &mut server, (&mut soft, &mut durable), woke_us).await;
     }
 }
 
@@ -198,8 +199,9 @@ fn on_delivery(ctx: &Ctx, server: &mut LockServer, now_local_ms: u64, delivery: 
     }
 }
 
-fn local_ms(clock: &SharedClock) -> u64 {
-    local_now(clock) / 1_000
+/// The local clock's reading, in ms, at true instant `now_us`.
+fn local_ms_at(clock: &SharedClock, now_us: u64) -> u64 {
+    clock.lock().expect("clock lock").local_us(now_us) / 1_000
 }
 
 /// Records that `node`'s state machine now is `state` as of `index`.
@@ -255,14 +257,21 @@ fn note_durable_snapshot(ctx: &Ctx, id: NodeId, durable: &mut LogIndex) {
     }
 }
 
-async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftState, durable: &mut LogIndex) {
+/// Returns the true instant it ends at (`now_us` unless it waited for an fsync).
+async fn drive(
+    ctx: &Ctx,
+    id: NodeId,
+    server: &mut LockServer,
+    (soft, durable): (&mut SoftState, &mut LogIndex),
+    mut now_us: u64,
+) -> u64 {
     let clock = ctx.clock_of(Actor::Server(id));
     for _ in 0..READY_ROUNDS_MAX {
         if !server.has_ready() {
             break;
         }
         let mut ready = server.ready();
-        ctx.count_ready_round();
+        ctx.count_ready_round(now_us);
         let must_sync = persist(ctx, id, &mut ready);
         // Acknowledgements of a round that wrote to disk, whenever they go:
         // the ack-crash family (`world/acks.rs`) crashes a node just after one.
@@ -275,12 +284,13 @@ async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftSt
         if report_votes {
             note_votes(ctx, &ready.messages);
         }
-        send_all(ctx, id, std::mem::take(&mut ready.messages));
+        send_all(ctx, id, std::mem::take(&mut ready.messages), now_us);
         if must_sync {
-            ctx.count_sync();
+            ctx.count_sync(now_us);
             // Dropped unfinished only if the server is killed inside the fsync.
             let vote_in_fsync = VoteInFsync::new(ctx, &ready.messages_after_persist);
             fsync(&ctx.node_disks[id.0 as usize]).await;
+            now_us = clock::now_us();
             vote_in_fsync.done();
             note_durable_snapshot(ctx, id, durable);
         }
@@ -290,7 +300,7 @@ async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftSt
         if report_votes {
             note_votes(ctx, &ready.messages_after_persist);
         }
-        send_all(ctx, id, std::mem::take(&mut ready.messages_after_persist));
+        send_all(ctx, id, std::mem::take(&mut ready.messages_after_persist), now_us);
         if must_sync && !server.raft().is_recovering() {
             let mut disk = ctx.node_disks[id.0 as usize].lock().expect("disk lock");
             if disk.durable().restored_from_backup {
@@ -301,16 +311,17 @@ async fn drive(ctx: &Ctx, id: NodeId, server: &mut LockServer, soft: &mut SoftSt
         if let Some(snapshot) = &ready.snapshot {
             record_snapshot(ctx, id, snapshot.index, &snapshot.state);
         }
-        server.apply_ready(ready, local_ms(clock));
+        server.apply_ready(ready, local_ms_at(clock, now_us));
         handle_outputs(ctx, id, server);
     }
     handle_outputs(ctx, id, server);
     ctx.note_probes(server.take_probes());
-    let now = server.raft().soft_state();
-    if now != *soft {
-        *soft = now;
-        ctx.note_role(id, now);
+    let role = server.raft().soft_state();
+    if role != *soft {
+        *soft = role;
+        ctx.note_role(id, role);
     }
+    now_us
 }
 
 /// A vote granted in a round that waits for its fsync: if the server is
@@ -390,9 +401,11 @@ fn note_votes(ctx: &Ctx, messages: &[Message]) {
     ctx.report_votes(votes);
 }
 
-fn send_all(ctx: &Ctx, id: NodeId, messages: Vec<Message>) {
-    ctx.count_messages(messages.len() as u64);
+/// Sends `messages` at true instant `now_us` (now).
+fn send_all(ctx: &Ctx, id: NodeId, messages: Vec<Message>, now_us: u64) {
+    ctx.count_messages(messages.len() as u64, now_us);
     ctx.send_all(
+        now_us,
         Addr::Server(id),
         messages.into_iter().map(|message| (Addr::Server(message.to), Envelope::Raft(message))),
     );

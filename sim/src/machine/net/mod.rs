@@ -423,13 +423,15 @@ impl Net {
 
     /// Sends `bytes`; loss, duplication, corruption, latency and cuts are decided now.
     pub fn send(&self, from: Addr, to: Addr, bytes: Vec<u8>) {
-        self.send_all(from, std::iter::once((to, bytes)));
+        self.send_all(now_us(), from, std::iter::once((to, bytes)));
     }
 
-    /// Sends each `(to, bytes)` in order, as that many [`Net::send`]s in one
-    /// instant would (one look at the clock and the lock for them all).
-    pub fn send_all(&self, from: Addr, packets: impl IntoIterator<Item = (Addr, Vec<u8>)>) {
-        let now = now_us();
+    /// Sends each `(to, bytes)` in order, as that many [`Net::send`]s would
+    /// (one lock for them all), at true instant `now`: the caller's reading
+    /// of the clock in this instant (a sender that has read it already
+    /// need not again).
+    pub fn send_all(&self, now: u64, from: Addr, packets: impl IntoIterator<Item = (Addr, Vec<u8>)>) {
+        debug_assert_eq!(now, now_us(), "a send is made now");
         let mut inner = self.lock();
         for (to, bytes) in packets {
             inner.send(now, from, to, bytes);
