@@ -41,6 +41,7 @@
 //! them, and what they find is held back to be reported in that order.
 
 use super::keys::Keys;
+use super::packed::PackedMap;
 use super::state::{Context, Facts};
 use super::{CheckConfig, Family, Property, Report, Violation};
 use crate::history::{Actor, Event, EventKind};
@@ -310,9 +311,12 @@ pub(crate) struct LeaseChecker {
     request_keys: RequestKeys,
     /// Every key a request or a belief named, once, by number.
     keys: Keys,
-    /// Per key, when and by which server it was granted, renewed, expired or
-    /// ghost-released: the servers whose clocks measured its leases.
-    served: BTreeMap<Key, Vec<(u64, NodeId)>>,
+    /// Per key and server, when it granted, renewed, expired or
+    /// ghost-released the key: the servers whose clocks measured its leases.
+    /// A window may reach back to any time, so every instant is kept, packed
+    /// (`packed.rs`: a few bytes each, where a renewal a second made this
+    /// the lease checker's largest part).
+    served: BTreeMap<Key, BTreeMap<NodeId, PackedMap<u64, ()>>>,
 }
 
 /// How often (true time) the pieces are judged as the run goes: any period
@@ -342,9 +346,11 @@ impl LeaseChecker {
     fn measured(&self, actor: Actor, key: &Key, [a, b]: [&Belief; 2], window_start_us: u64, end_us: u64) -> bool {
         match actor {
             Actor::Client(client) => client == a.client || client == b.client,
-            Actor::Server(node) => self.served.get(key).is_some_and(|served| {
-                served.iter().any(|&(at_us, by)| by == node && (window_start_us..=end_us).contains(&at_us))
-            }),
+            Actor::Server(node) => self
+                .served
+                .get(key)
+                .and_then(|by_node| by_node.get(&node)?.first_from(window_start_us))
+                .is_some_and(|at_us| at_us <= end_us),
             Actor::Resource => false,
         }
     }
@@ -593,11 +599,11 @@ impl Family for LeaseChecker {
             } => {
                 if let Some(number) = self.request_keys.get(*client, *request) {
                     let key = self.keys.name(number).clone();
-                    self.served.entry(key).or_default().push((at_us, *node));
+                    self.served.entry(key).or_default().entry(*node).or_default().insert(at_us, ());
                 }
             }
             EventKind::ExpireProposed { node, key, .. } | EventKind::GhostReleaseProposed { node, key, .. } => {
-                self.served.entry(key.clone()).or_default().push((at_us, *node));
+                self.served.entry(key.clone()).or_default().entry(*node).or_default().insert(at_us, ());
             }
             _ => {}
         }

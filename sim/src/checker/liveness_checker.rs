@@ -85,10 +85,10 @@ impl LivenessChecker {
 
     fn on_client_crash(&mut self, ctx: &Context, client: ClientId, crash_us: u64) {
         for (token, issue) in ctx.issues() {
-            let held = issue.holder.client == client && issue.epoch == ctx.epoch && !ctx.was_removed(issue.key, *token);
-            let known = self.obligations.iter().any(|o| o.token == *token && o.key == *issue.key);
+            let held = issue.holder.client == client && issue.epoch == ctx.epoch && !ctx.issue_removed(token, &issue);
+            let known = self.obligations.iter().any(|o| o.token == token && o.key == *issue.key);
             if held && !known {
-                self.obligations.push(Obligation { client, key: issue.key.clone(), token: *token, crash_us });
+                self.obligations.push(Obligation { client, key: issue.key.clone(), token, crash_us });
             }
         }
     }

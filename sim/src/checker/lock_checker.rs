@@ -33,7 +33,7 @@ impl LockChecker {
             )
         } else {
             let Some(issue) = ctx.issue(token) else { return };
-            if !ctx.was_removed(issue.key, token) {
+            if !ctx.issue_removed(token, &issue) {
                 return;
             }
             format!(

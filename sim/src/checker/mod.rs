@@ -20,6 +20,7 @@ mod lease_checker;
 mod linearizable;
 mod liveness_checker;
 mod lock_checker;
+mod packed;
 mod raft_checker;
 mod resource_checker;
 mod state;

@@ -11,6 +11,7 @@
 //! divergence the commands alone never show.
 
 use super::index_runs::IndexRuns;
+use super::packed::PackedMap;
 use super::state::{describe_payload, Answer, Context, EntrySeen, Facts, Seen};
 use super::{Family, Property, Report, Violation};
 use crate::history::{Event, EventKind};
@@ -53,7 +54,9 @@ struct Progress {
 
 #[derive(Debug, Default)]
 pub(crate) struct RaftChecker {
-    leaders: BTreeMap<Term, NodeId>,
+    /// The first leader of every term, for the whole run (a second may come
+    /// at any time in a faulty run), packed (`packed.rs`: two bytes a term).
+    leaders: PackedMap<Term, NodeId>,
     split_terms: BTreeSet<Term>,
     disagreements: BTreeSet<(u32, LogIndex)>,
     /// Per (node, client, is-a-grant): the last entry of each of that
@@ -82,7 +85,8 @@ impl RaftChecker {
     }
 
     fn on_leader(&mut self, at_us: u64, node: NodeId, term: Term, report: &mut Report) {
-        let first = *self.leaders.entry(term).or_insert(node);
+        self.leaders.insert(term, node);
+        let first = self.leaders.get(term).expect("just recorded");
         if first == node {
             report.counters.elections = self.leaders.len() as u64;
             report.counters.first_leader_us.get_or_insert(at_us);

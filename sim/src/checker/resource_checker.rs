@@ -10,6 +10,7 @@
 //! write to the restored resource.
 
 use super::keys::Keys;
+use super::packed::{put, put_change, take, take_change, take_u32, Pack, PackedMap};
 use super::state::{Context, Facts};
 use super::{Family, Property, Report, Violation};
 use crate::faults::Fault;
@@ -18,13 +19,28 @@ use fencelock::{ApplyResult, ClientId, Key, RequestId, Token};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The first answer a write (client, request) got, and its place in the history.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Original {
     /// By number in `ResourceChecker::keys`.
     key: u32,
     token: Token,
     accepted: bool,
     seq: u64,
+}
+
+impl Pack for Original {
+    fn pack(&self, before: &Self, bytes: &mut Vec<u8>) {
+        put(bytes, u64::from(self.key));
+        put_change(bytes, self.token.0, before.token.0);
+        put(bytes, u64::from(self.accepted));
+        put_change(bytes, self.seq, before.seq);
+    }
+
+    fn unpack(before: &Self, bytes: &[u8], at: &mut usize) -> Self {
+        let (key, token) = (take_u32(bytes, at), Token(take_change(bytes, at, before.token.0)));
+        let accepted = take(bytes, at) == 1;
+        Original { key, token, accepted, seq: take_change(bytes, at, before.seq) }
+    }
 }
 
 /// An accepted write, for judging later writes across restores.
@@ -61,7 +77,9 @@ pub(crate) struct ResourceChecker {
     /// The keys `originals` and `first_writer` name, by number: a record
     /// per write, few keys.
     keys: Keys,
-    originals: BTreeMap<(ClientId, RequestId), Original>,
+    /// Each client's writes by request id, with their first answers, for
+    /// the whole run (a retry may come at any time), packed (`packed.rs`).
+    originals: BTreeMap<ClientId, PackedMap<u64, Original>>,
     /// Per client: the newest write request the resource decided (accepted,
     /// rejected or answered as a duplicate). Write ids only grow, so a write
     /// newer than it cannot be a retry.
@@ -72,8 +90,9 @@ pub(crate) struct ResourceChecker {
     cluster_backups: BTreeMap<u64, u64>,
     resource_rollbacks: Vec<Rollback>,
     cluster_rollbacks: Vec<Rollback>,
-    /// Where each token was issued (the first apply of its Grant).
-    issued: BTreeMap<Token, u64>,
+    /// Where each token was issued (the first apply of its Grant), for the
+    /// whole run (a restore may go back to any backup), packed (`packed.rs`).
+    issued: PackedMap<Token, u64>,
 }
 
 impl ResourceChecker {
@@ -81,20 +100,24 @@ impl ResourceChecker {
     /// gives way to the answer the restored resource gave afresh.
     fn remember(&mut self, write: &Write, accepted: bool) {
         let original = Original { key: self.keys.number(write.key), token: write.token, accepted, seq: write.seq };
-        match self.originals.get(&(write.client, write.request)) {
+        match self.original(write.client, write.request) {
             Some(known) if !self.resource_undid(known.seq) => {}
-            _ => {
-                self.originals.insert((write.client, write.request), original);
-            }
+            _ => self.originals.entry(write.client).or_default().set(write.request.0, original),
         }
+    }
+
+    /// The first answer `client`'s write `request` got (or the one it got
+    /// afresh after a restore rolled it back).
+    fn original(&self, client: ClientId, request: RequestId) -> Option<Original> {
+        self.originals.get(&client)?.get(request.0)
     }
 
     /// Whether an accepted write no longer fences anything: a resource
     /// restore undid it, and a whole-cluster restore undid the grant of its
     /// token (the lock service went back past it too).
     fn excused(&self, write: &Accepted) -> bool {
-        let Some(issued) = self.issued.get(&write.token) else { return false };
-        self.resource_undid(write.seq) && self.cluster_rollbacks.iter().any(|r| r.undid(*issued))
+        let Some(issued) = self.issued.get(write.token) else { return false };
+        self.resource_undid(write.seq) && self.cluster_rollbacks.iter().any(|r| r.undid(issued))
     }
 
     /// Whether a restore of the resource undid the event at `seq`.
@@ -109,7 +132,7 @@ impl ResourceChecker {
     }
 
     fn on_accepted(&mut self, w: &Write, report: &mut Report) {
-        if let Some(original) = self.originals.get(&(w.client, w.request)) {
+        if let Some(original) = self.original(w.client, w.request) {
             let rolled_back = self.resource_undid(original.seq);
             if !rolled_back && self.reported.insert((Property::EqualToken, w.client, w.request)) {
                 let detail = format!(
@@ -158,7 +181,7 @@ impl ResourceChecker {
 
     fn on_duplicate(&mut self, w: &Write, accepted: bool, report: &mut Report) {
         // A duplicate of a write the history never saw answered cannot be judged.
-        let Some(original) = self.originals.get(&(w.client, w.request)) else { return };
+        let Some(original) = self.original(w.client, w.request) else { return };
         if original.accepted != accepted && self.reported.insert((Property::EqualToken, w.client, w.request)) {
             let detail = format!(
                 "{}'s retried write {} to {} was answered accepted: {accepted} but the original answer to {} \
@@ -210,7 +233,7 @@ impl ResourceChecker {
                 self.cluster_rollbacks.push(Rollback { backup_seq, restore_seq: event.seq });
             }
             EventKind::Applied { result: ApplyResult::Granted { token }, .. } => {
-                self.issued.entry(*token).or_insert(event.seq);
+                self.issued.insert(*token, event.seq);
             }
             _ => {}
         }

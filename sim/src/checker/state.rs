@@ -7,7 +7,9 @@
 //! checker reads it as it was just before the event it judges; [`Facts`] holds
 //! what the event itself means against that state.
 
+use super::index_runs::TokenRuns;
 use super::keys::Keys;
+use super::packed::{put, put_change, take, take_change, take_u32, Pack, PackedMap};
 use super::CheckConfig;
 use crate::faults::{ChurnEvent, Fault};
 use crate::history::{Actor, Event, EventKind};
@@ -63,6 +65,29 @@ struct Issued {
     holder: Holder,
     epoch: u32,
     at_us: u64,
+}
+
+impl Default for Issued {
+    fn default() -> Self {
+        let holder = Holder { client: ClientId(0), request: RequestId(0) };
+        Issued { key: 0, holder, epoch: 0, at_us: 0 }
+    }
+}
+
+impl Pack for Issued {
+    fn pack(&self, before: &Self, bytes: &mut Vec<u8>) {
+        put(bytes, u64::from(self.key));
+        put(bytes, u64::from(self.holder.client.0));
+        put(bytes, self.holder.request.0);
+        put(bytes, u64::from(self.epoch));
+        put_change(bytes, self.at_us, before.at_us);
+    }
+
+    fn unpack(before: &Self, bytes: &[u8], at: &mut usize) -> Self {
+        let key = take_u32(bytes, at);
+        let holder = Holder { client: ClientId(take_u32(bytes, at)), request: RequestId(take(bytes, at)) };
+        Issued { key, holder, epoch: take_u32(bytes, at), at_us: take_change(bytes, at, before.at_us) }
+    }
 }
 
 /// One node's lock on one key, as far as the history shows it.
@@ -138,18 +163,26 @@ pub(crate) struct Context {
     applied: BTreeMap<LogIndex, AppliedEntry>,
     /// This epoch's log entries, no-ops included, as their first appliers saw them.
     entries: BTreeMap<LogIndex, FirstEntry>,
-    /// Every token issued in the whole run, by its first issue.
-    issued: BTreeMap<Token, Issued>,
+    /// Every token issued in the whole run, by its first issue, packed
+    /// (`packed.rs`): a violation may name any token's first issue at any
+    /// later time, so none is forgotten.
+    issued: PackedMap<Token, Issued>,
     /// The keys `issued` and `removed` name, by number: a run has few keys
     /// and a record for every lock, so each name is kept once.
     keys: Keys,
     token_max: Option<Token>,
     /// Tokens any node computed in an applied Grant, first applier or not.
-    tokens_applied: BTreeSet<Token>,
+    /// Like every set of tokens here, it is kept whole, as runs: the service
+    /// hands tokens out one after another, so a run's tokens are a few runs.
+    tokens_applied: TokenRuns,
     /// Tokens any server told a client in a Granted reply.
-    tokens_replied: BTreeSet<Token>,
-    /// Locks removed by an applied command in this epoch, their keys by number.
-    removed: BTreeSet<(u32, Token)>,
+    tokens_replied: TokenRuns,
+    /// Locks removed by an applied command in this epoch: those removed on
+    /// the key their token was first issued for as runs of tokens (nearly
+    /// every lock is removed in the end, so they are a few runs), the others
+    /// by key number and token.
+    removed_issued: TokenRuns,
+    removed_other: BTreeSet<(u32, Token)>,
     nodes: BTreeMap<NodeId, NodeLocks>,
     /// Which indices a server may still apply: `applied` and `entries` keep
     /// only what lies above its floor.
@@ -215,12 +248,13 @@ impl Context {
             restores_at_us: Vec::new(),
             applied: BTreeMap::new(),
             entries: BTreeMap::new(),
-            issued: BTreeMap::new(),
+            issued: PackedMap::default(),
             keys: Keys::default(),
             token_max: None,
-            tokens_applied: BTreeSet::new(),
-            tokens_replied: BTreeSet::new(),
-            removed: BTreeSet::new(),
+            tokens_applied: TokenRuns::default(),
+            tokens_replied: TokenRuns::default(),
+            removed_issued: TokenRuns::default(),
+            removed_other: BTreeSet::new(),
             nodes: BTreeMap::new(),
             horizon: Horizon::default(),
         }
@@ -242,15 +276,16 @@ impl Context {
     }
 
     pub fn issue(&self, token: Token) -> Option<Issue<'_>> {
-        self.issued.get(&token).map(|issued| self.issue_of(issued))
+        self.issued.get(token).map(|issued| self.issue_of(issued))
     }
 
-    pub fn issues(&self) -> impl Iterator<Item = (&Token, Issue<'_>)> {
+    /// Every token's first issue, in token order.
+    pub fn issues(&self) -> impl Iterator<Item = (Token, Issue<'_>)> {
         self.issued.iter().map(|(token, issued)| (token, self.issue_of(issued)))
     }
 
-    fn issue_of(&self, issued: &Issued) -> Issue<'_> {
-        let Issued { key, holder, epoch, at_us } = *issued;
+    fn issue_of(&self, issued: Issued) -> Issue<'_> {
+        let Issued { key, holder, epoch, at_us } = issued;
         Issue { key: self.keys.name(key), holder, epoch, at_us }
     }
 
@@ -260,16 +295,37 @@ impl Context {
 
     /// Whether the lock service ever produced this token (applied or answered).
     pub fn token_seen(&self, token: Token) -> bool {
-        self.tokens_applied.contains(&token) || self.tokens_replied.contains(&token)
+        self.tokens_applied.contains(token) || self.tokens_replied.contains(token)
     }
 
     /// Whether some node computed this token in an applied Grant.
     pub fn token_applied(&self, token: Token) -> bool {
-        self.tokens_applied.contains(&token)
+        self.tokens_applied.contains(token)
     }
 
     pub fn was_removed(&self, key: &Key, token: Token) -> bool {
-        self.keys.find(key).is_some_and(|key| self.removed.contains(&(key, token)))
+        let Some(key) = self.keys.find(key) else { return false };
+        let on_issued_key = || self.issued.get(token).is_some_and(|issued| issued.key == key);
+        (self.removed_issued.contains(token) && on_issued_key()) || self.removed_other.contains(&(key, token))
+    }
+
+    /// Whether the lock `token` was first issued as (`issue`, from
+    /// [`Context::issue`]) was removed in this epoch: `was_removed` on the
+    /// issue's key, without looking the issue up again.
+    pub fn issue_removed(&self, token: Token, issue: &Issue<'_>) -> bool {
+        let Some(key) = self.keys.find(issue.key) else { return false };
+        self.removed_issued.contains(token) || self.removed_other.contains(&(key, token))
+    }
+
+    /// Records the removal of `token`'s lock on `key` (by number).
+    fn remove(&mut self, key: u32, token: Token) {
+        // An issue's key never changes once recorded, so a token in
+        // `removed_issued` always names its issue's key.
+        if self.issued.get(token).is_some_and(|issued| issued.key == key) {
+            self.removed_issued.insert(token, ());
+        } else {
+            self.removed_other.insert((key, token));
+        }
     }
 
     pub fn slot(&self, node: NodeId, key: &Key) -> LockSlot {
@@ -307,7 +363,8 @@ impl Context {
                 // locks are whatever the backup held.
                 self.applied.clear();
                 self.entries.clear();
-                self.removed.clear();
+                self.removed_issued.clear();
+                self.removed_other.clear();
                 self.nodes.values_mut().for_each(NodeLocks::forget);
                 self.horizon.restart_epoch();
             }
@@ -347,7 +404,7 @@ impl Context {
                 };
             }
             EventKind::Replied { reply: fencelock::service::ClientReply::Granted { token, .. }, .. } => {
-                self.tokens_replied.insert(*token);
+                self.tokens_replied.insert(*token, ());
             }
             EventKind::Applied { node, index, term, command, result } => {
                 let first = FirstEntry { node: *node, term: *term, command: Some(command.clone()) };
@@ -392,11 +449,12 @@ impl Context {
         match (command, result) {
             (Command::Grant { key, holder, .. }, ApplyResult::Granted { token }) => {
                 table.locks.insert(key.clone(), Some(*token));
-                self.tokens_applied.insert(*token);
-                if facts.first_apply && !self.issued.contains_key(token) {
+                self.tokens_applied.insert(*token, ());
+                if facts.first_apply {
                     let issue = Issued { key: self.keys.number(key), holder: *holder, epoch: self.epoch, at_us };
-                    self.issued.insert(*token, issue);
-                    self.token_max = self.token_max.max(Some(*token));
+                    if self.issued.insert(*token, issue) {
+                        self.token_max = self.token_max.max(Some(*token));
+                    }
                 }
             }
             (command, result) if is_removal(command, result).is_some() => {
@@ -406,7 +464,7 @@ impl Context {
         }
         for (key, token) in &facts.removed {
             let key = self.keys.number(key);
-            self.removed.insert((key, *token));
+            self.remove(key, *token);
         }
     }
 }
@@ -432,4 +490,69 @@ pub(super) struct EntrySeen {
     pub seen: Seen,
     pub index: LogIndex,
     pub term: Term,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testkit::*;
+    use super::Context;
+    use fencelock::{ApplyResult, Key, Token};
+
+    /// `count` grants of `k`, each released: tokens 44 on, to c3.
+    fn grants_released(count: u64) -> H {
+        let mut h = happy().at_ms(4_000);
+        for i in 0..count {
+            let (index, token) = (6 + 2 * i, 44 + i);
+            h = h
+                .apply_all(&[0, 1, 2], index, grant("k", 3, 100 + i), granted(token))
+                .reply(0, 3, 100 + i, reply_granted(token))
+                .apply_all(&[0, 1, 2], index + 1, release("k", token, 3, 100 + i), ApplyResult::Released);
+        }
+        h
+    }
+
+    /// Every token issued, told and removed is kept for the whole run (a
+    /// violation may name any of them at any later time), packed: ten
+    /// thousand released grants keep each token set as one run and the
+    /// issues as a few bytes each, and the first issue is still there.
+    #[test]
+    fn a_long_run_of_grants_keeps_every_token_in_a_few_runs_and_packed_issues() {
+        let count = 10_000;
+        let h = grants_released(count);
+        let mut ctx = Context::new(h.config(RUN_END_MS * 1_000));
+        for event in h.events() {
+            let facts = ctx.facts(event);
+            ctx.absorb(event, &facts);
+        }
+        // happy() issues 41 to 43 before: one run from 41 on.
+        assert_eq!(ctx.tokens_applied.runs_len(), 1);
+        assert_eq!(ctx.tokens_replied.runs_len(), 1);
+        assert!(ctx.removed_issued.runs_len() <= 2, "{} runs", ctx.removed_issued.runs_len());
+        assert!(ctx.removed_other.is_empty());
+        let (open, packed_bytes) = ctx.issued.held();
+        assert!(open < 64 && packed_bytes <= 16 * count as usize, "{open} open, {packed_bytes} bytes");
+        let first = ctx.issue(Token(44)).expect("the first of them is kept");
+        assert_eq!((first.key, first.holder), (&Key::new("k"), holder(3, 100)));
+        assert!(ctx.was_removed(&Key::new("k"), Token(44)) && !ctx.was_removed(&Key::new("j"), Token(44)));
+        assert!(ctx.token_seen(Token(44)) && ctx.token_applied(Token(44 + count - 1)));
+        assert!(!ctx.token_seen(Token(44 + count)));
+    }
+
+    /// The first grant's token, issued and told again ten thousand grants
+    /// later: both findings still name its first issue and its removal.
+    #[test]
+    fn a_token_from_long_before_issued_and_told_again_is_still_caught() {
+        let count = 10_000;
+        let verdict = grants_released(count)
+            .apply_all(&[0, 1, 2], 6 + 2 * count, grant("k", 4, 1), granted(44))
+            .reply(0, 4, 1, reply_granted(44))
+            .check();
+        let details: Vec<&str> = verdict.violations.iter().map(|v| v.detail.as_str()).collect();
+        let twice = "tok44 was issued to c4/r1 for k at i20006 on n0, but it had been issued before to c3/r100 \
+                     for k: a token was issued twice";
+        assert!(details.contains(&twice), "{details:#?}");
+        let removed = "n0 told c4 Granted with tok44 on k for r1 after the cluster had already removed that lock: \
+                       the client now believes in a lock nobody holds";
+        assert!(details.contains(&removed), "{details:#?}");
+    }
 }

@@ -42,6 +42,7 @@ use ops::{Call, Op, OpLog, Segment};
 use search::{search_from, Found, Limits};
 use spec::State;
 use std::collections::{BTreeMap, VecDeque};
+use tokens::Told;
 
 /// One million: rates are in parts per million.
 const PPM_ONE: u128 = 1_000_000;
@@ -367,7 +368,9 @@ impl Family for LinearizableChecker {
             }
         }
         let (grants, keys) = self.log.take_grants();
-        tokens::check(grants.values(), &keys, report);
+        let told: Vec<Told> = grants.iter().map(|(_, told)| told).collect();
+        drop(grants);
+        tokens::check(&told, &keys, report);
         for (key, mut judgment) in std::mem::take(&mut self.judged) {
             let counters = &mut report.counters;
             counters.linearizable_keys += 1;

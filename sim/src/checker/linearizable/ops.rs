@@ -20,6 +20,7 @@
 
 use super::tokens::Told;
 use crate::checker::keys::Keys;
+use crate::checker::packed::PackedMap;
 use crate::history::{Actor, EventKind};
 use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::{ClientId, Key, RequestId, Token};
@@ -95,7 +96,7 @@ pub(crate) struct OpLog {
     /// The lease of a renewal not answered with one.
     lease_ms: u64,
     /// Every grant, by number: the token checks read them at the end.
-    grants: BTreeMap<u64, Told>,
+    grants: PackedMap<u64, Told>,
     /// The keys the grants name.
     grant_keys: Keys,
     /// The earliest instant after which a closed segment may be judged.
@@ -213,7 +214,7 @@ impl OpLog {
             count: 0,
             ops_per_search_max,
             lease_ms,
-            grants: BTreeMap::new(),
+            grants: PackedMap::default(),
             grant_keys: Keys::default(),
             ready_after_us: u64::MAX,
             cuts: true,
@@ -336,7 +337,8 @@ impl OpLog {
             let key = self.grant_keys.number(&op.key);
             let told =
                 Told { client: op.client, request: op.request, key, token, inv_us: op.inv_us, resp_us: op.resp_us };
-            self.grants.insert(number, told);
+            let new = self.grants.insert(number, told);
+            debug_assert!(new, "an operation settles once");
         }
         let copies = lost_in_restores(op, &self.restores_at_us).count() as u64;
         let answered = op.resp_us != u64::MAX;
@@ -387,7 +389,7 @@ impl OpLog {
     }
 
     /// Every grant, in history order, and the keys they name, taken out of the log.
-    pub fn take_grants(&mut self) -> (BTreeMap<u64, Told>, Keys) {
+    pub fn take_grants(&mut self) -> (PackedMap<u64, Told>, Keys) {
         (std::mem::take(&mut self.grants), std::mem::take(&mut self.grant_keys))
     }
 }

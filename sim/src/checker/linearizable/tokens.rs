@@ -9,14 +9,16 @@
 
 use super::{Property, Report, Violation};
 use crate::checker::keys::Keys;
+use crate::checker::packed::{put, put_change, take, take_change, take_u32, Pack};
 use fencelock::{ClientId, RequestId, Token};
 use std::collections::BTreeMap;
 
 /// A `Granted` answer, as the token checks read it. Both checks are over the
 /// whole run by their definition (a token told twice may be told again at any
 /// time; a later grant may be compared with any earlier answer), so every
-/// grant is kept, but only this: about a fifth of the operation it came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// grant is kept, but only this: about a fifth of the operation it came
+/// from, and packed (`packed.rs`) until the end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Told {
     pub client: ClientId,
     pub request: RequestId,
@@ -25,6 +27,25 @@ pub(crate) struct Told {
     pub token: Token,
     pub inv_us: u64,
     pub resp_us: u64,
+}
+
+impl Pack for Told {
+    fn pack(&self, before: &Self, bytes: &mut Vec<u8>) {
+        put(bytes, u64::from(self.client.0));
+        put(bytes, self.request.0);
+        put(bytes, u64::from(self.key));
+        put_change(bytes, self.token.0, before.token.0);
+        put_change(bytes, self.inv_us, before.inv_us);
+        put_change(bytes, self.resp_us, self.inv_us);
+    }
+
+    fn unpack(before: &Self, bytes: &[u8], at: &mut usize) -> Self {
+        let (client, request) = (ClientId(take_u32(bytes, at)), RequestId(take(bytes, at)));
+        let key = take_u32(bytes, at);
+        let token = Token(take_change(bytes, at, before.token.0));
+        let inv_us = take_change(bytes, at, before.inv_us);
+        Told { client, request, key, token, inv_us, resp_us: take_change(bytes, at, inv_us) }
+    }
 }
 
 /// Judges the `Granted` answers of every key together (`told` in history order).
