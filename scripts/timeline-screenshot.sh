@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out_dir=$(mktemp -d)
 trap 'rm -rf "$out_dir"' EXIT
-FENCESIM_TIMELINE_DIR="$out_dir" cargo test -q -p fencesim-tests --test suite timeline:: >/dev/null
+FENCESIM_TIMELINE_DIR="$out_dir" cargo test -q --release -p fencesim-tests --test suite timeline:: >/dev/null
 page="$out_dir/b1042_unfenced.html"
 test -s "$page" || { echo "no $page written" >&2; exit 1; }
 profile=$(mktemp -d)
