@@ -47,9 +47,9 @@ fn a_follower_cut_off_sleeps_until_its_election_timeout_and_then_campaigns() {
     assert_eq!(cluster.server(follower).raft().soft_state().role, Role::PreCandidate);
 }
 
-#[test]
-fn a_waiters_deadline_ends_the_idle_ticks_at_the_tick_that_times_it_out() {
-    // Heartbeats rare enough that Raft alone would sleep past the waiter.
+/// A leader whose Raft timers are slow enough to sleep past a waiter: client
+/// 1 holds the key with a 1 s lease, client 2 waits for it up to 200 ms.
+fn leader_with_a_waiter() -> (Cluster, NodeId) {
     let slow = |raft: &mut crate::raft::Config| {
         raft.heartbeat_ticks = 40;
         raft.election_ticks_min = 100;
@@ -58,8 +58,13 @@ fn a_waiters_deadline_ends_the_idle_ticks_at_the_tick_that_times_it_out() {
     let mut cluster = Cluster::with_raft(3, ServiceConfig::standard(Variant::Default), slow);
     let leader = cluster.elect();
     cluster.request(leader, 1, 1, acquire(0));
-    // A waiter for 200 ms behind the holder's 1 s lease.
     cluster.request(leader, 2, 1, acquire(200));
+    (cluster, leader)
+}
+
+#[test]
+fn a_waiters_deadline_ends_the_idle_ticks_at_the_tick_that_times_it_out() {
+    let (mut cluster, leader) = leader_with_a_waiter();
     assert!(cluster.answers(2, 1).is_empty(), "the second acquire waits");
     let raft_idle = cluster.server(leader).raft().idle_ticks();
     let (idle, acted) = idle_then_next(&mut cluster, leader);
@@ -86,18 +91,6 @@ fn idle_moments() -> Vec<(&'static str, Moment)> {
         cluster.settle();
         cluster.isolate(follower);
         (cluster, follower)
-    }
-    fn leader_with_a_waiter() -> (Cluster, NodeId) {
-        let slow = |raft: &mut crate::raft::Config| {
-            raft.heartbeat_ticks = 40;
-            raft.election_ticks_min = 100;
-            raft.election_ticks_max = 120;
-        };
-        let mut cluster = Cluster::with_raft(3, ServiceConfig::standard(Variant::Default), slow);
-        let leader = cluster.elect();
-        cluster.request(leader, 1, 1, acquire(0));
-        cluster.request(leader, 2, 1, acquire(200));
-        (cluster, leader)
     }
     vec![
         ("a quiet leader", quiet_leader as Moment),
