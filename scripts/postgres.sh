@@ -8,7 +8,8 @@
 # `start` installs Debian's postgresql package if initdb/pg_ctl are missing,
 # creates a cluster in DIR/data (once), starts it on a free port of 127.0.0.1
 # with its unix socket in DIR and without fsync (a throwaway server no test
-# crashes), creates the database `fencelock`, and prints
+# crashes; if the machine went down under it, its data may be torn: remove
+# DIR and start again), creates the database `fencelock`, and prints
 # one line on stdout: `export FENCELOCK_POSTGRES_URL=postgres://...`. All
 # progress goes to stderr, so the output can be eval'd. `stop` stops the
 # server of DIR by its data directory (pg_ctl reads the PID from it).

@@ -77,6 +77,12 @@ impl<K: Step, V: Pack> PackedMap<K, V> {
                 let mut records: Vec<(K, V)> = unpack(&block).collect();
                 let place = records.partition_point(|(k, _)| *k < key);
                 records.insert(place, (key, value));
+                // A block that late records have doubled is split, so each
+                // late insert costs one block of bounded size.
+                if records.len() > 2 * BLOCK_RECORDS {
+                    let upper = records.split_off(records.len() / 2);
+                    self.sealed.insert(upper[0].0, pack(&upper));
+                }
                 self.sealed.insert(records[0].0, pack(&records));
             }
             _ => {
@@ -131,6 +137,12 @@ impl<K: Step, V: Pack> PackedMap<K, V> {
     #[cfg(test)]
     pub fn held(&self) -> (usize, usize) {
         (self.open.len(), self.sealed.values().map(|block| block.len()).sum())
+    }
+
+    /// The most records a packed block holds.
+    #[cfg(test)]
+    fn largest_block(&self) -> usize {
+        self.sealed.values().map(|block| unpack::<K, V>(block).count()).max().unwrap_or(0)
     }
 }
 
@@ -286,6 +298,27 @@ mod tests {
         let all: Vec<(Token, Record)> = every.iter().map(|(k, v)| (Token(*k), *v)).collect();
         assert_eq!(map.iter().collect::<Vec<_>>(), all);
         assert_eq!(map.len(), every.len());
+    }
+
+    #[test]
+    fn late_records_split_their_block_and_are_all_found() {
+        let mut map = PackedMap::default();
+        // Every tenth key first, sealed in blocks; then the nine between each
+        // pair come late, all into the first blocks' ranges.
+        for n in 0..200 {
+            map.insert(Token(n * 10), record(n));
+        }
+        for n in 0..2_000 {
+            if n % 10 != 0 {
+                map.insert(Token(n), record(n));
+            }
+        }
+        for n in 0..2_000 {
+            let value = if n % 10 == 0 { record(n / 10) } else { record(n) };
+            assert_eq!(map.get(Token(n)), Some(value), "key {n}");
+        }
+        assert_eq!(map.len(), 2_000);
+        assert!(map.largest_block() <= 2 * BLOCK_RECORDS, "a block of {} records", map.largest_block());
     }
 
     #[test]

@@ -314,6 +314,7 @@ impl Context {
     /// issue's key, without looking the issue up again.
     pub fn issue_removed(&self, token: Token, issue: &Issue<'_>) -> bool {
         let Some(key) = self.keys.find(issue.key) else { return false };
+        debug_assert_eq!(self.issued.get(token).map(|issued| issued.key), Some(key), "`issue` is {token}'s first");
         self.removed_issued.contains(token) || self.removed_other.contains(&(key, token))
     }
 

@@ -227,8 +227,13 @@ pub type SharedClock = Arc<Mutex<LocalClock>>;
 
 /// The node's local time now.
 pub fn local_now(clock: &SharedClock) -> u64 {
-    let now = now_us();
-    clock.lock().expect("clock lock").local_us(now)
+    local_at(clock, now_us())
+}
+
+/// The node's local time at true instant `true_us`, in the clock's mapping
+/// as it is now (for a caller that has read true time in this instant).
+pub fn local_at(clock: &SharedClock, true_us: u64) -> u64 {
+    clock.lock().expect("clock lock").local_us(true_us)
 }
 
 /// Sleeps until the local clock reads at least `local_us`.

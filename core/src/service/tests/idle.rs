@@ -6,7 +6,7 @@
 
 use super::{acquire, three, Cluster, TICK_MS};
 use crate::raft::Role;
-use crate::service::ServiceConfig;
+use crate::service::{Expiry, ServiceConfig};
 use crate::types::NodeId;
 use crate::variant::Variant;
 
@@ -77,8 +77,9 @@ fn a_waiters_deadline_ends_the_idle_ticks_at_the_tick_that_times_it_out() {
 /// Makes a cluster at a moment with idle ticks ahead of the node it names.
 type Moment = fn() -> (Cluster, NodeId);
 
-/// Three such moments: a quiet leader, a follower cut off, and a leader
-/// whose waiter will time out.
+/// Five such moments: a quiet leader, a follower cut off, a leader whose
+/// waiter will time out (also after a backward step of its clock), and a
+/// leader cut off whose holder's lease waits for its confirmation.
 fn idle_moments() -> Vec<(&'static str, Moment)> {
     fn quiet_leader() -> (Cluster, NodeId) {
         let (mut cluster, leader) = three(Variant::Default);
@@ -92,10 +93,33 @@ fn idle_moments() -> Vec<(&'static str, Moment)> {
         cluster.isolate(follower);
         (cluster, follower)
     }
+    fn waiter_after_a_step_back() -> (Cluster, NodeId) {
+        let (mut cluster, leader) = leader_with_a_waiter();
+        // The tick at the stepped-back reading moves the waiter's deadline back.
+        cluster.step_clock(leader, -400);
+        cluster.tick_alone(leader);
+        (cluster, leader)
+    }
+    fn lease_confirming_while_cut_off() -> (Cluster, NodeId) {
+        let (mut cluster, leader) = leader_with_a_waiter();
+        cluster.isolate(leader);
+        let confirming = |cluster: &Cluster| {
+            cluster.server(leader).leases.values().any(|lease| matches!(lease.expiry, Expiry::Confirming { .. }))
+        };
+        for _ in 0..200 {
+            if confirming(&cluster) {
+                return (cluster, leader);
+            }
+            cluster.tick_alone(leader);
+        }
+        panic!("the lease of a leader cut off never went to confirming");
+    }
     vec![
         ("a quiet leader", quiet_leader as Moment),
         ("a follower cut off", cut_off_follower),
         ("a leader with a waiter", leader_with_a_waiter),
+        ("a waiter after a backward clock step", waiter_after_a_step_back),
+        ("a lease confirming while its leader is cut off", lease_confirming_while_cut_off),
     ]
 }
 
