@@ -579,7 +579,7 @@ async fn lock(command: LockCommand) -> Result<(), Failure> {
             if json {
                 println!(
                     "{}",
-                    json!({"key": key.0, "token": grant.token.0, "lease_ms": lease_ms, "believed_ms": valid_ms})
+                    json!({"key": key.as_str(), "token": grant.token.0, "lease_ms": lease_ms, "believed_ms": valid_ms})
                 );
             } else {
                 println!("{}", grant.token.0);
@@ -594,7 +594,7 @@ async fn lock(command: LockCommand) -> Result<(), Failure> {
             let grant = client.renew(&key).await.map_err(lock_failure)?;
             let valid_ms = grant.until_local_us.saturating_sub(client.now_local_us()) / 1_000;
             if json {
-                println!("{}", json!({"key": key.0, "token": token, "renewed": true, "believed_ms": valid_ms}));
+                println!("{}", json!({"key": key.as_str(), "token": token, "renewed": true, "believed_ms": valid_ms}));
             } else {
                 println!("renewed {token}");
             }
@@ -607,7 +607,7 @@ async fn lock(command: LockCommand) -> Result<(), Failure> {
             client.adopt(key.clone(), Token(token));
             client.release(&key).await.map_err(lock_failure)?;
             if json {
-                println!("{}", json!({"key": key.0, "token": token, "released": true}));
+                println!("{}", json!({"key": key.as_str(), "token": token, "released": true}));
             } else {
                 println!("released {token}");
             }

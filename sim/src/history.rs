@@ -493,7 +493,7 @@ fn tell(event: &Event) {
         at_us = event.at_us,
         actor = %who,
         term = event.kind.term().map(|term| term.0),
-        key = event.kind.key().map(|key| key.0.as_str()),
+        key = event.kind.key().map(Key::as_str),
         token = event.kind.token().map(tracing::field::display),
         "{what}"
     );

@@ -523,7 +523,7 @@ impl Image {
                 "value": image.value,
                 "ledger": image.ledger,
             });
-            records.insert(key.0, record);
+            records.insert(key.as_str().to_owned(), record);
         }
         let mut answered = serde_json::Map::new();
         for (client, image) in self.clients {

@@ -98,18 +98,20 @@ impl PostgresResource {
             tx.rollback().await?;
             return Ok(answer);
         }
-        tx.execute(INSERT_KEY, &[&write.key.0, &stale_through_new]).await?;
-        let row = tx.query_one(SELECT_KEY, &[&write.key.0]).await?;
+        tx.execute(INSERT_KEY, &[&write.key.as_str(), &stale_through_new]).await?;
+        let row = tx.query_one(SELECT_KEY, &[&write.key.as_str()]).await?;
         let fence = fence_of_row(row.get(0), row.get(1), row.get(2))?;
         let stale_through: Option<i64> = row.get(3);
         let stale_through = stale_through.map(|token| from_sql(token, "stale_through")).transpose()?.map(Token);
         let judgement = judge(fence, stale_through, write, variant);
         if judgement.verdict.is_accepted() {
             let (token, client, request) = fence_columns(judgement.fence)?;
-            tx.execute(UPDATE_FENCE, &[&write.key.0, &token, &client, &request]).await?;
+            tx.execute(UPDATE_FENCE, &[&write.key.as_str(), &token, &client, &request]).await?;
             match write.path {
-                WritePath::Status => tx.execute(UPDATE_VALUE, &[&write.key.0, &write.value]).await?,
-                WritePath::Ledger => tx.execute(INSERT_LINE, &[&write.key.0, &columns.token, &write.value]).await?,
+                WritePath::Status => tx.execute(UPDATE_VALUE, &[&write.key.as_str(), &write.value]).await?,
+                WritePath::Ledger => {
+                    tx.execute(INSERT_LINE, &[&write.key.as_str(), &columns.token, &write.value]).await?
+                }
             };
         }
         // The one place Variant::ResourceNoDedup is consulted, as in core.
@@ -196,12 +198,12 @@ impl PostgresResource {
         tx.execute(RAISE_STALE_ALL, &[&token_last]).await?;
         tx.execute(RAISE_STALE_NEW, &[&token_last]).await?;
         for (key, fence) in held_by_key(floor) {
-            tx.execute(INSERT_KEY, &[&key.0, &Option::<i64>::None]).await?;
-            let row = tx.query_one(SELECT_KEY, &[&key.0]).await?;
+            tx.execute(INSERT_KEY, &[&key.as_str(), &Option::<i64>::None]).await?;
+            let row = tx.query_one(SELECT_KEY, &[&key.as_str()]).await?;
             let fence = raised(fence_of_row(row.get(0), row.get(1), row.get(2))?, fence.token, fence.holder);
             let (token, client, request) = fence_columns(fence)?;
-            tx.execute(UPDATE_FENCE, &[&key.0, &token, &client, &request]).await?;
-            tx.execute(CLEAR_STALE, &[&key.0]).await?;
+            tx.execute(UPDATE_FENCE, &[&key.as_str(), &token, &client, &request]).await?;
+            tx.execute(CLEAR_STALE, &[&key.as_str()]).await?;
         }
         tx.execute(SET_RESTORED, &[&Option::<i64>::None]).await?;
         tx.commit().await?;
@@ -270,13 +272,13 @@ async fn read_image(tx: &Transaction<'_>) -> Result<Image, ResourceError> {
             value: row.get(5),
             ledger: Vec::new(),
         };
-        image.keys.insert(Key(row.get(0)), record);
+        image.keys.insert(Key::new(row.get::<_, String>(0)), record);
     }
     for row in tx.query("SELECT key, token, line FROM ledger_line ORDER BY key, seq", &[]).await? {
         let token = Token(from_sql(row.get(1), "ledger token")?);
         let record = image
             .keys
-            .get_mut(&Key(row.get(0)))
+            .get_mut(&Key::new(row.get::<_, String>(0)))
             .ok_or_else(|| ResourceError::Corrupt("a line without its key".into()))?;
         record.ledger.push((token, row.get(2)));
     }

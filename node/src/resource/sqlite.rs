@@ -184,18 +184,20 @@ fn write_once(connection: &mut Connection, write: &Write, variant: Variant) -> R
     if let Some(answer) = retry_answer(remembered, write.request) {
         return Ok(answer);
     }
-    tx.execute(INSERT_KEY, params![write.key.0, stale_through_new])?;
+    tx.execute(INSERT_KEY, params![write.key.as_str(), stale_through_new])?;
     let (token, client, request, stale_through): (Option<i64>, Option<i64>, Option<i64>, Option<i64>) =
-        tx.query_row(SELECT_KEY, [&write.key.0], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?;
+        tx.query_row(SELECT_KEY, [&write.key.as_str()], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })?;
     let fence = fence_of_row(token, client, request)?;
     let stale_through = stale_through.map(|token| from_sql(token, "stale_through")).transpose()?.map(Token);
     let judgement = judge(fence, stale_through, write, variant);
     if judgement.verdict.is_accepted() {
         let (token, client, request) = fence_columns(judgement.fence)?;
-        tx.execute(UPDATE_FENCE, params![write.key.0, token, client, request])?;
+        tx.execute(UPDATE_FENCE, params![write.key.as_str(), token, client, request])?;
         match write.path {
-            WritePath::Status => tx.execute(UPDATE_VALUE, params![write.key.0, write.value])?,
-            WritePath::Ledger => tx.execute(INSERT_LINE, params![write.key.0, columns.token, write.value])?,
+            WritePath::Status => tx.execute(UPDATE_VALUE, params![write.key.as_str(), write.value])?,
+            WritePath::Ledger => tx.execute(INSERT_LINE, params![write.key.as_str(), columns.token, write.value])?,
         };
     }
     // The one place Variant::ResourceNoDedup is consulted, as in core.
@@ -249,13 +251,13 @@ fn raise_floor_once(connection: &mut Connection, restore: u64, floor: &LockFloor
     tx.execute(RAISE_STALE_ALL, [token_last])?;
     tx.execute(RAISE_STALE_NEW, [token_last])?;
     for (key, fence) in held_by_key(floor) {
-        tx.execute(INSERT_KEY, params![key.0, Option::<i64>::None])?;
+        tx.execute(INSERT_KEY, params![key.as_str(), Option::<i64>::None])?;
         let (token, client, request): (Option<i64>, Option<i64>, Option<i64>) =
-            tx.query_row(SELECT_KEY, [&key.0], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
+            tx.query_row(SELECT_KEY, [&key.as_str()], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
         let (token, client, request) =
             fence_columns(raised(fence_of_row(token, client, request)?, fence.token, fence.holder))?;
-        tx.execute(UPDATE_FENCE, params![key.0, token, client, request])?;
-        tx.execute(CLEAR_STALE, [&key.0])?;
+        tx.execute(UPDATE_FENCE, params![key.as_str(), token, client, request])?;
+        tx.execute(CLEAR_STALE, [&key.as_str()])?;
     }
     tx.execute(SET_RESTORED, [Option::<i64>::None])?;
     tx.commit()?;
@@ -324,15 +326,17 @@ fn read_image(tx: &Transaction<'_>) -> Result<Image, ResourceError> {
             value: row.get(5)?,
             ledger: Vec::new(),
         };
-        image.keys.insert(Key(key), record);
+        image.keys.insert(Key::new(key), record);
     }
     let mut lines = tx.prepare("SELECT key, token, line FROM ledger_line ORDER BY key, seq")?;
     let mut rows = lines.query([])?;
     while let Some(row) = rows.next()? {
         let key: String = row.get(0)?;
         let token = Token(from_sql(row.get(1)?, "ledger token")?);
-        let record =
-            image.keys.get_mut(&Key(key)).ok_or_else(|| ResourceError::Corrupt("a line without its key".into()))?;
+        let record = image
+            .keys
+            .get_mut(&Key::new(key))
+            .ok_or_else(|| ResourceError::Corrupt("a line without its key".into()))?;
         record.ledger.push((token, row.get(2)?));
     }
     let mut clients = tx.prepare("SELECT client, forgotten_max FROM answered_client")?;

@@ -878,7 +878,7 @@ mod tests {
     /// c2 sends its r20 (`body`, an acquire) to n0 at `ms`, which turns it away `Unavailable`.
     fn turned_away_at(h: H, ms: u64, body: ClientRequest) -> H {
         let ClientRequest::Acquire { key: k, .. } = &body else { panic!("only an acquire is turned away") };
-        let away = turned_away(2, 20, &k.0);
+        let away = turned_away(2, 20, k.as_str());
         h.at_ms(ms).request(2, 20, 0, body).ev(away).reply(0, 2, 20, ClientReply::Unavailable)
     }
 

@@ -132,7 +132,7 @@ impl fmt::Display for Undecided {
             f,
             "linearizable: {} not judged: {why}, neither finding a linearization nor showing there is none (the \
              verdict does not cover this key)",
-            self.key.0
+            self.key
         )
     }
 }

@@ -53,7 +53,7 @@ impl TraceFilter {
                 // `B-1042` is enough: the part after the last `/`.
                 let found = names.iter().find(|name| *name == wanted || name.rsplit('/').next() == Some(wanted));
                 match found {
-                    Some(name) => Some(Key(name.clone())),
+                    Some(name) => Some(Key::new(name.as_str())),
                     None => {
                         return Err(format!(
                             "--key `{wanted}` is not a key of this model (one of: {})",
@@ -107,7 +107,7 @@ impl TraceFilter {
             None => {
                 let mut involved = vec![record.actor.clone()];
                 involved.extend(["from", "client"].iter().filter_map(|name| record.field(name)).map(str::to_string));
-                (involved, record.field("key").map(|key| Key(key.to_string())))
+                (involved, record.field("key").map(Key::new))
             }
         };
         let global = involved.iter().all(|name| name == "sim");
