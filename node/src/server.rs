@@ -451,13 +451,13 @@ impl Node {
             }
             let mut ready = self.server.ready();
             let must_sync = self.persist(&mut ready);
-            self.send_all(std::mem::take(&mut ready.messages));
+            self.send_all(&mut ready.messages);
             if must_sync {
                 let storage = &mut self.storage;
                 tokio::task::block_in_place(|| storage.sync())
                     .map_err(|e| ServeError::Fatal(format!("node {}: fsync failed: {e}", self.id.0)))?;
             }
-            self.send_all(std::mem::take(&mut ready.messages_after_persist));
+            self.send_all(&mut ready.messages_after_persist);
             if must_sync && !self.server.raft().is_recovering() && self.storage.durable().restored_from_backup {
                 // Durable with the vote that ended recovery (ARCHITECTURE.md, "Restores").
                 self.storage.mark_recovered();
@@ -510,8 +510,10 @@ impl Node {
         must_sync
     }
 
-    fn send_all(&mut self, messages: Vec<Message>) {
-        for message in messages {
+    /// Sends `messages`, draining them: their buffer goes back to the server
+    /// with the Ready ([`LockServer::apply_ready`]).
+    fn send_all(&mut self, messages: &mut Vec<Message>) {
+        for message in messages.drain(..) {
             if self.isolated.contains(&message.to) || self.cut_to.contains(&message.to) {
                 continue;
             }

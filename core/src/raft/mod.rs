@@ -498,6 +498,14 @@ impl RaftNode {
         self.advance_inner(applied);
     }
 
+    /// Gives back a sent Ready's message buffers (`Ready::messages` and
+    /// `Ready::messages_after_persist`, drained by the driver) for the next
+    /// Ready to fill: optional, it only saves allocations. Anything still in
+    /// them is dropped unsent.
+    pub fn recycle(&mut self, messages: Vec<Message>, after_persist: Vec<Message>) {
+        self.recycle_inner(messages, after_persist);
+    }
+
     /// Compacts the in-memory log up to `index`: `state` is the lock state
     /// machine as of `index` (already applied). Returns the snapshot, which the
     /// driver persists atomically with the truncation of its durable log.

@@ -1,7 +1,7 @@
 //! The hand-over to the driver: building a `Ready`, and `advance` once it is
 //! persisted, sent and applied; also compaction on the driver's request.
 
-use super::{RaftNode, Ready, Role, Snapshot};
+use super::{Message, RaftNode, Ready, Role, Snapshot};
 use crate::lock::LockState;
 use crate::types::LogIndex;
 use crate::variant::Variant;
@@ -61,6 +61,20 @@ impl RaftNode {
         self.log.applying = self.log.applied;
         if self.role == Role::Leader {
             self.maybe_commit();
+        }
+    }
+
+    /// Takes back the message buffers of a Ready the driver has sent (it
+    /// drained them): the next Ready's messages go into memory already
+    /// held, where a fresh buffer cost an allocation for nearly every
+    /// acknowledgement a follower sends. What the driver left in them is
+    /// dropped, never sent again.
+    pub(super) fn recycle_inner(&mut self, messages: Vec<Message>, after_persist: Vec<Message>) {
+        for (mine, mut theirs) in [(&mut self.messages, messages), (&mut self.messages_after_persist, after_persist)] {
+            theirs.clear();
+            if mine.is_empty() && mine.capacity() < theirs.capacity() {
+                *mine = theirs;
+            }
         }
     }
 

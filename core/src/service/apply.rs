@@ -33,7 +33,9 @@ enum AfterBatch {
 
 impl LockServer {
     /// The driver has persisted and sent `ready` (taken from [`LockServer::ready`]).
+    /// Its message buffers, drained, are reused for the next Ready's.
     pub fn apply_ready(&mut self, ready: Ready, now_local_ms: u64) {
+        self.raft.recycle(ready.messages, ready.messages_after_persist);
         if let Some(snapshot) = ready.snapshot {
             self.install_snapshot(snapshot, now_local_ms);
         }

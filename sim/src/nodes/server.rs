@@ -295,7 +295,7 @@ async fn drive(
         if report_votes {
             note_votes(ctx, &ready.messages);
         }
-        send_all(ctx, id, std::mem::take(&mut ready.messages), now_true_us);
+        send_all(ctx, id, &mut ready.messages, now_true_us);
         if must_sync {
             ctx.count_sync(now_true_us);
             // Dropped unfinished only if the server is killed inside the fsync.
@@ -311,7 +311,7 @@ async fn drive(
         if report_votes {
             note_votes(ctx, &ready.messages_after_persist);
         }
-        send_all(ctx, id, std::mem::take(&mut ready.messages_after_persist), now_true_us);
+        send_all(ctx, id, &mut ready.messages_after_persist, now_true_us);
         if must_sync && !server.raft().is_recovering() {
             let mut disk = ctx.node_disks[id.0 as usize].lock().expect("disk lock");
             if disk.durable().restored_from_backup {
@@ -413,12 +413,14 @@ fn note_votes(ctx: &Ctx, messages: &[Message]) {
 }
 
 /// Sends `messages` at true instant `now_true_us` (now).
-fn send_all(ctx: &Ctx, id: NodeId, messages: Vec<Message>, now_true_us: u64) {
+/// Sends `messages`, draining them: their buffer goes back to the server
+/// with the Ready ([`LockServer::apply_ready`]).
+fn send_all(ctx: &Ctx, id: NodeId, messages: &mut Vec<Message>, now_true_us: u64) {
     ctx.count_messages(messages.len() as u64, now_true_us);
     ctx.send_all(
         now_true_us,
         Addr::Server(id),
-        messages.into_iter().map(|message| (Addr::Server(message.to), Envelope::Raft(message))),
+        messages.drain(..).map(|message| (Addr::Server(message.to), Envelope::Raft(message))),
     );
 }
 

@@ -59,3 +59,36 @@ fn entries_replaced_after_they_were_handed_out_do_not_count_as_persisted() {
     node.advance(LogIndex(0));
     assert_eq!(node.log.persisted, LogIndex(1));
 }
+
+/// A follower's acknowledgements go out in the buffer its last Ready's were
+/// sent from, once the driver gives it back; what the driver left unsent in
+/// a buffer it gives back is dropped, never handed out again.
+#[test]
+fn recycled_message_buffers_carry_the_next_ready_and_nothing_left_in_them() {
+    let config = Config::standard(NodeId(0), vec![NodeId(0), NodeId(1), NodeId(2)]);
+    let mut node = RaftNode::new(config, DurableState::default(), 7).expect("valid config");
+    let append = |index: u64| MessageBody::Append {
+        prev_index: LogIndex(index - 1),
+        prev_term: Term(u64::from(index > 1)),
+        entries: vec![Entry { term: Term(1), index: LogIndex(index), payload: Payload::Noop }],
+        commit: LogIndex(0),
+        read_ctx: 1,
+    };
+    node.step(Message { from: NodeId(1), to: NodeId(0), term: Term(1), body: append(1) });
+    let mut ready = node.ready();
+    let acks: Vec<Message> = ready.messages_after_persist.drain(..).collect();
+    assert_eq!(acks.len(), 1, "one acknowledgement, after the entry is persisted");
+    let buffer = ready.messages_after_persist.as_ptr();
+    node.advance(LogIndex(0));
+    node.recycle(ready.messages, ready.messages_after_persist);
+    node.step(Message { from: NodeId(1), to: NodeId(0), term: Term(1), body: append(2) });
+    let mut ready = node.ready();
+    assert_eq!(ready.messages_after_persist.len(), 1);
+    assert_eq!(ready.messages_after_persist.as_ptr(), buffer, "the acknowledgement went into the recycled buffer");
+    node.advance(LogIndex(0));
+    // A buffer given back unsent: its message is not sent by a later Ready.
+    ready.messages.push(acks[0].clone());
+    node.recycle(ready.messages, ready.messages_after_persist);
+    assert!(!node.has_ready(), "nothing left in a recycled buffer comes back");
+    assert!(node.ready().messages.is_empty() && node.ready().messages_after_persist.is_empty());
+}
