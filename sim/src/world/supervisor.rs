@@ -93,15 +93,32 @@ pub(super) fn is_initial_rate(fault: &Fault) -> bool {
     matches!(fault, Fault::ClockRate { .. })
 }
 
-/// Clock rates scheduled at time 0 are the clocks' initial drift.
-fn initial_clock_rates(plan: &[FaultEvent]) -> BTreeMap<Actor, i64> {
-    plan.iter()
-        .filter(|e| e.at_ms == 0)
-        .filter_map(|e| match e.fault {
-            Fault::ClockRate { actor, ppm } => Some((actor, ppm)),
-            _ => None,
-        })
-        .collect()
+/// What the world must know of its plan before the first fault: the
+/// clocks' initial rates (the rates scheduled at time 0) and whether the
+/// plan strikes grants or fences (their strikes follow the history from
+/// its start).
+pub(crate) struct Outlook {
+    clock_rates: BTreeMap<Actor, i64>,
+    grant_strikes: bool,
+    fence_strikes: bool,
+}
+
+impl Outlook {
+    /// Reads a plan through, in order.
+    pub(crate) fn of(plan: impl Iterator<Item = FaultEvent>) -> Outlook {
+        let mut outlook = Outlook { clock_rates: BTreeMap::new(), grant_strikes: false, fence_strikes: false };
+        for event in plan {
+            match event.fault {
+                Fault::ClockRate { actor, ppm } if event.at_ms == 0 => {
+                    outlook.clock_rates.insert(actor, ppm);
+                }
+                Fault::GrantStrikes { .. } => outlook.grant_strikes = true,
+                Fault::FenceStrikes { .. } => outlook.fence_strikes = true,
+                _ => {}
+            }
+        }
+        outlook
+    }
 }
 
 fn clock_event(ctx: &Ctx, actor: Actor, rate_ppm: i64) -> EventKind {
@@ -127,7 +144,7 @@ impl Supervisor {
     pub(crate) fn start(
         seed: u64,
         model: Model,
-        plan: &[FaultEvent],
+        outlook: Outlook,
         script_queues: Option<BTreeMap<ClientId, CommandQueue>>,
         history: History,
     ) -> Supervisor {
@@ -140,13 +157,12 @@ impl Supervisor {
         };
         let net = Net::new(net_config, streams::net(seed));
         net.spawn_router();
-        let clock_rates = initial_clock_rates(plan);
+        let clock_rates = outlook.clock_rates;
         // The grant and fence strikes follow the history from its start when
         // the run may strike: when its plan has them, or anything may happen (a script).
-        let may_strike = |family: fn(&Fault) -> bool| history.keeps_all() || plan.iter().any(|e| family(&e.fault));
         let follows = Follows {
-            grants: may_strike(|f| matches!(f, Fault::GrantStrikes { .. })),
-            fences: may_strike(|f| matches!(f, Fault::FenceStrikes { .. })),
+            grants: history.keeps_all() || outlook.grant_strikes,
+            fences: history.keeps_all() || outlook.fence_strikes,
         };
         let mut ctx = Ctx::new(seed, model, net, &clock_rates, history);
         ctx.script_queues = script_queues.map(Mutex::new);
