@@ -142,6 +142,31 @@ impl Remaining {
 mod tests {
     use super::Remaining;
     use crate::faults::{Fault, FaultEvent};
+    use crate::history::{Actor, EventKind};
+    use crate::script::{ms, run_script, script_model, worker_a, Sim};
+
+    /// Tasks not yet finished on the supervisor's `timers` node.
+    fn timers_tasks() -> usize {
+        let by_node = madsim::runtime::Handle::current().metrics().num_tasks_by_node();
+        by_node.get("timers").copied().expect("the supervisor's timers node")
+    }
+
+    /// Each timed pause ends by a task on the `timers` node, where madsim
+    /// forgets a finished task (on its main node it keeps every one), and
+    /// the pauses do end.
+    #[test]
+    fn pauses_end_on_the_timers_node_which_forgets_them() {
+        let outcome = run_script(3, script_model(1), async |sim: &mut Sim| {
+            for _ in 0..20 {
+                sim.fault(Fault::Pause { actor: Actor::Client(worker_a()), ms: 5 }).await;
+                assert_eq!(timers_tasks(), 1, "the pause's end waits on the timers node");
+                sim.run_for(ms(10)).await;
+                assert_eq!(timers_tasks(), 0, "an ended pause leaves no task behind");
+            }
+        });
+        let resumed = outcome.history.events().iter().filter(|e| matches!(e.kind, EventKind::Resumed { .. })).count();
+        assert_eq!(resumed, 20, "every pause ends");
+    }
 
     /// The plan's memory follows what is left of it, and its faults come in order.
     #[test]
