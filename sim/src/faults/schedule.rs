@@ -229,7 +229,7 @@ impl Draws {
 /// before the safety phase does.
 #[derive(Clone)]
 pub(super) struct Episodes {
-    pub(super) rng: ChaCha8Rng,
+    rng: ChaCha8Rng,
     gap_ms: (u64, u64),
     fault_rate: f64,
     safety_ms: u64,
