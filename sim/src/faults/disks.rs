@@ -1,6 +1,7 @@
 //! The disk family of the fault plan: slow disks, dying disks and rack power
-//! losses. Its own stream; planned after the outages so it never puts a node
-//! down twice and keeps their majority rule.
+//! losses. Its own stream; each episode drawn once every outage it could
+//! overlap is (`standard.rs`), so it never puts a node down twice and keeps
+//! the outages' majority rule.
 //!
 //! Why: a crash only loses what was written and not yet synced, and with the
 //! normal 1 ms fsync that window is rarely open when a crash comes. Real disks

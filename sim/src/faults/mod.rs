@@ -760,7 +760,7 @@ pub fn describe(plan: &[FaultEvent]) -> String {
 
 /// The fault families, each with its own stream.
 #[derive(Clone, Copy)]
-pub(super) enum Family {
+enum Family {
     Drift = 1,
     Network = 2,
     Outages = 3,
