@@ -19,7 +19,7 @@ use crate::machine::net::Addr;
 use crate::model::Model;
 use crate::nodes::commands::{CommandQueue, WorkerCommand, WorkerResult};
 use crate::run::seed::{judge, Outcome};
-use crate::world::Supervisor;
+use crate::world::{Outlook, Supervisor};
 use fencelock::resource::WritePath;
 use fencelock::{ApplyResult, ClientId, Command, Key, NodeId, Token};
 use futures::channel::{mpsc, oneshot};
@@ -89,7 +89,13 @@ where
                     queues.insert(ClientId(c), tx);
                     receivers.insert(ClientId(c), rx);
                 }
-                let supervisor = Supervisor::start(seed, thread_model, &[], Some(receivers), History::new());
+                let supervisor = Supervisor::start(
+                    seed,
+                    thread_model,
+                    Outlook::of(std::iter::empty()),
+                    Some(receivers),
+                    History::new(),
+                );
                 let mut sim = Sim { supervisor, queues };
                 story(&mut sim).await;
                 sim.finish().await;

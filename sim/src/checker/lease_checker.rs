@@ -652,12 +652,36 @@ impl Family for LeaseChecker {
     }
 }
 
-/// Request ids that name one key, `first..=last`.
+/// Request ids that name one key, `first..=first + span`: 16 bytes a run
+/// (the last id as an offset; a run of 2^32 requests would take years of
+/// renewals).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct RequestRun {
     first: u64,
-    last: u64,
+    span: u32,
     key: u32,
+}
+
+// The runs are the lease checker's largest part in a long run: keep them this small.
+const _: () = assert!(std::mem::size_of::<RequestRun>() == 16);
+
+impl RequestRun {
+    fn new(first: u64, last: u64, key: u32) -> RequestRun {
+        let span = u32::try_from(last - first).expect("a run of fewer than 2^32 requests");
+        RequestRun { first, span, key }
+    }
+
+    fn last(&self) -> u64 {
+        self.first + u64::from(self.span)
+    }
+
+    fn set_last(&mut self, last: u64) {
+        *self = RequestRun::new(self.first, last, self.key);
+    }
+
+    fn set_first(&mut self, first: u64) {
+        *self = RequestRun::new(first, self.last(), self.key);
+    }
 }
 
 /// The key each request named, per client, as runs of consecutive request
@@ -678,32 +702,33 @@ impl RequestKeys {
         let id = request.0;
         // The first run starting after `id`; the one before it may hold it.
         let after = runs.partition_point(|run| run.first <= id);
-        if let Some(held) = after.checked_sub(1).filter(|&i| runs[i].last >= id) {
+        if let Some(held) = after.checked_sub(1).filter(|&i| runs[i].last() >= id) {
             let run = runs[held];
             if run.key == key {
                 return;
             }
             // Named again with another key: the run is cut around it.
             let pieces = [
-                (run.first < id).then(|| RequestRun { first: run.first, last: id - 1, key: run.key }),
-                Some(RequestRun { first: id, last: id, key }),
-                (id < run.last).then(|| RequestRun { first: id + 1, last: run.last, key: run.key }),
+                (run.first < id).then(|| RequestRun::new(run.first, id - 1, run.key)),
+                Some(RequestRun::new(id, id, key)),
+                (id < run.last()).then(|| RequestRun::new(id + 1, run.last(), run.key)),
             ];
             runs.splice(held..=held, pieces.into_iter().flatten());
             return;
         }
         let joins_before =
-            after.checked_sub(1).filter(|&i| runs[i].key == key && runs[i].last.checked_add(1) == Some(id));
+            after.checked_sub(1).filter(|&i| runs[i].key == key && runs[i].last().checked_add(1) == Some(id));
         let joins_after =
             Some(after).filter(|&i| i < runs.len() && runs[i].key == key && id.checked_add(1) == Some(runs[i].first));
         match (joins_before, joins_after) {
             (Some(before), Some(next)) => {
-                runs[before].last = runs[next].last;
+                let last = runs[next].last();
+                runs[before].set_last(last);
                 runs.remove(next);
             }
-            (Some(before), None) => runs[before].last = id,
-            (None, Some(next)) => runs[next].first = id,
-            (None, None) => runs.insert(after, RequestRun { first: id, last: id, key }),
+            (Some(before), None) => runs[before].set_last(id),
+            (None, Some(next)) => runs[next].set_first(id),
+            (None, None) => runs.insert(after, RequestRun::new(id, id, key)),
         }
     }
 
@@ -711,7 +736,7 @@ impl RequestKeys {
         let runs = self.runs.get(&client)?;
         let after = runs.partition_point(|run| run.first <= request.0);
         let run = runs.get(after.checked_sub(1)?)?;
-        (run.last >= request.0).then_some(run.key)
+        (run.last() >= request.0).then_some(run.key)
     }
 
     #[cfg(test)]

@@ -14,22 +14,23 @@
 //! write burst. The victims and instants depend on the run, so the
 //! supervisor plays them (`world/acks.rs`).
 
-use super::{Fault, Planner};
+use super::schedule::ReactingKind;
+use super::{Family, Fault};
+use crate::model::Model;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-impl Planner<'_> {
-    /// Episodes 3-10 s apart; each follows vote grants (half of them, for
-    /// 3-12 s) or entry acknowledgements (1-6 s), strikes up to 1-3 times and keeps each
-    /// victim down 1-`down_ms` (5-300) ms.
-    pub(super) fn ack_crashes(&mut self, rng: &mut ChaCha8Rng) {
-        self.reactive_episodes(rng, (3_000, 10_000), |rng| {
-            let votes = rng.gen_bool(0.5);
-            // Votes are sent only in elections: their episodes last longer, to meet one.
-            let for_ms = if votes { rng.gen_range(3_000..=12_000) } else { rng.gen_range(1_000..=6_000) };
-            let strikes = rng.gen_range(1..=3);
-            let down_ms = rng.gen_range(5..=300);
-            (Fault::AckCrashes { for_ms, votes, strikes, down_ms }, for_ms + down_ms)
-        });
-    }
+/// Episodes 3-10 s apart; each follows vote grants (half of them, for
+/// 3-12 s) or entry acknowledgements (1-6 s), strikes up to 1-3 times and keeps each
+/// victim down 1-`down_ms` (5-300) ms.
+pub(super) const ACK_CRASHES: ReactingKind =
+    ReactingKind { family: Family::AckCrashes, gap_ms: (3_000, 10_000), draw: ack_crashes };
+
+fn ack_crashes(_: &Model, rng: &mut ChaCha8Rng) -> (Fault, u64) {
+    let votes = rng.gen_bool(0.5);
+    // Votes are sent only in elections: their episodes last longer, to meet one.
+    let for_ms = if votes { rng.gen_range(3_000..=12_000) } else { rng.gen_range(1_000..=6_000) };
+    let strikes = rng.gen_range(1..=3);
+    let down_ms = rng.gen_range(5..=300);
+    (Fault::AckCrashes { for_ms, votes, strikes, down_ms }, for_ms + down_ms)
 }

@@ -13,20 +13,21 @@
 //! taking office or applying (a poison entry, an out-of-memory on loading
 //! state) or as a leader whose network interface flaps.
 
-use super::{Fault, Planner};
+use super::schedule::ReactingKind;
+use super::{Family, Fault};
+use crate::model::Model;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-impl Planner<'_> {
-    /// Episodes of 1-4 s, 4-12 s apart. Each strikes every new leader up to
-    /// `within_ms` (1-20) after it takes office or as it applies its first
-    /// entries, and brings it back `down_ms` (50-1,500) later.
-    pub(super) fn leader_churn(&mut self, rng: &mut ChaCha8Rng) {
-        self.reactive_episodes(rng, (4_000, 12_000), |rng| {
-            let for_ms = rng.gen_range(1_000..=4_000);
-            let within_ms = rng.gen_range(1..=20);
-            let down_ms = rng.gen_range(50..=1_500);
-            (Fault::LeaderChurn { for_ms, within_ms, down_ms }, for_ms + down_ms)
-        });
-    }
+/// Episodes of 1-4 s, 4-12 s apart. Each strikes every new leader up to
+/// `within_ms` (1-20) after it takes office or as it applies its first
+/// entries, and brings it back `down_ms` (50-1,500) later.
+pub(super) const LEADER_CHURN: ReactingKind =
+    ReactingKind { family: Family::Churn, gap_ms: (4_000, 12_000), draw: leader_churn };
+
+fn leader_churn(_: &Model, rng: &mut ChaCha8Rng) -> (Fault, u64) {
+    let for_ms = rng.gen_range(1_000..=4_000);
+    let within_ms = rng.gen_range(1..=20);
+    let down_ms = rng.gen_range(50..=1_500);
+    (Fault::LeaderChurn { for_ms, within_ms, down_ms }, for_ms + down_ms)
 }

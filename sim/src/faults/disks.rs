@@ -1,6 +1,7 @@
 //! The disk family of the fault plan: slow disks, dying disks and rack power
-//! losses. Its own stream; planned after the outages so it never puts a node
-//! down twice and keeps their majority rule.
+//! losses. Its own stream; each episode drawn once every outage it could
+//! overlap is (`standard.rs`), so it never puts a node down twice and keeps
+//! the outages' majority rule.
 //!
 //! Why: a crash only loses what was written and not yet synced, and with the
 //! normal 1 ms fsync that window is rarely open when a crash comes. Real disks
@@ -10,7 +11,8 @@
 //! the crashes that meet writes in flight, where sending before the fsync
 //! (a vote, an acknowledgement) and syncing first differ.
 
-use super::{Fault, Outage, Planner, MAJORITY_DOWN_MS_MAX};
+use super::schedule::Episodes;
+use super::{Outage, MAJORITY_DOWN_MS_MAX};
 use fencelock::NodeId;
 use rand::seq::SliceRandom;
 use rand::Rng;
@@ -20,30 +22,28 @@ use rand_chacha::ChaCha8Rng;
 const STALL_FSYNC_MS: (u64, u64) = (50, 500);
 
 /// A node's disk stalls (`fsync_ms > 0`) or recovers (`0`) at `at_ms`.
-struct Stall {
-    at_ms: u64,
-    node: NodeId,
-    fsync_ms: u64,
+pub(super) struct Stall {
+    pub(super) at_ms: u64,
+    pub(super) node: NodeId,
+    pub(super) fsync_ms: u64,
 }
 
-impl Planner<'_> {
-    /// Episodes 3-9 s apart: a slow disk that recovers, a dying disk (a stall
-    /// ending in a crash mid-write; the node returns on a new disk), or a rack
-    /// power loss (a majority or all servers at once, some with stalled
-    /// storage, back within [`MAJORITY_DOWN_MS_MAX`], one by one).
-    pub(super) fn disk_faults(&mut self, rng: &mut ChaCha8Rng, outages: &mut Vec<Outage>) {
-        let servers = self.servers();
-        let cluster = Cluster { nodes: self.model.nodes, safety_ms: self.model.safety_ms, servers: &servers };
-        let mut stalls: Vec<Stall> = Vec::new();
-        self.episodes(rng, (3_000, 9_000), |rng, t| match rng.gen_range(0..100) {
-            0..30 => slow_disk(rng, t, &cluster, &mut stalls),
-            30..60 => dying_disk(rng, t, &cluster, &mut stalls, outages),
-            _ => rack_power_loss(rng, t, &cluster, &mut stalls, outages),
-        });
-        for stall in stalls {
-            self.push(stall.at_ms, Fault::DiskStall { node: stall.node, fsync_ms: stall.fsync_ms });
-        }
-    }
+/// The longest a disk episode lasts: a dying disk's stall, crash and return.
+pub(super) const DISK_EPISODE_MS_MAX: u64 = 4_000;
+
+/// Episodes 3-9 s apart: a slow disk that recovers, a dying disk (a stall
+/// ending in a crash mid-write; the node returns on a new disk), or a rack
+/// power loss (a majority or all servers at once, some with stalled
+/// storage, back within [`MAJORITY_DOWN_MS_MAX`], one by one). Draws the
+/// next episode; `outages` holds every outage that may overlap it.
+pub(super) fn disk_episode(episodes: &mut Episodes, nodes: u8, stalls: &mut Vec<Stall>, outages: &mut Vec<Outage>) {
+    let servers: Vec<NodeId> = (0..nodes).map(NodeId).collect();
+    let cluster = Cluster { nodes, safety_ms: episodes.safety_ms(), servers: &servers };
+    episodes.next(|rng, t| match rng.gen_range(0..100) {
+        0..30 => slow_disk(rng, t, &cluster, stalls),
+        30..60 => dying_disk(rng, t, &cluster, stalls, outages),
+        _ => rack_power_loss(rng, t, &cluster, stalls, outages),
+    });
 }
 
 /// What every disk episode needs to know of the cluster.
@@ -85,6 +85,7 @@ fn dying_disk(
     let crash_at = t + rng.gen_range(300..=2_000);
     let up_at = crash_at + rng.gen_range(200..=2_000);
     let torn = rng.gen_bool(0.3);
+    assert!(up_at - t <= DISK_EPISODE_MS_MAX, "a dying disk's episode within the outages drawn ahead of it");
     if up_at >= cluster.safety_ms
         || outages.iter().any(|o| o.node == node && overlaps(o, t, up_at))
         || outages.iter().filter(|o| overlaps(o, crash_at, up_at)).count() + 1 > minority
@@ -94,7 +95,7 @@ fn dying_disk(
     stalls.push(Stall { at_ms: t, node, fsync_ms });
     // The failed disk is replaced: the node comes back on a healthy one.
     stalls.push(Stall { at_ms: up_at, node, fsync_ms: 0 });
-    outages.push(Outage { node, torn, backup_at: None, crash_at, up_at });
+    outages.push(Outage { node, torn, backup_at: None, crash_at, up_at, disk: true });
     Some(up_at - t)
 }
 
@@ -121,6 +122,7 @@ fn rack_power_loss(
         })
         .collect();
     let last_up = plans.iter().map(|p| p.2).max()?;
+    assert!(last_up - t <= DISK_EPISODE_MS_MAX, "a power loss's episode within the outages drawn ahead of it");
     if last_up >= cluster.safety_ms || outages.iter().any(|o| overlaps(o, t, last_up)) {
         return None;
     }
@@ -129,7 +131,7 @@ fn rack_power_loss(
             stalls.push(Stall { at_ms: t, node, fsync_ms });
             stalls.push(Stall { at_ms: up_at, node, fsync_ms: 0 });
         }
-        outages.push(Outage { node, torn, backup_at: None, crash_at, up_at });
+        outages.push(Outage { node, torn, backup_at: None, crash_at, up_at, disk: true });
     }
     Some(last_up - t)
 }

@@ -11,20 +11,21 @@
 //! in that window; the writes and instants depend on the run, so the
 //! supervisor plays them (`world/fences.rs`).
 
-use super::{Fault, Planner};
+use super::schedule::ReactingKind;
+use super::{Family, Fault};
+use crate::model::Model;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
-impl Planner<'_> {
-    /// Episodes 1-4 s apart; each watches for 5-15 s (takeovers need a
-    /// lease to run out), strikes up to 1-2 times and keeps the resource
-    /// down `down_ms` (5-100 ms) each time.
-    pub(super) fn fence_strikes(&mut self, rng: &mut ChaCha8Rng) {
-        self.reactive_episodes(rng, (1_000, 4_000), |rng| {
-            let for_ms = rng.gen_range(5_000..=15_000);
-            let strikes = rng.gen_range(1..=2);
-            let down_ms = rng.gen_range(5..=100);
-            (Fault::FenceStrikes { for_ms, strikes, down_ms, restore: false }, for_ms + down_ms)
-        });
-    }
+/// Episodes 1-4 s apart; each watches for 5-15 s (takeovers need a
+/// lease to run out), strikes up to 1-2 times and keeps the resource
+/// down `down_ms` (5-100 ms) each time.
+pub(super) const FENCE_STRIKES: ReactingKind =
+    ReactingKind { family: Family::FenceStrikes, gap_ms: (1_000, 4_000), draw: fence_strikes };
+
+fn fence_strikes(_: &Model, rng: &mut ChaCha8Rng) -> (Fault, u64) {
+    let for_ms = rng.gen_range(5_000..=15_000);
+    let strikes = rng.gen_range(1..=2);
+    let down_ms = rng.gen_range(5..=100);
+    (Fault::FenceStrikes { for_ms, strikes, down_ms, restore: false }, for_ms + down_ms)
 }

@@ -27,6 +27,8 @@ mod figure8;
 mod grants;
 mod late_renewals;
 mod renews;
+mod schedule;
+mod standard;
 pub mod steer;
 pub mod swarm;
 #[cfg(test)]
@@ -36,6 +38,7 @@ mod votes;
 
 pub(crate) use figure8::{FIGURE8_RETURN_WAIT_MS, FIGURE8_STRAND_WAIT_MS};
 pub(crate) use renews::RENEW_CUT_AFTER_PAUSE_MS_MAX;
+pub use schedule::Schedule;
 pub use validate::validate;
 pub(crate) use votes::VOTE_WAIT_MS;
 
@@ -782,70 +785,16 @@ fn family_rng(seed: u64, family: Family) -> ChaCha8Rng {
     crate::streams::fault_family(seed, family as u64)
 }
 
-/// The fault schedule of a run: sorted by time, every event inside the
-/// safety phase `[0, model.safety_ms)`, each family present only if the
-/// model switches it on. The initial clock rates (at 0) are always there.
+/// The fault schedule of a run, whole: sorted by time, every event inside
+/// the safety phase `[0, model.safety_ms)`, each family present only if the
+/// model switches it on. The initial clock rates (at 0) are always there. A
+/// run draws the same events as it plays them ([`Schedule`]).
 pub fn plan(model: &Model, seed: u64) -> Vec<FaultEvent> {
-    let mut planner = Planner { model, events: Vec::new() };
-    let beyond = planner.initial_rates(&mut family_rng(seed, Family::Drift));
-    if model.partitions {
-        planner.network(&mut family_rng(seed, Family::Network));
-    }
-    if model.crashes || model.restores {
-        planner.outages(&mut family_rng(seed, Family::Outages), &mut family_rng(seed, Family::Disks));
-    }
-    if model.crashes && model.leader_churn {
-        planner.leader_churn(&mut family_rng(seed, Family::Churn));
-    }
-    if model.crashes && model.ack_crashes == Some(true) {
-        planner.ack_crashes(&mut family_rng(seed, Family::AckCrashes));
-    }
-    if model.restores {
-        planner.cluster_restores(&mut family_rng(seed, Family::ClusterRestores));
-    }
-    if model.pauses {
-        planner.pauses(&mut family_rng(seed, Family::Pauses));
-    }
-    if model.clock_steps {
-        planner.clocks(&mut family_rng(seed, Family::Clocks), &beyond);
-    }
-    if model.resource_crashes {
-        planner.resource(&mut family_rng(seed, Family::Resource));
-    }
-    if model.resource_restores {
-        planner.resource_restores(&mut family_rng(seed, Family::ResourceRestores));
-    }
-    // The reactive families absent from the standard model: planned after
-    // every other family, each from its own stream, so they move nothing else.
-    if model.renew_strikes == Some(true) {
-        planner.renew_strikes(&mut family_rng(seed, Family::RenewStrikes));
-    }
-    if model.ack_amnesia == Some(true) {
-        planner.ack_amnesia(&mut family_rng(seed, Family::AckAmnesia));
-    }
-    if model.grant_strikes == Some(true) {
-        planner.grant_strikes(&mut family_rng(seed, Family::GrantStrikes));
-    }
-    if model.crashes && model.vote_strikes == Some(true) {
-        planner.vote_strikes(&mut family_rng(seed, Family::VoteStrikes));
-    }
-    if model.fence_strikes == Some(true) {
-        planner.fence_strikes(&mut family_rng(seed, Family::FenceStrikes));
-    }
-    if model.late_renewals == Some(true) {
-        planner.late_renewals(&mut family_rng(seed, Family::LateRenewals));
-    }
-    if model.figure8_strikes == Some(true) {
-        planner.figure8_strikes(&mut family_rng(seed, Family::Figure8Strikes));
-    }
-    let mut events = planner.events;
-    // Stable: events at the same millisecond keep their family order.
-    events.sort_by_key(|e| e.at_ms);
-    assert!(events.len() <= EVENTS_MAX, "fault plan of {} events", events.len());
-    events
+    Schedule::new(model, seed).collect()
 }
 
 /// A server's time down: from its crash to its restart or restore.
+#[derive(Clone)]
 struct Outage {
     node: NodeId,
     torn: bool,
@@ -853,20 +802,16 @@ struct Outage {
     backup_at: Option<u64>,
     crash_at: u64,
     up_at: u64,
+    /// Drawn by the disks (`disks.rs`), not the outages' own stream.
+    disk: bool,
 }
 
+/// What every family's draws read of the model: its servers, clients and clocks.
 struct Planner<'a> {
     model: &'a Model,
-    events: Vec<FaultEvent>,
 }
 
 impl Planner<'_> {
-    fn push(&mut self, at_ms: u64, fault: Fault) {
-        assert!(at_ms == 0 || at_ms < self.model.safety_ms, "fault at {at_ms} ms is past the safety phase");
-        assert!(self.events.len() < EVENTS_MAX, "fault plan over {EVENTS_MAX} events");
-        self.events.push(FaultEvent { at_ms, fault });
-    }
-
     fn servers(&self) -> Vec<NodeId> {
         (0..self.model.nodes).map(NodeId).collect()
     }
@@ -876,79 +821,16 @@ impl Planner<'_> {
     }
 
     /// Servers and clients: the actors with a local clock.
-    fn clocked_actors(&self) -> Vec<Actor> {
+    pub(super) fn clocked_actors(&self) -> Vec<Actor> {
         let servers = self.servers().into_iter().map(Actor::Server);
         servers.chain(self.clients().into_iter().map(Actor::Client)).collect()
-    }
-
-    /// The start times of a family's episodes: `gap` between the end of one
-    /// and the start of the next; `episode` returns how long one lasts (None
-    /// to skip a slot). Every returned episode ends before the safety phase does.
-    fn episodes(
-        &self,
-        rng: &mut ChaCha8Rng,
-        gap_ms: (u64, u64),
-        mut episode: impl FnMut(&mut ChaCha8Rng, u64) -> Option<u64>,
-    ) {
-        // `fault_rate` below 1 stretches the gaps (fewer episodes); at 1 the draws are the standard model's.
-        let stretch =
-            |gap: u64| if self.model.fault_rate == 1.0 { gap } else { (gap as f64 / self.model.fault_rate) as u64 };
-        let mut t = WARMUP_MS + stretch(rng.gen_range(0..=gap_ms.1));
-        for _ in 0..EVENTS_MAX {
-            if t >= self.model.safety_ms {
-                return;
-            }
-            let lasted = episode(rng, t).unwrap_or(0);
-            t += lasted + stretch(rng.gen_range(gap_ms.0..=gap_ms.1));
-        }
-    }
-
-    /// The episodes of one reactive family (played by the supervisor at run
-    /// time): `draw` gives each its fault and how long it lasts; one that
-    /// would run into the safety phase is left out, its draws still made.
-    fn reactive_episodes(
-        &mut self,
-        rng: &mut ChaCha8Rng,
-        gap_ms: (u64, u64),
-        mut draw: impl FnMut(&mut ChaCha8Rng) -> (Fault, u64),
-    ) {
-        let safety_ms = self.model.safety_ms;
-        let mut planned = Vec::new();
-        self.episodes(rng, gap_ms, |rng, t| {
-            let (fault, lasted) = draw(rng);
-            if t + lasted >= safety_ms {
-                return None;
-            }
-            planned.push((t, fault));
-            Some(lasted)
-        });
-        for (t, fault) in planned {
-            self.push(t, fault);
-        }
-    }
-
-    /// Drift within the real range for every clock; with `drift_beyond_bound`,
-    /// one or two actors drift 3-20 times the assumed bound. Returns those actors.
-    fn initial_rates(&mut self, rng: &mut ChaCha8Rng) -> Vec<Actor> {
-        let actors = self.clocked_actors();
-        let beyond: Vec<Actor> = if self.model.drift_beyond_bound && !actors.is_empty() {
-            let count = rng.gen_range(1..=2).min(actors.len());
-            actors.choose_multiple(rng, count).copied().collect()
-        } else {
-            Vec::new()
-        };
-        for actor in actors {
-            let ppm = self.rate(rng, beyond.contains(&actor));
-            self.push(0, Fault::ClockRate { actor, ppm });
-        }
-        beyond
     }
 
     /// A clock's rate: within the real drift range (`drift_ppm_real_max`,
     /// the assumed bound unless set), or for the clocks `drift_beyond_bound`
     /// picked, 3-20 times the assumed bound. Validation keeps both inside
     /// `DRIFT_PPM_REAL_MAX`, so every clock moves forward.
-    fn rate(&self, rng: &mut ChaCha8Rng, beyond_bound: bool) -> i64 {
+    pub(super) fn rate(&self, rng: &mut ChaCha8Rng, beyond_bound: bool) -> i64 {
         let ppm = if beyond_bound {
             let base = self.model.drift_ppm_max.max(BEYOND_BOUND_BASE_PPM_MIN);
             let magnitude = i64::try_from(rng.gen_range(3..=BEYOND_BOUND_FACTOR_MAX) * base).expect("validated bound");
@@ -965,32 +847,12 @@ impl Planner<'_> {
         ppm
     }
 
-    /// Partitions, one-way cuts, leader isolation and cut-off clients, one at
-    /// a time (a heal ends them all), each healed within 0.5-8 s.
-    fn network(&mut self, rng: &mut ChaCha8Rng) {
-        let safety_ms = self.model.safety_ms;
-        let mut planned = Vec::new();
-        self.episodes(rng, (1_000, 5_000), |rng, t| {
-            let lasted = rng.gen_range(500..=8_000);
-            if t + lasted >= safety_ms {
-                return None;
-            }
-            planned.push((t, lasted));
-            Some(lasted)
-        });
-        for (t, lasted) in planned {
-            let Some(fault) = self.network_fault(rng) else { continue };
-            self.push(t, fault);
-            self.push(t + lasted, Fault::Heal);
-        }
-    }
-
     /// Partitions 35%, one-way cuts 15%, leader isolation 35% and cut-off
     /// clients 15%. Most isolations keep some clients with the leader and
     /// stall it (a GC pause) as it is cut off: the deposed leader that still
     /// hears its clients after a successor took office, where renewals and
     /// answers from a stale leader meet a new leader's expiries.
-    fn network_fault(&self, rng: &mut ChaCha8Rng) -> Option<Fault> {
+    pub(super) fn network_fault(&self, rng: &mut ChaCha8Rng) -> Option<Fault> {
         let servers = self.servers();
         let clients = self.clients();
         let roll = rng.gen_range(0..100);
@@ -1047,179 +909,5 @@ impl Planner<'_> {
         }
         assert!(sides.iter().all(|side| !side.is_empty()));
         Fault::Partition { sides }
-    }
-
-    /// Server outages: a crash and a restart 0.2-5 s later, or (with restores)
-    /// a backup, a crash at least 2 s later and a restore from that backup.
-    /// A node is never down twice at once, and a majority is down at most briefly.
-    /// With crashes, disks also stall and fail (`disks.rs`, its own stream).
-    fn outages(&mut self, rng: &mut ChaCha8Rng, disk_rng: &mut ChaCha8Rng) {
-        let (nodes, safety_ms) = (self.model.nodes, self.model.safety_ms);
-        let restore_chance = match (self.model.crashes, self.model.restores) {
-            (true, true) => 0.25,
-            (false, true) => 1.0,
-            _ => 0.0,
-        };
-        // Restores alone are rarer than crashes.
-        let gap_ms = if self.model.crashes { (2_500, 7_500) } else { (8_000, 20_000) };
-        let minority = usize::from(nodes.saturating_sub(1) / 2);
-        let mut outages: Vec<Outage> = Vec::new();
-        self.episodes(rng, gap_ms, |rng, t| {
-            let node = NodeId(rng.gen_range(0..nodes));
-            let mut lasted = rng.gen_range(200..=5_000);
-            let torn = rng.gen_bool(0.3);
-            let restore = rng.gen_bool(restore_chance);
-            let backup_ahead_ms = rng.gen_range(2_000..=8_000);
-            let majority_blip = rng.gen_bool(0.3);
-            let overlaps = |o: &Outage, lasted: u64| o.crash_at < t + lasted && t < o.up_at;
-            if outages.iter().any(|o| o.node == node && overlaps(o, lasted)) {
-                return None;
-            }
-            if outages.iter().filter(|o| overlaps(o, lasted)).count() + 1 > minority {
-                if !majority_blip {
-                    return None;
-                }
-                lasted = lasted.min(MAJORITY_DOWN_MS_MAX);
-            }
-            if t + lasted >= safety_ms {
-                return None;
-            }
-            let backup_at = (restore && t >= backup_ahead_ms).then(|| t - backup_ahead_ms);
-            outages.push(Outage { node, torn, backup_at, crash_at: t, up_at: t + lasted });
-            Some(lasted)
-        });
-        if self.model.crashes {
-            self.disk_faults(disk_rng, &mut outages);
-        }
-        for outage in outages {
-            let node = outage.node;
-            if let Some(backup_at) = outage.backup_at {
-                self.push(backup_at, Fault::BackupNode { node });
-            }
-            self.push(outage.crash_at, Fault::Crash { node, torn: outage.torn });
-            let back = if outage.backup_at.is_some() { Fault::RestoreNode { node } } else { Fault::Restart { node } };
-            self.push(outage.up_at, back);
-        }
-    }
-
-    /// At most a couple of whole-cluster restores: one in about 30% of runs.
-    fn cluster_restores(&mut self, rng: &mut ChaCha8Rng) {
-        let safety_ms = self.model.safety_ms;
-        let count = if rng.gen_bool(0.3) { 1 + u32::from(rng.gen_bool(0.15)) } else { 0 };
-        let mut t = WARMUP_MS + 1_000;
-        for _ in 0..count {
-            let lead_ms = rng.gen_range(2_000..=10_000);
-            let room = safety_ms.saturating_sub(t + lead_ms);
-            if room == 0 {
-                return;
-            }
-            let backup_at = t + rng.gen_range(0..room);
-            self.push(backup_at, Fault::BackupCluster);
-            self.push(backup_at + lead_ms, Fault::RestoreCluster);
-            t = backup_at + lead_ms + 1;
-        }
-    }
-
-    /// Stop-the-world stalls of servers and workers, up to `pause_ms_max`, ending inside the safety phase.
-    fn pauses(&mut self, rng: &mut ChaCha8Rng) {
-        let (pause_ms_max, safety_ms) = (self.model.pause_ms_max, self.model.safety_ms);
-        let actors = self.clocked_actors();
-        if pause_ms_max == 0 || actors.is_empty() {
-            return;
-        }
-        let mut planned = Vec::new();
-        self.episodes(rng, (2_000, 8_000), |rng, t| {
-            let actor = *actors.choose(rng).expect("actors");
-            let ms = rng.gen_range(pause_ms_max.min(50)..=pause_ms_max).min(safety_ms - t);
-            if ms > 0 {
-                planned.push((t, Fault::Pause { actor, ms }));
-            }
-            // Pauses of different actors may overlap.
-            Some(0)
-        });
-        for (t, fault) in planned {
-            self.push(t, fault);
-        }
-    }
-
-    /// Clock steps forward and backward, and drift changes that keep each
-    /// clock in its class (within the bound, or beyond it).
-    fn clocks(&mut self, rng: &mut ChaCha8Rng, beyond: &[Actor]) {
-        let actors = self.clocked_actors();
-        if actors.is_empty() {
-            return;
-        }
-        let step_ms_max = i64::try_from(self.model.lease_ms.max(100)).expect("validated lease") * 2;
-        let mut planned = Vec::new();
-        self.episodes(rng, (3_000, 9_000), |rng, t| {
-            let actor = *actors.choose(rng).expect("actors");
-            let delta_ms = rng.gen_range(10..=step_ms_max) * if rng.gen_bool(0.5) { 1 } else { -1 };
-            planned.push((t, Fault::ClockStep { actor, delta_ms }));
-            Some(0)
-        });
-        self.episodes(rng, (6_000, 14_000), |rng, t| {
-            let actor = *actors.choose(rng).expect("actors");
-            let ppm = self.rate(rng, beyond.contains(&actor));
-            planned.push((t, Fault::ClockRate { actor, ppm }));
-            Some(0)
-        });
-        for (t, fault) in planned {
-            self.push(t, fault);
-        }
-    }
-
-    /// The protected resource crashes every 2-8 s and restarts 0.1-1.5 s
-    /// later: a database process comes back quickly, and a restart matters
-    /// when it falls between a new holder's write and a stalled old holder's
-    /// (what a highest token kept only in memory forgets).
-    fn resource(&mut self, rng: &mut ChaCha8Rng) {
-        let safety_ms = self.model.safety_ms;
-        let mut planned = Vec::new();
-        self.episodes(rng, (2_000, 8_000), |rng, t| {
-            let lasted = rng.gen_range(100..=1_500);
-            if t + lasted >= safety_ms {
-                return None;
-            }
-            planned.push((t, t + lasted));
-            Some(lasted)
-        });
-        for (down_at, up_at) in planned {
-            self.push(down_at, Fault::CrashResource);
-            self.push(up_at, Fault::RestartResource);
-        }
-    }
-
-    /// The operator's backups of the resource and its restores: episodes
-    /// 3-10 s apart, each a backup and, 0.5-5 s later, a restore from it
-    /// (what was written in between goes back, highest tokens included). In
-    /// 20% of episodes a second restore from the same backup follows, taken
-    /// before the first restore: half of them 1-30 ms after it, while the
-    /// first restore's floor is still being read, half 0.2-3 s after. A
-    /// stalled worker's lease runs out and a new holder writes inside such a
-    /// span often, which is what a restore must not let the stale one undo.
-    fn resource_restores(&mut self, rng: &mut ChaCha8Rng) {
-        let safety_ms = self.model.safety_ms;
-        let mut planned = Vec::new();
-        self.episodes(rng, (3_000, 10_000), |rng, t| {
-            let restore_ms = rng.gen_range(500..=5_000);
-            let again_ms = match (rng.gen_bool(0.2), rng.gen_bool(0.5)) {
-                (false, _) => None,
-                (true, true) => Some(rng.gen_range(1..=30)),
-                (true, false) => Some(rng.gen_range(200..=3_000)),
-            };
-            let lasted = restore_ms + again_ms.unwrap_or(0);
-            if t + lasted >= safety_ms {
-                return None;
-            }
-            planned.push((t, t + restore_ms, again_ms.map(|ms| t + restore_ms + ms)));
-            Some(lasted)
-        });
-        for (backup_at, restore_at, again_at) in planned {
-            self.push(backup_at, Fault::BackupResource);
-            self.push(restore_at, Fault::RestoreResource);
-            if let Some(again_at) = again_at {
-                self.push(again_at, Fault::RestoreResource);
-            }
-        }
     }
 }

@@ -16,25 +16,26 @@
 //! to vote again unless its vote was durable. The victims and instants
 //! depend on the run, so the supervisor plays them (`world/votes.rs`).
 
-use super::{Fault, Planner};
+use super::schedule::ReactingKind;
+use super::{Family, Fault};
+use crate::model::Model;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 /// The longest a vote strike waits for the vote after cutting the pre-candidate off.
 pub(crate) const VOTE_WAIT_MS: u64 = 50;
 
-impl Planner<'_> {
-    /// Episodes 1-4 s apart; each watches for 3-12 s (votes are sent only
-    /// in elections), strikes up to 1-2 times, keeps each crashed voter down
-    /// 1-`down_ms` (5-30) ms and the candidate cut off `cut_ms` (300-1,500 ms),
-    /// long enough for the others to time out and elect a leader.
-    pub(super) fn vote_strikes(&mut self, rng: &mut ChaCha8Rng) {
-        self.reactive_episodes(rng, (1_000, 4_000), |rng| {
-            let for_ms = rng.gen_range(3_000..=12_000);
-            let strikes = rng.gen_range(1..=2);
-            let down_ms = rng.gen_range(5..=30);
-            let cut_ms = rng.gen_range(300..=1_500);
-            (Fault::VoteStrikes { for_ms, strikes, down_ms, cut_ms }, for_ms + VOTE_WAIT_MS + cut_ms)
-        });
-    }
+/// Episodes 1-4 s apart; each watches for 3-12 s (votes are sent only
+/// in elections), strikes up to 1-2 times, keeps each crashed voter down
+/// 1-`down_ms` (5-30) ms and the candidate cut off `cut_ms` (300-1,500 ms),
+/// long enough for the others to time out and elect a leader.
+pub(super) const VOTE_STRIKES: ReactingKind =
+    ReactingKind { family: Family::VoteStrikes, gap_ms: (1_000, 4_000), draw: vote_strikes };
+
+fn vote_strikes(_: &Model, rng: &mut ChaCha8Rng) -> (Fault, u64) {
+    let for_ms = rng.gen_range(3_000..=12_000);
+    let strikes = rng.gen_range(1..=2);
+    let down_ms = rng.gen_range(5..=30);
+    let cut_ms = rng.gen_range(300..=1_500);
+    (Fault::VoteStrikes { for_ms, strikes, down_ms, cut_ms }, for_ms + VOTE_WAIT_MS + cut_ms)
 }

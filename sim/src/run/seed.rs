@@ -9,7 +9,7 @@ use crate::model::Model;
 use crate::run::figures::{self, Histogram};
 use crate::run::log::{LogSettings, Record};
 use crate::run::{coverage, trace};
-use crate::world::{self, salvage, RunRecord};
+use crate::world::{self, salvage, Plan, RunRecord};
 use fencelock::ProbeSet;
 use serde::Serialize;
 use std::sync::{mpsc, Arc, Mutex, PoisonError};
@@ -91,7 +91,7 @@ pub fn run_plan_told(seed: u64, model: &Model, plan: Vec<FaultEvent>, log: &LogS
 /// With a `dispatch`, the run's thread tells its events to it (and only
 /// that thread: seeds run in parallel elsewhere stay untold).
 fn run_plan_with(seed: u64, model: &Model, plan: Vec<FaultEvent>, dispatch: Option<Dispatch>) -> Outcome {
-    run_recording(seed, model, plan, dispatch, Keep::All)
+    run_recording(seed, model, Plan::Given(plan), dispatch, Keep::All)
 }
 
 /// Whether a run keeps its events for the caller once judged.
@@ -104,20 +104,17 @@ enum Keep {
     Nothing,
 }
 
-/// `run_seed` for a hunt: the run is judged as it is recorded and keeps no
-/// history (`Outcome::history` is empty); everything else is as `run_seed`
-/// gives it, trace hash included.
+/// `run_seed` for a hunt: the run is judged as it is recorded, keeps no
+/// history (`Outcome::history` is empty) and draws its faults as it plays
+/// them; everything else is as `run_seed` gives it, trace hash included.
 pub fn run_seed_streamed(seed: u64, model: &Model) -> Outcome {
     let model = &faults::swarm::resolve(model, seed);
-    let plan = faults::plan(model, seed);
-    run_recording(seed, model, plan, None, Keep::Nothing)
+    run_recording(seed, model, Plan::Drawn, None, Keep::Nothing)
 }
 
-/// The plan a run's outcome reports. The world holds its plan for the
-/// whole run (a long run's plan is a megabyte or more): a run that keeps
-/// nothing does not hold a second copy meanwhile, and draws its plan again
-/// once the world is done (the same plan: it depends only on the model and
-/// the seed, and a run that keeps nothing was never given an edited one).
+/// The plan a run's outcome reports. A plan given whole is copied for it;
+/// a drawn one (a long run's is a megabyte or more) is drawn again once the
+/// world is done (the same plan: it depends only on the model and the seed).
 enum PlanKept {
     Copy(Vec<FaultEvent>),
     Drawn,
@@ -132,7 +129,7 @@ impl PlanKept {
     }
 }
 
-fn run_recording(seed: u64, model: &Model, plan: Vec<FaultEvent>, dispatch: Option<Dispatch>, keep: Keep) -> Outcome {
+fn run_recording(seed: u64, model: &Model, plan: Plan, dispatch: Option<Dispatch>, keep: Keep) -> Outcome {
     let judge = Arc::new(Mutex::new(Some(Judge::new(model))));
     let tap = Box::new(TapOf(judge.clone()));
     let history = match keep {
@@ -140,9 +137,9 @@ fn run_recording(seed: u64, model: &Model, plan: Vec<FaultEvent>, dispatch: Opti
         Keep::Nothing => History::streamed(tap),
     };
     let thread_model = model.clone();
-    let (thread_plan, plan) = match keep {
-        Keep::All => (plan.clone(), PlanKept::Copy(plan)),
-        Keep::Nothing => (plan, PlanKept::Drawn),
+    let (thread_plan, plan) = match plan {
+        Plan::Given(plan) => (Plan::Given(plan.clone()), PlanKept::Copy(plan)),
+        Plan::Drawn => (Plan::Drawn, PlanKept::Drawn),
     };
     let (salvage, salvaged) = mpsc::channel();
     let result = std::thread::Builder::new()

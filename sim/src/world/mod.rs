@@ -6,7 +6,7 @@
 //! never killed, so it owns the net's router task, the fault schedule and the
 //! operator's backups.
 
-use crate::faults::FaultEvent;
+use crate::faults::{FaultEvent, Schedule};
 use crate::history::History;
 use crate::machine::net::NetStats;
 use crate::model::Model;
@@ -25,7 +25,7 @@ mod supervisor;
 mod votes;
 
 use supervisor::is_initial_rate;
-pub(crate) use supervisor::Supervisor;
+pub(crate) use supervisor::{Outlook, Supervisor};
 
 /// How often the liveness phase samples the servers' work (`work-budget`):
 /// the history gets the work of each such stretch after the heal.
@@ -41,15 +41,26 @@ pub struct RunRecord {
     pub probes: fencelock::ProbeSet,
 }
 
+/// A run's fault plan: the seed's, drawn as it is played, or one given whole
+/// (a saved, edited or shrunk plan, or one the caller keeps a copy of).
+pub enum Plan {
+    Drawn,
+    Given(Vec<FaultEvent>),
+}
+
 /// Runs one seed to the end of its liveness phase, recording into `history`
 /// (one that keeps every event, or streams them to a judge). Must be called
 /// inside a fresh madsim runtime's `block_on`.
-pub async fn simulate(seed: u64, model: Model, plan: Vec<FaultEvent>, history: History) -> RunRecord {
-    let mut supervisor = Supervisor::start(seed, model, &plan, None, history);
+pub async fn simulate(seed: u64, model: Model, plan: Plan, history: History) -> RunRecord {
+    let mut faults = match plan {
+        Plan::Drawn => Faults::Drawn(Schedule::new(&model, seed)),
+        Plan::Given(plan) => Faults::Given(Remaining::new(plan)),
+    };
+    let outlook = faults.outlook();
+    let mut supervisor = Supervisor::start(seed, model, outlook, None, history);
     let ctx = supervisor.ctx.clone();
     let safety_end_us = ctx.model.safety_ms * 1_000;
-    let mut plan = Remaining::new(plan);
-    while let Some(event) = plan.next() {
+    while let Some(event) = faults.next() {
         if event.at_ms == 0 && is_initial_rate(&event.fault) {
             continue;
         }
@@ -60,7 +71,7 @@ pub async fn simulate(seed: u64, model: Model, plan: Vec<FaultEvent>, history: H
         supervisor.sleep_until_us(at_us).await;
         supervisor.apply(&event.fault).await;
     }
-    drop(plan);
+    drop(faults);
     supervisor.sleep_until_us(safety_end_us).await;
     supervisor.heal();
     ctx.start_work_samples(WORK_SAMPLE_US);
@@ -71,10 +82,36 @@ pub async fn simulate(seed: u64, model: Model, plan: Vec<FaultEvent>, history: H
     supervisor.finish()
 }
 
-/// The faults of a plan still to apply, handed out in order. Its memory
-/// shrinks as they are applied: a long run's plan (a megabyte or more at
-/// four hours) would otherwise stay whole to the end of the run, beside
-/// everything the judge has come to hold by then.
+/// The faults still to apply: drawn as they come (a long run's plan would
+/// be a megabyte or more), or what is left of a plan given whole.
+enum Faults {
+    Drawn(Schedule),
+    Given(Remaining),
+}
+
+impl Faults {
+    /// What the world must know of the plan before its first fault. A
+    /// drawn plan is read ahead by a copy of its schedule, drawing the
+    /// same events and holding only a few at a time.
+    fn outlook(&self) -> Outlook {
+        match self {
+            Faults::Drawn(schedule) => Outlook::of(schedule.clone()),
+            Faults::Given(remaining) => Outlook::of(remaining.reversed.iter().rev().cloned()),
+        }
+    }
+
+    fn next(&mut self) -> Option<FaultEvent> {
+        match self {
+            Faults::Drawn(schedule) => schedule.next(),
+            Faults::Given(remaining) => remaining.next(),
+        }
+    }
+}
+
+/// The faults of a plan given whole still to apply, handed out in order.
+/// Its memory shrinks as they are applied: a long plan would otherwise stay
+/// whole to the end of the run, beside everything the judge has come to
+/// hold by then.
 struct Remaining {
     /// The faults to come, the next one last.
     reversed: Vec<FaultEvent>,
@@ -105,6 +142,31 @@ impl Remaining {
 mod tests {
     use super::Remaining;
     use crate::faults::{Fault, FaultEvent};
+    use crate::history::{Actor, EventKind};
+    use crate::script::{ms, run_script, script_model, worker_a, Sim};
+
+    /// Tasks not yet finished on the supervisor's `timers` node.
+    fn timers_tasks() -> usize {
+        let by_node = madsim::runtime::Handle::current().metrics().num_tasks_by_node();
+        by_node.get("timers").copied().expect("the supervisor's timers node")
+    }
+
+    /// Each timed pause ends by a task on the `timers` node, where madsim
+    /// forgets a finished task (on its main node it keeps every one), and
+    /// the pauses do end.
+    #[test]
+    fn pauses_end_on_the_timers_node_which_forgets_them() {
+        let outcome = run_script(3, script_model(1), async |sim: &mut Sim| {
+            for _ in 0..20 {
+                sim.fault(Fault::Pause { actor: Actor::Client(worker_a()), ms: 5 }).await;
+                assert_eq!(timers_tasks(), 1, "the pause's end waits on the timers node");
+                sim.run_for(ms(10)).await;
+                assert_eq!(timers_tasks(), 0, "an ended pause leaves no task behind");
+            }
+        });
+        let resumed = outcome.history.events().iter().filter(|e| matches!(e.kind, EventKind::Resumed { .. })).count();
+        assert_eq!(resumed, 20, "every pause ends");
+    }
 
     /// The plan's memory follows what is left of it, and its faults come in order.
     #[test]

@@ -27,7 +27,6 @@ use crate::streams;
 use fencelock::raft::Role;
 use fencelock::{ClientId, NodeId, Probe, Term, Token};
 use madsim::runtime::{Handle, NodeHandle};
-use madsim::task::AbortHandle;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -81,8 +80,12 @@ pub(crate) struct Supervisor {
     late: Option<Box<LateRenewal>>,
     /// Figure-8 strikes; taken out like `churn` while they act.
     figure8: Option<Box<Figure8Strike>>,
-    /// The tasks that end timed pauses, aborted when the run ends (`tear_down`).
-    pause_ends: Vec<AbortHandle>,
+    /// The node the tasks that end timed pauses run on, killed with them
+    /// when the run ends (`tear_down`). madsim keeps a record of every task
+    /// spawned on its main node (the supervisor's) for the whole run, and
+    /// sheds a finished task's record on any other node when it counts the
+    /// tasks: a pause a few seconds apart for hours left thousands.
+    timers: NodeHandle,
     /// Leaders crashed by `CrashLeader` and the true instant each comes back, in order.
     restarts_due: Vec<(u64, NodeId)>,
     /// `now_us` reads this run's clock directly while the supervisor lives.
@@ -93,15 +96,32 @@ pub(super) fn is_initial_rate(fault: &Fault) -> bool {
     matches!(fault, Fault::ClockRate { .. })
 }
 
-/// Clock rates scheduled at time 0 are the clocks' initial drift.
-fn initial_clock_rates(plan: &[FaultEvent]) -> BTreeMap<Actor, i64> {
-    plan.iter()
-        .filter(|e| e.at_ms == 0)
-        .filter_map(|e| match e.fault {
-            Fault::ClockRate { actor, ppm } => Some((actor, ppm)),
-            _ => None,
-        })
-        .collect()
+/// What the world must know of its plan before the first fault: the
+/// clocks' initial rates (the rates scheduled at time 0) and whether the
+/// plan strikes grants or fences (their strikes follow the history from
+/// its start).
+pub(crate) struct Outlook {
+    clock_rates: BTreeMap<Actor, i64>,
+    grant_strikes: bool,
+    fence_strikes: bool,
+}
+
+impl Outlook {
+    /// Reads a plan through, in order.
+    pub(crate) fn of(plan: impl Iterator<Item = FaultEvent>) -> Outlook {
+        let mut outlook = Outlook { clock_rates: BTreeMap::new(), grant_strikes: false, fence_strikes: false };
+        for event in plan {
+            match event.fault {
+                Fault::ClockRate { actor, ppm } if event.at_ms == 0 => {
+                    outlook.clock_rates.insert(actor, ppm);
+                }
+                Fault::GrantStrikes { .. } => outlook.grant_strikes = true,
+                Fault::FenceStrikes { .. } => outlook.fence_strikes = true,
+                _ => {}
+            }
+        }
+        outlook
+    }
 }
 
 fn clock_event(ctx: &Ctx, actor: Actor, rate_ppm: i64) -> EventKind {
@@ -127,7 +147,7 @@ impl Supervisor {
     pub(crate) fn start(
         seed: u64,
         model: Model,
-        plan: &[FaultEvent],
+        outlook: Outlook,
         script_queues: Option<BTreeMap<ClientId, CommandQueue>>,
         history: History,
     ) -> Supervisor {
@@ -140,13 +160,12 @@ impl Supervisor {
         };
         let net = Net::new(net_config, streams::net(seed));
         net.spawn_router();
-        let clock_rates = initial_clock_rates(plan);
+        let clock_rates = outlook.clock_rates;
         // The grant and fence strikes follow the history from its start when
         // the run may strike: when its plan has them, or anything may happen (a script).
-        let may_strike = |family: fn(&Fault) -> bool| history.keeps_all() || plan.iter().any(|e| family(&e.fault));
         let follows = Follows {
-            grants: may_strike(|f| matches!(f, Fault::GrantStrikes { .. })),
-            fences: may_strike(|f| matches!(f, Fault::FenceStrikes { .. })),
+            grants: history.keeps_all() || outlook.grant_strikes,
+            fences: history.keeps_all() || outlook.fence_strikes,
         };
         let mut ctx = Ctx::new(seed, model, net, &clock_rates, history);
         ctx.script_queues = script_queues.map(Mutex::new);
@@ -183,20 +202,17 @@ impl Supervisor {
         record
     }
 
-    /// Kills every process and aborts the pause ends once the record is
-    /// taken. madsim has no `Drop` for its runtime: a task still pending
-    /// when `block_on` returns is kept alive by a cycle (its future holds a
-    /// handle on the timer that holds its waker), and with it the world's
-    /// whole state, about 170 KB a seed. Killed or aborted, each task is
+    /// Kills every process and the pause ends (the `timers` node) once the
+    /// record is taken. madsim has no `Drop` for its runtime: a task still
+    /// pending when `block_on` returns is kept alive by a cycle (its future
+    /// holds a handle on the timer that holds its waker), and with it the
+    /// world's whole state, about 170 KB a seed. Killed, each task is
     /// dropped by the executor as it drains its queue before `block_on`
     /// returns, and the closed net ends the router.
     /// Nothing is recorded after the record is taken, so the run itself does
     /// not change.
     fn tear_down(&self) {
-        for pause_end in &self.pause_ends {
-            pause_end.abort();
-        }
-        for node in self.servers.iter().chain(&self.clients).chain([&self.resource]) {
+        for node in self.servers.iter().chain(&self.clients).chain([&self.resource, &self.timers]) {
             self.handle.kill(node.id());
         }
         self.ctx.net.close();
@@ -210,6 +226,8 @@ impl Supervisor {
         let clients = (0..ctx.model.clients)
             .map(|i| spawn_node(&handle, &ctx, format!("c{i}"), move |c| worker::run(c, ClientId(i))))
             .collect();
+        // Made last, so every other node keeps its id.
+        let timers = handle.create_node().name("timers").build();
         let rng = streams::operator(ctx.seed);
         let ctx_seed = ctx.seed;
         Supervisor {
@@ -231,7 +249,7 @@ impl Supervisor {
             fences: Some(Box::new(FenceStrike::new(follows.fences))),
             late: Some(Box::new(LateRenewal::new())),
             figure8: Some(Box::new(Figure8Strike::new())),
-            pause_ends: Vec::new(),
+            timers,
             restarts_due: Vec::new(),
             _true_time: true_time,
         }
@@ -421,7 +439,7 @@ impl Supervisor {
         let handle = self.handle.clone();
         let ctx = self.ctx.clone();
         let paused = self.paused.clone();
-        let pause_end = madsim::task::spawn(async move {
+        self.timers.spawn(async move {
             sleep_until_us(until_us).await;
             // Only this pause's end: a kill, a heal or another pause since
             // then has taken the entry over.
@@ -438,9 +456,8 @@ impl Supervisor {
                 ctx.note_resumed(actor);
             }
         });
-        // A finished task's handle would keep its memory for the rest of the run.
-        self.pause_ends.retain(|pause_end| !pause_end.is_finished());
-        self.pause_ends.push(pause_end.abort_handle());
+        // Counting the tasks sheds the records of the finished ones (`timers`).
+        self.handle.metrics().num_tasks();
     }
 
     /// A stop-the-world stall that lasts until [`Supervisor::resume`].
