@@ -8,8 +8,9 @@
 //! order the whole-plan draw pushed them (family by family, in each family
 //! its own push order), which [`Order`] spells out. A family's draws never
 //! read another family's, except the disks', which read the outages drawn in
-//! the same family (`standard.rs`), so drawing them in another interleaving
-//! makes the same events.
+//! the same family (`standard.rs`), and the clock steps, which read which
+//! clocks drift beyond the bound (the initial rates, drawn whole first); so
+//! drawing them in another interleaving makes the same events.
 
 use super::standard::{Clocks, Network, Outages, Pauses, ResourceCrashes, ResourceRestores};
 use super::{Fault, FaultEvent, Planner, EVENTS_MAX};
@@ -23,7 +24,7 @@ use std::collections::BTreeMap;
 pub struct Schedule {
     model: Model,
     /// The families with episodes left to draw, in the plan's family order.
-    families: Vec<Family>,
+    families: Vec<Drawing>,
     /// Events drawn and not yet handed out: those a family drew ahead of the
     /// others (an episode's later events, the disks' look-ahead).
     pending: BTreeMap<Order, Fault>,
@@ -111,7 +112,7 @@ impl Schedule {
 
     fn add(&mut self, draws: Draws) {
         let place = self.place();
-        self.families.push(Family { place, seq: 0, draws });
+        self.families.push(Drawing { place, seq: 0, draws });
     }
 
     /// A family of a handful of events, drawn whole now (its place taken all the same).
@@ -178,7 +179,7 @@ impl Sink<'_> {
 
 /// A family still drawing: its place in the plan, the events it pushed so far, its draws.
 #[derive(Clone)]
-struct Family {
+struct Drawing {
     place: u8,
     seq: u64,
     draws: Draws,
