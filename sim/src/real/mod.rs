@@ -192,6 +192,8 @@ enum Action {
 }
 
 struct Runner<'a> {
+    /// The servers' ports, kept from the other runs of this process until the run ends.
+    _ports: Ports,
     options: &'a RealOptions,
     model: &'a Model,
     config: PathBuf,
@@ -282,7 +284,7 @@ pub fn prepare(options: &RealOptions) -> Result<Prepared<'_>, String> {
         Some(url) => url.clone(),
         None => format!("sqlite:{}", dir.join("resource.sqlite").display()),
     };
-    let config = write_cluster_file(dir, model)?;
+    let (config, ports) = write_cluster_file(dir, model)?;
     let (skipped, playable): (Vec<FaultEvent>, Vec<FaultEvent>) = options
         .plan
         .clone()
@@ -290,6 +292,7 @@ pub fn prepare(options: &RealOptions) -> Result<Prepared<'_>, String> {
         .into_iter()
         .partition(|e| unplayable(&e.fault).is_some());
     let runner = Runner {
+        _ports: ports,
         options,
         model,
         config,
@@ -879,24 +882,52 @@ fn write_atomically(dir: &Path, name: &str, text: &str) -> Result<(), String> {
 const PORTS_FROM: u16 = 20_000;
 const PORTS_BELOW_DEFAULT: u16 = 32_768;
 
-/// `count` loopback ports free now, each held by a listener until the
-/// caller drops it. Runs side by side start their search at different
-/// places (from their process id and the clock), so two rarely test the same
-/// port at once; past the range, any port the kernel gives.
-fn free_ports(count: usize) -> Result<Vec<std::net::TcpListener>, String> {
+/// The servers' ports of the runs of this process still going. A server
+/// stopped for an outage or a restore binds its port again when it comes
+/// back, and a run beside it (the node tests play theirs side by side)
+/// found that port free in between and took it.
+static TAKEN: std::sync::Mutex<BTreeSet<u16>> = std::sync::Mutex::new(BTreeSet::new());
+
+/// A run's servers' ports, given back to the search when the run ends.
+struct Ports(Vec<u16>);
+
+impl Drop for Ports {
+    fn drop(&mut self) {
+        let mut taken = TAKEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for port in &self.0 {
+            taken.remove(port);
+        }
+    }
+}
+
+/// `count` loopback ports free now and taken by no other run of this
+/// process, each held by a listener until the caller drops it. Runs of
+/// other processes start their search at different places (from their
+/// process id and the clock), so two rarely test the same port at once;
+/// past the range, any port the kernel gives.
+fn free_ports(count: usize) -> Result<(Vec<std::net::TcpListener>, Ports), String> {
+    free_ports_from(count, u64::from(std::process::id()).wrapping_mul(7_919) ^ now_us())
+}
+
+/// [`free_ports`], its search starting `start` ports into the range.
+fn free_ports_from(count: usize, start: u64) -> Result<(Vec<std::net::TcpListener>, Ports), String> {
+    let mut taken = TAKEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let below = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok())
         .unwrap_or(PORTS_BELOW_DEFAULT)
         .max(PORTS_FROM + 1_000);
     let span = u64::from(below - PORTS_FROM);
-    let start = (u64::from(std::process::id()).wrapping_mul(7_919) ^ now_us()) % span;
+    let start = start % span;
     let mut listeners = Vec::with_capacity(count);
     for step in 0..span {
         if listeners.len() == count {
             break;
         }
         let port = PORTS_FROM + u16::try_from((start + step) % span).expect("below u16::MAX");
+        if taken.contains(&port) {
+            continue;
+        }
         if let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) {
             listeners.push(listener);
         }
@@ -906,12 +937,15 @@ fn free_ports(count: usize) -> Result<Vec<std::net::TcpListener>, String> {
             std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("cannot find a free loopback port: {e}"))?;
         listeners.push(listener);
     }
-    Ok(listeners)
+    let ports = listeners.iter().map(|l| l.local_addr().map(|a| a.port())).collect::<Result<Vec<u16>, _>>();
+    let ports = ports.map_err(|e| format!("a loopback port: {e}"))?;
+    taken.extend(&ports);
+    Ok((listeners, Ports(ports)))
 }
 
 /// The cluster file of a run: the model's timing and variant, admin requests on, histories kept.
-fn write_cluster_file(dir: &Path, model: &Model) -> Result<PathBuf, String> {
-    let listeners = free_ports(usize::from(model.nodes))?;
+fn write_cluster_file(dir: &Path, model: &Model) -> Result<(PathBuf, Ports), String> {
+    let (listeners, ports) = free_ports(usize::from(model.nodes))?;
     let mut text = format!(
         "cluster_id = \"real-{:x}\"\nlease_ms = {}\nheartbeat_ms = {}\nelection_ms_min = {}\nelection_ms_max = {}\n\
          drift_ppm_max = {}\nadmin = true\nhistory = \"history\"\nvariant = \"{}\"\n",
@@ -930,7 +964,7 @@ fn write_cluster_file(dir: &Path, model: &Model) -> Result<PathBuf, String> {
     drop(listeners);
     let path = dir.join("cluster.toml");
     std::fs::write(&path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
-    Ok(path)
+    Ok((path, ports))
 }
 
 /// CLOCK_MONOTONIC in µs: the clock every process of the run stamps its history with.
@@ -941,5 +975,28 @@ pub fn now_us() -> u64 {
             u64::try_from(us.max(0)).unwrap_or(0)
         }
         Err(_) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{free_ports_from, TAKEN};
+
+    /// Two runs of one process whose searches start at the same port still
+    /// get different ports, though the first run's are free again (its
+    /// servers stopped, or not yet bound); once a run ends, its ports may be
+    /// given again.
+    #[test]
+    fn runs_of_one_process_never_share_a_port() {
+        let (listeners, first) = free_ports_from(3, 4_242).expect("free ports");
+        drop(listeners);
+        let (listeners, second) = free_ports_from(3, 4_242).expect("free ports");
+        drop(listeners);
+        assert!(first.0.iter().all(|port| !second.0.contains(port)), "{:?} and {:?}", first.0, second.0);
+        let given = first.0.clone();
+        drop(first);
+        let taken = TAKEN.lock().expect("taken ports");
+        assert!(given.iter().all(|port| !taken.contains(port)), "a run's ports are given back when it ends");
+        assert!(second.0.iter().all(|port| taken.contains(port)));
     }
 }
