@@ -111,12 +111,6 @@ impl Key {
     }
 }
 
-impl Default for Key {
-    fn default() -> Key {
-        Key::new("")
-    }
-}
-
 /// On the wire and in files a key is its text.
 impl Serialize for Key {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

@@ -98,6 +98,13 @@ impl Schedule {
         schedule
     }
 
+    /// Whether the plan may strike grants or fences: their families are on
+    /// (as `new` places them). Without them, what the world must know of
+    /// the plan ahead ([`crate::world::Outlook`]) is all at time 0.
+    pub fn may_strike_grants_or_fences(&self) -> bool {
+        self.model.grant_strikes == Some(true) || self.model.fence_strikes == Some(true)
+    }
+
     /// Events drawn but not yet handed out.
     #[cfg(test)]
     pub(super) fn pending(&self) -> usize {

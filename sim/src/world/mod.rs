@@ -92,10 +92,14 @@ enum Faults {
 impl Faults {
     /// What the world must know of the plan before its first fault. A
     /// drawn plan is read ahead by a copy of its schedule, drawing the
-    /// same events and holding only a few at a time.
+    /// same events and holding only a few at a time, and only past time 0
+    /// if it may strike grants or fences.
     fn outlook(&self) -> Outlook {
         match self {
-            Faults::Drawn(schedule) => Outlook::of(schedule.clone()),
+            Faults::Drawn(schedule) => {
+                let strikes = schedule.may_strike_grants_or_fences();
+                Outlook::of(schedule.clone().take_while(|event| strikes || event.at_ms == 0))
+            }
             Faults::Given(remaining) => Outlook::of(remaining.reversed.iter().rev().cloned()),
         }
     }
