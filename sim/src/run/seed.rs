@@ -52,6 +52,9 @@ pub struct Outcome {
     /// The longest stretch any key had no committed holder while a client waited for it.
     #[serde(skip)]
     pub unheld_waiting_us_max: u64,
+    /// The faults the run was given to play (`run_seed`, `run_plan`). Empty
+    /// for a hunt's run (`run_seed_streamed`), which drew them as it played
+    /// them: `faults::plan(model, seed)` draws the same plan again.
     #[serde(skip)]
     pub plan: Vec<FaultEvent>,
     /// The coverage probes the run reached (`fencelock::probe`).
@@ -106,27 +109,11 @@ enum Keep {
 
 /// `run_seed` for a hunt: the run is judged as it is recorded, keeps no
 /// history (`Outcome::history` is empty) and draws its faults as it plays
-/// them; everything else is as `run_seed` gives it, trace hash included.
+/// them, keeping none (`Outcome::plan` is empty); everything else is as
+/// `run_seed` gives it, trace hash included.
 pub fn run_seed_streamed(seed: u64, model: &Model) -> Outcome {
     let model = &faults::swarm::resolve(model, seed);
     run_recording(seed, model, Plan::Drawn, None, Keep::Nothing)
-}
-
-/// The plan a run's outcome reports. A plan given whole is copied for it;
-/// a drawn one (a long run's is a megabyte or more) is drawn again once the
-/// world is done (the same plan: it depends only on the model and the seed).
-enum PlanKept {
-    Copy(Vec<FaultEvent>),
-    Drawn,
-}
-
-impl PlanKept {
-    fn take(self, seed: u64, model: &Model) -> Vec<FaultEvent> {
-        match self {
-            PlanKept::Copy(plan) => plan,
-            PlanKept::Drawn => faults::plan(model, seed),
-        }
-    }
 }
 
 fn run_recording(seed: u64, model: &Model, plan: Plan, dispatch: Option<Dispatch>, keep: Keep) -> Outcome {
@@ -138,8 +125,11 @@ fn run_recording(seed: u64, model: &Model, plan: Plan, dispatch: Option<Dispatch
     };
     let thread_model = model.clone();
     let (thread_plan, plan) = match plan {
-        Plan::Given(plan) => (Plan::Given(plan.clone()), PlanKept::Copy(plan)),
-        Plan::Drawn => (Plan::Drawn, PlanKept::Drawn),
+        Plan::Given(plan) => (Plan::Given(plan.clone()), plan),
+        // Drawn as it is played, and not again for the outcome: a long
+        // run's plan is a megabyte or more, and `faults::plan(model, seed)`
+        // gives it to whoever wants it.
+        Plan::Drawn => (Plan::Drawn, Vec::new()),
     };
     let (salvage, salvaged) = mpsc::channel();
     let result = std::thread::Builder::new()
@@ -168,9 +158,6 @@ fn run_recording(seed: u64, model: &Model, plan: Plan, dispatch: Option<Dispatch
             Ok(_) => unreachable!("a panic inside the judge ends the run's thread"),
         },
     };
-    // The plan is drawn again only once the checker is done with, so that
-    // the two are never held at once.
-    let plan = || plan.take(seed, model);
     match result {
         Ok(record) => judge.outcome(seed, model, plan, record),
         Err(panic) => {
@@ -228,7 +215,7 @@ impl Judge {
 
     /// The outcome; `plan` is called once the checker has given its verdict
     /// (and its memory back).
-    fn outcome(self, seed: u64, model: &Model, plan: impl FnOnce() -> Vec<FaultEvent>, record: RunRecord) -> Outcome {
+    fn outcome(self, seed: u64, model: &Model, plan: Vec<FaultEvent>, record: RunRecord) -> Outcome {
         let verdict = self.checker.finish_at(record.sim_us);
         let counters = verdict.counters;
         let (acquire_us, unheld_waiting_us_max) = self.availability.finish(self.last_at_us);
@@ -253,7 +240,7 @@ impl Judge {
             events: self.events,
             acquire_us,
             unheld_waiting_us_max,
-            plan: plan(),
+            plan,
             probes: record.probes.union(self.coverage.probes()),
         }
     }
@@ -265,7 +252,7 @@ pub(crate) fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: Run
     for event in record.history.events() {
         judge.observe(event);
     }
-    judge.outcome(seed, model, || plan, record)
+    judge.outcome(seed, model, plan, record)
 }
 
 /// A run that panicked: the history it recorded up to the panic is checked
@@ -274,7 +261,7 @@ pub(crate) fn judge(seed: u64, model: &Model, plan: Vec<FaultEvent>, record: Run
 fn panicked(
     seed: u64,
     model: &Model,
-    plan: impl FnOnce() -> Vec<FaultEvent>,
+    plan: Vec<FaultEvent>,
     message: String,
     history: History,
     judge: Judge,
@@ -330,12 +317,13 @@ mod tests {
     }
 
     #[test]
-    fn a_run_that_keeps_nothing_reports_the_plan_it_ran() {
+    fn a_run_that_keeps_nothing_holds_no_plan_and_plays_the_one_drawn_again() {
         let model = Model { safety_ms: 20_000, liveness_ms: 2_000, ..Model::default() };
         let kept = run_seed(3, &model);
         let streamed = run_seed_streamed(3, &model);
         assert!(!kept.plan.is_empty());
-        assert_eq!(streamed.plan, kept.plan);
+        assert_eq!(kept.plan, crate::faults::plan(&model, 3));
+        assert!(streamed.plan.is_empty(), "a streamed run keeps no plan");
         assert_eq!(streamed.trace_hash, kept.trace_hash);
     }
 }
