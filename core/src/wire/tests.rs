@@ -29,6 +29,21 @@ fn round_trip() {
 }
 
 #[test]
+fn a_frame_is_postcards_bytes_then_their_checksum() {
+    // What the encoder's output takes as a push (a one-byte varint) and as
+    // a copy (a ten-byte varint, a string, a four-byte varint in a message).
+    fn frame_of<T: Serialize>(value: &T) {
+        let frame = encode(value);
+        let body = postcard::to_stdvec(value).expect("postcard encodes it");
+        assert_eq!(frame[..body.len()], body[..]);
+        assert_eq!(frame[body.len()..], crc32fast::hash(&body).to_le_bytes());
+    }
+    frame_of(&sample());
+    frame_of(&Message { term: Term(300_000), ..sample() });
+    frame_of(&(1u8, u64::MAX, "a key longer than a varint", [7u32; 3]));
+}
+
+#[test]
 fn every_single_bit_flip_is_detected() {
     let bytes = encode(&sample());
     assert!(bytes.len() > 20, "the sample should be a real multi-field frame");
