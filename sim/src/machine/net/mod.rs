@@ -36,10 +36,12 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Poll, Waker};
 
+mod queue;
 mod table;
 #[cfg(test)]
 mod tests;
 
+use queue::SortedQueue;
 use table::AddrTable;
 
 /// Packets on their way to addresses nobody is bound to, at once; beyond
@@ -163,7 +165,7 @@ pub struct NetStats {
 struct Inbox {
     /// Which binding of the address this is: a replaced mailbox reads nothing.
     binding: u64,
-    timed: BTreeMap<(u64, u64), Packet>,
+    timed: Packets,
     /// The receiver's task, as its last look at an empty inbox left it.
     waker: Option<Waker>,
     /// Instants a madsim timer was set for to wake `waker`. The earliest
@@ -171,8 +173,11 @@ struct Inbox {
     /// itself rings no sooner than madsim's shortest sleep (1 ms) after it
     /// was set, so a packet due less than 1 ms after the receiver last
     /// looked is received up to that late, as with any madsim sleep.
-    armed: BTreeSet<u64>,
+    armed: SortedQueue<u64, ()>,
 }
+
+/// Packets by (delivery instant, send order).
+type Packets = SortedQueue<(u64, u64), Packet>;
 
 impl Inbox {
     /// Makes sure the receiver is woken by `at_us` (it waits for a packet due then).
@@ -184,14 +189,12 @@ impl Inbox {
             return;
         }
         // Timers at instants passed have rung.
-        while self.armed.first().is_some_and(|&first| first <= now) {
-            self.armed.pop_first();
-        }
-        if self.armed.first().is_some_and(|&first| first <= at_us) {
+        while self.armed.pop_first_if(|first| first <= now).is_some() {}
+        if self.armed.first_key().is_some_and(|first| first <= at_us) {
             return;
         }
         crate::machine::timer::wake_after(waker, at_us - now);
-        self.armed.insert(at_us);
+        self.armed.insert(at_us, ());
     }
 
     /// The receiver, polled with `waker`, found nothing due: it is woken when
@@ -201,7 +204,7 @@ impl Inbox {
             self.waker = Some(waker.clone());
             self.armed.clear();
         }
-        if let Some(&(head_us, _)) = self.timed.keys().next() {
+        if let Some((head_us, _)) = self.timed.first_key() {
             self.arm(now, head_us);
         }
     }
@@ -255,8 +258,7 @@ impl Mailbox {
         let now = now_us();
         let Inner { bindings, stats, .. } = &mut *inner;
         let inbox = bindings.get_mut(self.addr).filter(|inbox| inbox.binding == self.binding)?;
-        if let Some(entry) = inbox.timed.first_entry().filter(|entry| entry.key().0 <= now) {
-            let packet = entry.remove();
+        if let Some((_, packet)) = inbox.timed.pop_first_if(|(at_us, _)| at_us <= now) {
             stats.count_delivered(&packet);
             return Some(packet.into_delivery());
         }
@@ -307,7 +309,7 @@ struct Inner {
     /// Cable pulled: cut off like `isolated`, and its packets on the wire were lost.
     unplugged: BTreeSet<Addr>,
     /// Packets for addresses nobody is bound to: the router's.
-    unbound: BTreeMap<(u64, u64), Packet>,
+    unbound: Packets,
     seq_next: u64,
     /// Latest delivery time per link, to keep links FIFO when reordering is off.
     link_last_us: BTreeMap<(Addr, Addr), u64>,
@@ -349,7 +351,7 @@ impl Net {
             cuts: BTreeSet::new(),
             isolated: BTreeSet::new(),
             unplugged: BTreeSet::new(),
-            unbound: BTreeMap::new(),
+            unbound: Packets::default(),
             seq_next: 0,
             link_last_us: BTreeMap::new(),
             held: BTreeMap::new(),
@@ -404,15 +406,12 @@ impl Net {
         // What had reached an earlier binding stays with it.
         let mut timed = match inner.bindings.remove(addr) {
             Some(old) => inner.retire(old, now),
-            None => BTreeMap::new(),
+            None => Packets::default(),
         };
-        let (mine, others): (BTreeMap<_, _>, BTreeMap<_, _>) =
-            std::mem::take(&mut inner.unbound).into_iter().partition(|(_, packet)| packet.to == addr);
-        inner.unbound = others;
-        timed.extend(mine);
+        timed.extend(inner.unbound.take_where(|_, packet| packet.to == addr));
         let binding = inner.binding_next;
         inner.binding_next += 1;
-        inner.bindings.insert(addr, Inbox { binding, timed, waker: None, armed: BTreeSet::new() });
+        inner.bindings.insert(addr, Inbox { binding, timed, waker: None, armed: SortedQueue::default() });
         Mailbox { net: Arc::clone(&self.inner), addr, binding }
     }
 
@@ -510,13 +509,12 @@ impl Net {
             Some(inbox) => &mut inbox.timed,
             None => &mut inner.unbound,
         };
-        let on_link: Vec<(u64, u64)> =
-            queue.iter().filter(|(at, p)| p.from == from && at.0 > now && at.0 < until_us).map(|(k, _)| *k).collect();
-        for &(at_us, seq) in &on_link {
-            let packet = queue.remove(&(at_us, seq)).expect("just listed");
+        let on_link = queue.take_where(|at, p| p.from == from && at.0 > now && at.0 < until_us);
+        let held = !on_link.is_empty();
+        for ((_, seq), packet) in on_link {
             queue.insert((until_us, seq), packet);
         }
-        if !on_link.is_empty() {
+        if held {
             // A FIFO link keeps what follows behind what was held, a heal or not.
             let last = inner.link_last_us.entry((from, to)).or_insert(0);
             *last = (*last).max(until_us);
@@ -580,7 +578,7 @@ impl Net {
     pub fn in_flight(&self) -> usize {
         let now = now_us();
         let inner = self.lock();
-        let on_wire = |queue: &BTreeMap<(u64, u64), Packet>| queue.keys().filter(|at| at.0 > now).count();
+        let on_wire = |queue: &Packets| queue.iter().filter(|(at, _)| at.0 > now).count();
         on_wire(&inner.unbound) + inner.bindings.values().map(|inbox| on_wire(&inbox.timed)).sum::<usize>()
     }
 }
@@ -697,10 +695,10 @@ impl Inner {
 
     /// An inbox whose binding ended at `now`: what was due had reached its
     /// receiver and is lost with it; returns what is still on the wire.
-    fn retire(&mut self, inbox: Inbox, now: u64) -> BTreeMap<(u64, u64), Packet> {
+    fn retire(&mut self, inbox: Inbox, now: u64) -> Packets {
         let mut due = inbox.timed;
-        let on_wire = due.split_off(&(now + 1, 0));
-        for packet in due.values() {
+        let on_wire = due.split_off((now + 1, 0));
+        for (_, packet) in due.iter() {
             self.stats.count_delivered(packet);
         }
         on_wire
@@ -720,16 +718,12 @@ impl Inner {
 
     /// Hands over or drops every unbound packet due by `now`; returns the next one's time.
     fn route_due(&mut self, now: u64) -> Option<u64> {
-        while let Some(entry) = self.unbound.first_entry() {
-            if entry.key().0 > now {
-                break;
-            }
-            let packet = entry.remove();
+        while let Some((_, packet)) = self.unbound.pop_first_if(|(at_us, _)| at_us <= now) {
             // A `bind` takes what is queued for its address: nobody is bound here.
             debug_assert!(!self.bindings.contains(packet.to), "an unbound packet for a bound address");
             self.undeliverable(now, packet);
         }
-        self.unbound.first_key_value().map(|(&(at_us, _), _)| at_us)
+        self.unbound.first_key().map(|(at_us, _)| at_us)
     }
 
     /// A packet found nobody at its address: a server's packet to a client comes back as a reset.
