@@ -13,9 +13,10 @@
 
 use serde::Serialize;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id};
+use tracing::subscriber::NoSubscriber;
 use tracing::{Dispatch, Subscriber};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
@@ -32,6 +33,15 @@ const WHY_DIRECTIVES: &str = "fencelock=debug";
 const NODE_SPAN_DIRECTIVES: &str = "madsim::sim::task=error";
 /// The environment variable read when `--log` is not given.
 pub const LOG_ENV: &str = "FENCESIM_LOG";
+
+/// A dispatch interested in nothing, registered for the rest of the process
+/// before the first told run's. tracing-core caches a callsite's interest
+/// when a thread first reaches it, and while the process has exactly one
+/// dispatch it asks that thread's own default instead of the dispatch
+/// (tokio-rs/tracing#3611): a seed run untold beside a told one (`cargo
+/// test`'s threads) cached "never" for the history's events, and the told
+/// run then kept none of them. With two, it asks every dispatch there is.
+static BESIDE: OnceLock<Dispatch> = OnceLock::new();
 
 /// Which events a traced run keeps: `EnvFilter` directives.
 #[derive(Clone, Debug)]
@@ -67,6 +77,7 @@ impl LogSettings {
 
     /// A subscriber for one run's thread and the list it fills.
     pub fn dispatch(&self) -> (Dispatch, Told) {
+        BESIDE.get_or_init(|| Dispatch::new(NoSubscriber::default()));
         let filter = EnvFilter::builder().parse(&self.directives).expect("directives are checked when built");
         let told = Told::default();
         let subscriber = tracing_subscriber::registry().with(filter).with(Keeper { told: told.clone() });
