@@ -51,6 +51,25 @@ struct Accepted {
     seq: u64,
 }
 
+/// An accepted write as packed under its place in the history (`seq`).
+#[derive(Clone, Copy, Debug, Default)]
+struct AcceptedBy {
+    token: Token,
+    client: ClientId,
+}
+
+impl Pack for AcceptedBy {
+    fn pack(&self, before: &Self, bytes: &mut Vec<u8>) {
+        put_change(bytes, self.token.0, before.token.0);
+        put(bytes, u64::from(self.client.0));
+    }
+
+    fn unpack(before: &Self, bytes: &[u8], at: &mut usize) -> Self {
+        let token = Token(take_change(bytes, at, before.token.0));
+        AcceptedBy { token, client: ClientId(take_u32(bytes, at)) }
+    }
+}
+
 /// A restore from a backup, as places in the history: the backup's and the restore's.
 #[derive(Clone, Copy, Debug)]
 struct Rollback {
@@ -70,10 +89,13 @@ impl Rollback {
 pub(crate) struct ResourceChecker {
     /// Per key: the highest accepted token and the client that wrote with it first.
     highest: BTreeMap<Key, (Token, ClientId)>,
-    /// Per key: every accepted write (judged only when a write lands below `highest`).
-    accepted: BTreeMap<Key, Vec<Accepted>>,
-    /// Per (key by number, token): the first client whose write under it was accepted.
-    first_writer: BTreeMap<(u32, Token), ClientId>,
+    /// Per key: every accepted write, in history order (judged only when a
+    /// write lands below `highest`, and a restore may make any of them the
+    /// one that fences), packed (`packed.rs`) under its `seq`.
+    accepted: BTreeMap<Key, PackedMap<u64, AcceptedBy>>,
+    /// Per key by number, per token: the first client whose write under it
+    /// was accepted (a second may come at any time), packed.
+    first_writer: BTreeMap<u32, PackedMap<Token, ClientId>>,
     /// The keys `originals` and `first_writer` name, by number: a record
     /// per write, few keys.
     keys: Keys,
@@ -127,8 +149,9 @@ impl ResourceChecker {
 
     /// The highest accepted token on `key` above `token` that still fences, if any.
     fn fencing_above(&self, key: &Key, token: Token) -> Option<Accepted> {
-        let writes = self.accepted.get(key)?;
-        writes.iter().filter(|w| w.token > token && !self.excused(w)).max_by_key(|w| w.token).copied()
+        let writes = self.accepted.get(key)?.iter();
+        let writes = writes.map(|(seq, AcceptedBy { token, client })| Accepted { token, client, seq });
+        writes.filter(|w| w.token > token && !self.excused(w)).max_by_key(|w| w.token)
     }
 
     fn on_accepted(&mut self, w: &Write, report: &mut Report) {
@@ -160,7 +183,9 @@ impl ResourceChecker {
                 report.push(v.clients(&[w.client, fence.client]).tokens(&[w.token, fence.token]));
             }
         }
-        let first = *self.first_writer.entry((self.keys.number(w.key), w.token)).or_insert(w.client);
+        let writers = self.first_writer.entry(self.keys.number(w.key)).or_default();
+        writers.insert(w.token, w.client);
+        let first = writers.get(w.token).expect("a first writer just recorded");
         if first != w.client && self.reported.insert((Property::EqualToken, w.client, w.request)) {
             let detail = format!(
                 "the resource accepted writes to {} with {} from both {first} and {}: two holders had effects \
@@ -175,8 +200,9 @@ impl ResourceChecker {
         if w.token > entry.0 {
             *entry = (w.token, w.client);
         }
-        let accepted = Accepted { token: w.token, client: w.client, seq: w.seq };
-        self.accepted.entry(w.key.clone()).or_default().push(accepted);
+        let accepted = AcceptedBy { token: w.token, client: w.client };
+        let recorded = self.accepted.entry(w.key.clone()).or_default().insert(w.seq, accepted);
+        assert!(recorded, "one write per place in the history");
     }
 
     fn on_duplicate(&mut self, w: &Write, accepted: bool, report: &mut Report) {
