@@ -40,6 +40,7 @@
 //! judged from the earliest, in the order the end of the run would judge
 //! them, and what they find is held back to be reported in that order.
 
+use super::bad_clocks::BadClocks;
 use super::keys::Keys;
 use super::packed::PackedMap;
 use super::state::{Context, Facts};
@@ -292,8 +293,8 @@ pub(crate) struct LeaseChecker {
     /// restarted process may come back with a new clock.
     current: BTreeMap<Actor, ClockMap>,
     /// Each clock's stretches beyond the bound (`to_us` none while it still
-    /// is) and its steps.
-    bad_clock: Vec<Cause>,
+    /// is) and its steps, packed (`bad_clocks.rs`).
+    bad_clock: BadClocks,
     /// Clocks beyond the bound now: since when, at what rate.
     beyond_since: BTreeMap<Actor, (u64, i64)>,
     /// Per key (by its number in `keys`), the belief pieces not yet judged
@@ -329,7 +330,7 @@ impl LeaseChecker {
             drift_ppm_max: config.drift_ppm_max,
             maps: BTreeMap::new(),
             current: BTreeMap::new(),
-            bad_clock: Vec::new(),
+            bad_clock: BadClocks::default(),
             beyond_since: BTreeMap::new(),
             by_key: Vec::new(),
             seen: BTreeSet::new(),
@@ -477,7 +478,6 @@ impl LeaseChecker {
             .filter(|c| {
                 c.inside(window_start_us, end_us) && self.measured(c.actor(), key, [a, b], window_start_us, end_us)
             })
-            .cloned()
             .collect();
         // A restore inside the window: a lease the old cluster granted or
         // renewed lost its guarantee, even if its answer arrived after it.
@@ -618,7 +618,7 @@ impl Family for LeaseChecker {
             from_us,
             to_us: None,
         });
-        self.bad_clock.extend(open);
+        open.for_each(|cause| self.bad_clock.push(cause));
         let lease_us = ctx.config.lease_ms.saturating_mul(1_000);
         for key in 0..self.by_key.len() {
             let pieces = std::mem::take(&mut self.by_key[key].pieces);

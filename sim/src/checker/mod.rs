@@ -14,6 +14,7 @@
 //! the nodes, clients and tokens involved and a sentence a person can act on.
 
 mod availability_checker;
+mod bad_clocks;
 mod first_entries;
 pub(crate) mod index_runs;
 mod keys;
