@@ -24,6 +24,7 @@ mod liveness_checker;
 mod lock_checker;
 mod packed;
 mod raft_checker;
+mod request_keys;
 mod resource_checker;
 mod state;
 mod token_checker;
