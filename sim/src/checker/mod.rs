@@ -22,7 +22,7 @@ mod lease_checker;
 mod linearizable;
 mod liveness_checker;
 mod lock_checker;
-mod packed;
+pub(crate) mod packed;
 mod raft_checker;
 mod request_keys;
 mod resource_checker;
