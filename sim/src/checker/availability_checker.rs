@@ -27,6 +27,7 @@
 //!   `Ready` rounds and disk syncs within a budget from the heartbeat, the
 //!   cluster size and the requests, expiries and campaigns of the stretch.
 
+use super::packed::PackedMap;
 use super::state::{is_removal, Context, Facts};
 use super::{Family, Property, Report, Violation};
 use crate::history::{Actor, Event, EventKind, GiveUp};
@@ -142,8 +143,9 @@ pub(crate) struct AvailabilityChecker {
     /// interruption recorded at that same instant still excuses them).
     settling: std::collections::VecDeque<(u64, ClientId, RequestId)>,
     retired: Retired,
-    /// Every crash, pause or stall of each client, in time order.
-    interrupted_us: BTreeMap<ClientId, Vec<u64>>,
+    /// The instants of every crash, pause or stall of each client, packed
+    /// (`packed.rs`): any may fall in a later request's span.
+    interrupted_us: BTreeMap<ClientId, PackedMap<u64, ()>>,
     /// The committed lock table (first applies); `None` after a cluster
     /// restore until the key's next grant or removal shows it.
     held: BTreeMap<Key, Option<bool>>,
@@ -187,7 +189,8 @@ impl AvailabilityChecker {
     /// left unanswered in between.
     fn interrupted(&self, client: ClientId, from_us: u64, until_us: Option<u64>) -> bool {
         let until_us = until_us.unwrap_or(u64::MAX);
-        self.interrupted_us.get(&client).into_iter().flatten().any(|at| (from_us..=until_us).contains(at))
+        let first_us = self.interrupted_us.get(&client).and_then(|instants| instants.first_from(from_us));
+        first_us.is_some_and(|at_us| at_us <= until_us)
     }
 
     fn progress_start_us(ctx: &Context, healed_us: u64) -> u64 {
@@ -669,7 +672,7 @@ impl Family for AvailabilityChecker {
             | EventKind::Stalled { client, .. }
             | EventKind::StalledUntilOvertaken { client, .. }
             | EventKind::StalledOnGrant { client, .. } => {
-                self.interrupted_us.entry(*client).or_default().push(at_us);
+                self.interrupted_us.entry(*client).or_default().insert(at_us, ());
                 if matches!(event.kind, EventKind::Crashed { .. }) {
                     self.unwant_client(*client, at_us);
                 }

@@ -40,13 +40,15 @@
 //! judged from the earliest, in the order the end of the run would judge
 //! them, and what they find is held back to be reported in that order.
 
+use super::bad_clocks::BadClocks;
 use super::keys::Keys;
 use super::packed::PackedMap;
+use super::request_keys::RequestKeys;
 use super::state::{Context, Facts};
 use super::{CheckConfig, Family, Property, Report, Violation};
 use crate::history::{Actor, Event, EventKind};
 use fencelock::service::{ClientReply, ClientRequest};
-use fencelock::{ClientId, Key, NodeId, RequestId, Token};
+use fencelock::{ClientId, Key, NodeId, Token};
 use serde::{Serialize, Serializer};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
@@ -292,8 +294,8 @@ pub(crate) struct LeaseChecker {
     /// restarted process may come back with a new clock.
     current: BTreeMap<Actor, ClockMap>,
     /// Each clock's stretches beyond the bound (`to_us` none while it still
-    /// is) and its steps.
-    bad_clock: Vec<Cause>,
+    /// is) and its steps, packed (`bad_clocks.rs`).
+    bad_clock: BadClocks,
     /// Clocks beyond the bound now: since when, at what rate.
     beyond_since: BTreeMap<Actor, (u64, i64)>,
     /// Per key (by its number in `keys`), the belief pieces not yet judged
@@ -329,7 +331,7 @@ impl LeaseChecker {
             drift_ppm_max: config.drift_ppm_max,
             maps: BTreeMap::new(),
             current: BTreeMap::new(),
-            bad_clock: Vec::new(),
+            bad_clock: BadClocks::default(),
             beyond_since: BTreeMap::new(),
             by_key: Vec::new(),
             seen: BTreeSet::new(),
@@ -477,7 +479,6 @@ impl LeaseChecker {
             .filter(|c| {
                 c.inside(window_start_us, end_us) && self.measured(c.actor(), key, [a, b], window_start_us, end_us)
             })
-            .cloned()
             .collect();
         // A restore inside the window: a lease the old cluster granted or
         // renewed lost its guarantee, even if its answer arrived after it.
@@ -618,7 +619,7 @@ impl Family for LeaseChecker {
             from_us,
             to_us: None,
         });
-        self.bad_clock.extend(open);
+        open.for_each(|cause| self.bad_clock.push(cause));
         let lease_us = ctx.config.lease_ms.saturating_mul(1_000);
         for key in 0..self.by_key.len() {
             let pieces = std::mem::take(&mut self.by_key[key].pieces);
@@ -649,99 +650,6 @@ impl Family for LeaseChecker {
                 }
             }
         }
-    }
-}
-
-/// Request ids that name one key, `first..=first + span`: 16 bytes a run
-/// (the last id as an offset; a run of 2^32 requests would take years of
-/// renewals).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct RequestRun {
-    first: u64,
-    span: u32,
-    key: u32,
-}
-
-// The runs are the lease checker's largest part in a long run: keep them this small.
-const _: () = assert!(std::mem::size_of::<RequestRun>() == 16);
-
-impl RequestRun {
-    fn new(first: u64, last: u64, key: u32) -> RequestRun {
-        let span = u32::try_from(last - first).expect("a run of fewer than 2^32 requests");
-        RequestRun { first, span, key }
-    }
-
-    fn last(&self) -> u64 {
-        self.first + u64::from(self.span)
-    }
-
-    fn set_last(&mut self, last: u64) {
-        *self = RequestRun::new(self.first, last, self.key);
-    }
-
-    fn set_first(&mut self, first: u64) {
-        *self = RequestRun::new(first, self.last(), self.key);
-    }
-}
-
-/// The key each request named, per client, as runs of consecutive request
-/// ids naming one key: a client's ids count up by one per request, and its
-/// renewals follow its acquire on the same key, so a lock held for many
-/// renewals is one run (a map of every request was the lease checker's
-/// largest part: a million bytes in a 4-hour run). It answers as that map
-/// would: the key of the latest insert of an id.
-#[derive(Debug, Default)]
-struct RequestKeys {
-    /// Per client, its runs sorted by first id, none overlapping.
-    runs: BTreeMap<ClientId, Vec<RequestRun>>,
-}
-
-impl RequestKeys {
-    fn insert(&mut self, client: ClientId, request: RequestId, key: u32) {
-        let runs = self.runs.entry(client).or_default();
-        let id = request.0;
-        // The first run starting after `id`; the one before it may hold it.
-        let after = runs.partition_point(|run| run.first <= id);
-        if let Some(held) = after.checked_sub(1).filter(|&i| runs[i].last() >= id) {
-            let run = runs[held];
-            if run.key == key {
-                return;
-            }
-            // Named again with another key: the run is cut around it.
-            let pieces = [
-                (run.first < id).then(|| RequestRun::new(run.first, id - 1, run.key)),
-                Some(RequestRun::new(id, id, key)),
-                (id < run.last()).then(|| RequestRun::new(id + 1, run.last(), run.key)),
-            ];
-            runs.splice(held..=held, pieces.into_iter().flatten());
-            return;
-        }
-        let joins_before =
-            after.checked_sub(1).filter(|&i| runs[i].key == key && runs[i].last().checked_add(1) == Some(id));
-        let joins_after =
-            Some(after).filter(|&i| i < runs.len() && runs[i].key == key && id.checked_add(1) == Some(runs[i].first));
-        match (joins_before, joins_after) {
-            (Some(before), Some(next)) => {
-                let last = runs[next].last();
-                runs[before].set_last(last);
-                runs.remove(next);
-            }
-            (Some(before), None) => runs[before].set_last(id),
-            (None, Some(next)) => runs[next].set_first(id),
-            (None, None) => runs.insert(after, RequestRun::new(id, id, key)),
-        }
-    }
-
-    fn get(&self, client: ClientId, request: RequestId) -> Option<u32> {
-        let runs = self.runs.get(&client)?;
-        let after = runs.partition_point(|run| run.first <= request.0);
-        let run = runs.get(after.checked_sub(1)?)?;
-        (run.last() >= request.0).then_some(run.key)
-    }
-
-    #[cfg(test)]
-    fn run_count(&self) -> usize {
-        self.runs.values().map(Vec::len).sum()
     }
 }
 
@@ -865,40 +773,6 @@ mod tests {
         let (_, report) = feed(&many_pieces(overlap(H::new()), 100_000), 203_000_000);
         let told: Vec<String> = report.exposures.iter().map(ToString::to_string).collect();
         assert!(told[0].ends_with("c1's clock ran +900ppm, beyond the bound, from 3000ms on"), "{told:?}");
-    }
-
-    /// The runs answer as a map of every request would, whatever the order
-    /// of the inserts, and a client's renewals of one key cost one run.
-    #[test]
-    fn request_keys_answer_as_a_map_and_a_held_lock_is_one_run() {
-        use super::RequestKeys;
-        use fencelock::{ClientId, RequestId};
-        use std::collections::BTreeMap;
-        let mut runs = RequestKeys::default();
-        let mut map = BTreeMap::new();
-        // A small generator, so the inserts jump about: ids 0..40, keys 0..3, two clients.
-        let mut x: u64 = 7;
-        for _ in 0..2_000 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            let (client, id, key) = (ClientId((x >> 60) as u32 % 2), (x >> 33) % 40, (x >> 50) as u32 % 3);
-            runs.insert(client, RequestId(id), key);
-            map.insert((client, id), key);
-            for probe in 0..42 {
-                for c in 0..2 {
-                    let got = runs.get(ClientId(c), RequestId(probe));
-                    assert_eq!(got, map.get(&(ClientId(c), probe)).copied(), "c{c} r{probe}");
-                }
-            }
-        }
-        // An acquire and 10,000 renewals of one key, then the next lock's: two runs.
-        let mut held = RequestKeys::default();
-        for id in 0..=10_000 {
-            held.insert(ClientId(1), RequestId(id), 4);
-        }
-        held.insert(ClientId(1), RequestId(10_002), 5);
-        assert_eq!(held.run_count(), 2);
-        assert_eq!(held.get(ClientId(1), RequestId(10_001)), None);
-        assert_eq!(held.get(ClientId(1), RequestId(5_000)), Some(4));
     }
 
     #[test]

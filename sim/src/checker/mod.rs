@@ -14,14 +14,17 @@
 //! the nodes, clients and tokens involved and a sentence a person can act on.
 
 mod availability_checker;
+mod bad_clocks;
+mod first_entries;
 pub(crate) mod index_runs;
 mod keys;
 mod lease_checker;
 mod linearizable;
 mod liveness_checker;
 mod lock_checker;
-mod packed;
+pub(crate) mod packed;
 mod raft_checker;
+mod request_keys;
 mod resource_checker;
 mod state;
 mod token_checker;

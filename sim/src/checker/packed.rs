@@ -187,6 +187,26 @@ impl Pack for fencelock::NodeId {
     }
 }
 
+/// A client: a small number.
+impl Pack for fencelock::ClientId {
+    fn pack(&self, _before: &Self, bytes: &mut Vec<u8>) {
+        put(bytes, u64::from(self.0));
+    }
+    fn unpack(_before: &Self, bytes: &[u8], at: &mut usize) -> Self {
+        fencelock::ClientId(take_u32(bytes, at))
+    }
+}
+
+/// A flag: one byte.
+impl Pack for bool {
+    fn pack(&self, _before: &Self, bytes: &mut Vec<u8>) {
+        put(bytes, u64::from(*self));
+    }
+    fn unpack(_before: &Self, bytes: &[u8], at: &mut usize) -> Self {
+        take(bytes, at) == 1
+    }
+}
+
 /// A place in the history (an event's `seq`), close to the one before.
 impl Pack for u64 {
     fn pack(&self, before: &Self, bytes: &mut Vec<u8>) {

@@ -51,6 +51,25 @@ struct Accepted {
     seq: u64,
 }
 
+/// An accepted write as packed under its place in the history (`seq`).
+#[derive(Clone, Copy, Debug, Default)]
+struct AcceptedBy {
+    token: Token,
+    client: ClientId,
+}
+
+impl Pack for AcceptedBy {
+    fn pack(&self, before: &Self, bytes: &mut Vec<u8>) {
+        put_change(bytes, self.token.0, before.token.0);
+        put(bytes, u64::from(self.client.0));
+    }
+
+    fn unpack(before: &Self, bytes: &[u8], at: &mut usize) -> Self {
+        let token = Token(take_change(bytes, at, before.token.0));
+        AcceptedBy { token, client: ClientId(take_u32(bytes, at)) }
+    }
+}
+
 /// A restore from a backup, as places in the history: the backup's and the restore's.
 #[derive(Clone, Copy, Debug)]
 struct Rollback {
@@ -70,10 +89,13 @@ impl Rollback {
 pub(crate) struct ResourceChecker {
     /// Per key: the highest accepted token and the client that wrote with it first.
     highest: BTreeMap<Key, (Token, ClientId)>,
-    /// Per key: every accepted write (judged only when a write lands below `highest`).
-    accepted: BTreeMap<Key, Vec<Accepted>>,
-    /// Per (key by number, token): the first client whose write under it was accepted.
-    first_writer: BTreeMap<(u32, Token), ClientId>,
+    /// Per key: every accepted write, in history order (judged only when a
+    /// write lands below `highest`, and a restore may make any of them the
+    /// one that fences), packed (`packed.rs`) under its `seq`.
+    accepted: BTreeMap<Key, PackedMap<u64, AcceptedBy>>,
+    /// Per key by number, per token: the first client whose write under it
+    /// was accepted (a second may come at any time), packed.
+    first_writer: BTreeMap<u32, PackedMap<Token, ClientId>>,
     /// The keys `originals` and `first_writer` name, by number: a record
     /// per write, few keys.
     keys: Keys,
@@ -86,8 +108,10 @@ pub(crate) struct ResourceChecker {
     newest_decided: BTreeMap<ClientId, RequestId>,
     reported: BTreeSet<(Property, ClientId, RequestId)>,
     /// The place of each backup in the history, by the instant it was taken.
-    resource_backups: BTreeMap<u64, u64>,
-    cluster_backups: BTreeMap<u64, u64>,
+    /// A restore names its backup by that instant, and a long run takes
+    /// thousands of backups: packed (`packed.rs`), a few bytes each.
+    resource_backups: PackedMap<u64, u64>,
+    cluster_backups: PackedMap<u64, u64>,
     resource_rollbacks: Vec<Rollback>,
     cluster_rollbacks: Vec<Rollback>,
     /// Where each token was issued (the first apply of its Grant), for the
@@ -127,8 +151,9 @@ impl ResourceChecker {
 
     /// The highest accepted token on `key` above `token` that still fences, if any.
     fn fencing_above(&self, key: &Key, token: Token) -> Option<Accepted> {
-        let writes = self.accepted.get(key)?;
-        writes.iter().filter(|w| w.token > token && !self.excused(w)).max_by_key(|w| w.token).copied()
+        let writes = self.accepted.get(key)?.iter();
+        let writes = writes.map(|(seq, AcceptedBy { token, client })| Accepted { token, client, seq });
+        writes.filter(|w| w.token > token && !self.excused(w)).max_by_key(|w| w.token)
     }
 
     fn on_accepted(&mut self, w: &Write, report: &mut Report) {
@@ -160,7 +185,9 @@ impl ResourceChecker {
                 report.push(v.clients(&[w.client, fence.client]).tokens(&[w.token, fence.token]));
             }
         }
-        let first = *self.first_writer.entry((self.keys.number(w.key), w.token)).or_insert(w.client);
+        let writers = self.first_writer.entry(self.keys.number(w.key)).or_default();
+        writers.insert(w.token, w.client);
+        let first = writers.get(w.token).expect("a first writer just recorded");
         if first != w.client && self.reported.insert((Property::EqualToken, w.client, w.request)) {
             let detail = format!(
                 "the resource accepted writes to {} with {} from both {first} and {}: two holders had effects \
@@ -175,8 +202,9 @@ impl ResourceChecker {
         if w.token > entry.0 {
             *entry = (w.token, w.client);
         }
-        let accepted = Accepted { token: w.token, client: w.client, seq: w.seq };
-        self.accepted.entry(w.key.clone()).or_default().push(accepted);
+        let accepted = AcceptedBy { token: w.token, client: w.client };
+        let recorded = self.accepted.entry(w.key.clone()).or_default().insert(w.seq, accepted);
+        assert!(recorded, "one write per place in the history");
     }
 
     fn on_duplicate(&mut self, w: &Write, accepted: bool, report: &mut Report) {
@@ -219,17 +247,17 @@ impl ResourceChecker {
     fn on_restores(&mut self, event: &Event) {
         match &event.kind {
             EventKind::Fault { fault: Fault::BackupResource } => {
-                self.resource_backups.insert(event.at_us, event.seq);
+                self.resource_backups.set(event.at_us, event.seq);
             }
             EventKind::Fault { fault: Fault::BackupCluster } => {
-                self.cluster_backups.insert(event.at_us, event.seq);
+                self.cluster_backups.set(event.at_us, event.seq);
             }
             EventKind::ResourceRestored { backup_at_us, .. } => {
-                let backup_seq = self.resource_backups.get(backup_at_us).copied().unwrap_or(0);
+                let backup_seq = self.resource_backups.get(*backup_at_us).unwrap_or(0);
                 self.resource_rollbacks.push(Rollback { backup_seq, restore_seq: event.seq });
             }
             EventKind::ClusterRestored { backup_at_us, .. } => {
-                let backup_seq = self.cluster_backups.get(backup_at_us).copied().unwrap_or(0);
+                let backup_seq = self.cluster_backups.get(*backup_at_us).unwrap_or(0);
                 self.cluster_rollbacks.push(Rollback { backup_seq, restore_seq: event.seq });
             }
             EventKind::Applied { result: ApplyResult::Granted { token }, .. } => {

@@ -7,6 +7,7 @@
 //! checker reads it as it was just before the event it judges; [`Facts`] holds
 //! what the event itself means against that state.
 
+use super::first_entries::{AppliedEntry, FirstEntries, FirstEntry};
 use super::index_runs::TokenRuns;
 use super::keys::Keys;
 use super::packed::{put, put_change, take, take_change, take_u32, Pack, PackedMap};
@@ -15,31 +16,6 @@ use crate::faults::{ChurnEvent, Fault};
 use crate::history::{Actor, Event, EventKind};
 use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// What the first node to apply an index applied there.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct AppliedEntry {
-    pub node: NodeId,
-    pub command: Command,
-    pub result: ApplyResult,
-    pub at_us: u64,
-}
-
-/// The entry the first node to apply an index applied there, commands and no-ops alike.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct FirstEntry {
-    pub node: NodeId,
-    pub term: Term,
-    /// `None` for a no-op.
-    pub command: Option<Command>,
-}
-
-impl FirstEntry {
-    /// What was applied, for a violation's sentence.
-    pub fn what(&self) -> String {
-        describe_payload(self.command.as_ref(), self.term)
-    }
-}
 
 /// `a no-op of t3` or `Grant { .. } of t3`.
 pub(crate) fn describe_payload(command: Option<&Command>, term: Term) -> String {
@@ -159,10 +135,9 @@ pub(crate) struct Context {
     pub healed_at_us: Option<u64>,
     /// True instants of the whole-cluster restores.
     pub restores_at_us: Vec<u64>,
-    /// This epoch's commands as their first appliers saw them.
-    applied: BTreeMap<LogIndex, AppliedEntry>,
-    /// This epoch's log entries, no-ops included, as their first appliers saw them.
-    entries: BTreeMap<LogIndex, FirstEntry>,
+    /// This epoch's log entries, no-ops included, and its commands, as
+    /// their first appliers saw them.
+    entries: FirstEntries,
     /// Every token issued in the whole run, by its first issue, packed
     /// (`packed.rs`): a violation may name any token's first issue at any
     /// later time, so none is forgotten.
@@ -184,7 +159,7 @@ pub(crate) struct Context {
     removed_issued: TokenRuns,
     removed_other: BTreeSet<(u32, Token)>,
     nodes: BTreeMap<NodeId, NodeLocks>,
-    /// Which indices a server may still apply: `applied` and `entries` keep
+    /// Which indices a server may still apply: `entries` keeps
     /// only what lies above its floor.
     horizon: Horizon,
 }
@@ -246,8 +221,7 @@ impl Context {
             epoch: 0,
             healed_at_us: None,
             restores_at_us: Vec::new(),
-            applied: BTreeMap::new(),
-            entries: BTreeMap::new(),
+            entries: FirstEntries::default(),
             issued: PackedMap::default(),
             keys: Keys::default(),
             token_max: None,
@@ -266,13 +240,14 @@ impl Context {
         self.horizon.forgotten_to
     }
 
-    pub fn applied_at(&self, index: LogIndex) -> Option<&AppliedEntry> {
-        self.applied.get(&index)
+    /// The command first applied at `index` in this epoch, and its result.
+    pub fn applied_at(&self, index: LogIndex) -> Option<AppliedEntry<'_>> {
+        self.entries.applied(index)
     }
 
     /// The entry (term, and command or no-op) first applied at `index` in this epoch.
-    pub fn entry_at(&self, index: LogIndex) -> Option<&FirstEntry> {
-        self.entries.get(&index)
+    pub fn entry_at(&self, index: LogIndex) -> Option<FirstEntry<'_>> {
+        self.entries.entry(index)
     }
 
     pub fn issue(&self, token: Token) -> Option<Issue<'_>> {
@@ -347,7 +322,7 @@ impl Context {
             }
             removed.push((key, token));
         }
-        let first_apply = *index > self.horizon.forgotten_to && !self.applied.contains_key(index);
+        let first_apply = *index > self.horizon.forgotten_to && self.entries.applied(*index).is_none();
         Facts { first_apply, slot_before: Some(slot_before), removed }
     }
 
@@ -362,7 +337,6 @@ impl Context {
                 self.restores_at_us.push(event.at_us);
                 // A new epoch: indices restart from the backup's, and the
                 // locks are whatever the backup held.
-                self.applied.clear();
                 self.entries.clear();
                 self.removed_issued.clear();
                 self.removed_other.clear();
@@ -408,13 +382,14 @@ impl Context {
                 self.tokens_replied.insert(*token, ());
             }
             EventKind::Applied { node, index, term, command, result } => {
-                let first = FirstEntry { node: *node, term: *term, command: Some(command.clone()) };
-                self.entries.entry(*index).or_insert(first);
-                self.absorb_applied(event.at_us, *node, *index, command, result, facts);
+                let entry_first = self.entries.record_entry(*index, *node, *term, Some(command));
+                if facts.first_apply {
+                    self.entries.record_applied(*index, *node, command, *result, entry_first);
+                }
+                self.absorb_applied(event.at_us, *node, command, result, facts);
             }
             EventKind::AppliedNoop { node, index, term } => {
-                let first = FirstEntry { node: *node, term: *term, command: None };
-                self.entries.entry(*index).or_insert(first);
+                self.entries.record_entry(*index, *node, *term, None);
             }
             _ => {}
         }
@@ -428,24 +403,10 @@ impl Context {
             return;
         }
         self.horizon.forgotten_to = to;
-        let above = LogIndex(to.0 + 1);
-        self.applied = self.applied.split_off(&above);
-        self.entries = self.entries.split_off(&above);
+        self.entries.forget_to(to);
     }
 
-    fn absorb_applied(
-        &mut self,
-        at_us: u64,
-        node: NodeId,
-        index: LogIndex,
-        command: &Command,
-        result: &ApplyResult,
-        facts: &Facts,
-    ) {
-        if facts.first_apply {
-            let entry = AppliedEntry { node, command: command.clone(), result: *result, at_us };
-            self.applied.insert(index, entry);
-        }
+    fn absorb_applied(&mut self, at_us: u64, node: NodeId, command: &Command, result: &ApplyResult, facts: &Facts) {
         let table = self.nodes.entry(node).or_default();
         match (command, result) {
             (Command::Grant { key, holder, .. }, ApplyResult::Granted { token }) => {

@@ -11,10 +11,11 @@
 //! at its last event.
 
 use crate::checker::index_runs::IndexRuns;
+use crate::checker::packed::PackedMap;
 pub use crate::checker::PhaseAvailability;
 use crate::history::{Actor, Event, EventKind};
 use fencelock::service::{ClientReply, ClientRequest};
-use fencelock::{ApplyResult, ClientId, Command, Key, RequestId, Token};
+use fencelock::{ApplyResult, ClientId, Command, Key, LogIndex, RequestId, Token};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -162,13 +163,49 @@ struct KeyState {
     stretch_from_us: Option<u64>,
 }
 
+/// The indices some server applied a command at, this epoch: the indices
+/// applied at all (commands and no-ops) as runs, less those only a no-op
+/// was applied at so far. The commands' indices alone were cut into a run
+/// per election by each new leader's no-op, a run's memory growing with
+/// the run's length; all indices stay a few runs, and the no-ops are packed.
+#[derive(Default)]
+struct CommandIndices {
+    applied: IndexRuns,
+    /// Each index first applied as a no-op: true while no command was applied there.
+    noops: PackedMap<LogIndex, bool>,
+}
+
+impl CommandIndices {
+    /// Records a command applied at `index`; true if none was applied there before.
+    fn insert_command(&mut self, index: LogIndex) -> bool {
+        if self.applied.insert(index, ()) {
+            return true;
+        }
+        if self.noops.get(index) == Some(true) {
+            self.noops.set(index, false);
+            return true;
+        }
+        false
+    }
+
+    fn insert_noop(&mut self, index: LogIndex) {
+        if self.applied.insert(index, ()) {
+            self.noops.insert(index, true);
+        }
+    }
+
+    fn clear(&mut self) {
+        *self = CommandIndices::default();
+    }
+}
+
 /// Acquires and stretches, read from a history as it is recorded.
 #[derive(Default)]
 pub struct Availability {
     /// Open acquires: first send and key.
     acquires: BTreeMap<(ClientId, RequestId), (u64, Key)>,
     keys: BTreeMap<Key, KeyState>,
-    applied: IndexRuns,
+    applied: CommandIndices,
     acquire_us: Histogram,
     unheld_waiting_us_max: u64,
 }
@@ -207,9 +244,10 @@ impl Availability {
                     self.settle(&key, at, false);
                 }
             }
-            EventKind::Applied { index, command, result, .. } if self.applied.insert(*index, ()) => {
+            EventKind::Applied { index, command, result, .. } if self.applied.insert_command(*index) => {
                 self.applied_once(command, result, at);
             }
+            EventKind::AppliedNoop { index, .. } => self.applied.insert_noop(*index),
             _ => {}
         }
     }
@@ -271,7 +309,7 @@ impl Availability {
 
 #[cfg(test)]
 mod tests {
-    use super::{round3, Availability, Histogram};
+    use super::{round3, Availability, CommandIndices, Histogram};
     use crate::history::{EventKind, History};
     use fencelock::service::{ClientReply, ClientRequest};
     use fencelock::{ApplyResult, ClientId, Command, Holder, Key, LogIndex, NodeId, RequestId, Term, Token};
@@ -285,6 +323,28 @@ mod tests {
         }
         assert_eq!((h.percentile(500), h.percentile(990), h.percentile(1_000)), (Some(50), Some(99), Some(100)));
         assert_eq!(Histogram::default().percentile(500), None);
+    }
+
+    /// A leader's no-op between commands costs no run, and a command at an
+    /// index only a no-op was applied at is still that index's first command.
+    #[test]
+    fn command_indices_keep_a_command_after_a_noop_and_few_runs() {
+        let mut indices = CommandIndices::default();
+        for i in 1..=10_000 {
+            if i % 3 == 0 {
+                indices.insert_noop(LogIndex(i));
+            } else {
+                assert!(indices.insert_command(LogIndex(i)), "{i} is new");
+            }
+        }
+        assert_eq!(indices.applied.runs_len(), 1);
+        assert!(!indices.insert_command(LogIndex(5)), "a command was applied at 5");
+        assert!(indices.insert_command(LogIndex(6)), "only a no-op was applied at 6");
+        assert!(!indices.insert_command(LogIndex(6)), "now a command was");
+        indices.insert_noop(LogIndex(7));
+        assert!(!indices.insert_command(LogIndex(7)));
+        let (open, packed) = indices.noops.held();
+        assert!(open < 64 && packed <= 3 * 3_334, "{open} open, {packed} bytes");
     }
 
     #[test]
