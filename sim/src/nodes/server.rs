@@ -412,9 +412,9 @@ fn note_votes(ctx: &Ctx, messages: &[Message]) {
     ctx.report_votes(votes);
 }
 
-/// Sends `messages` at true instant `now_true_us` (now).
-/// Sends `messages`, draining them: their buffer goes back to the server
-/// with the Ready ([`LockServer::apply_ready`]).
+/// Sends `messages` at true instant `now_true_us` (now), draining them:
+/// their buffer goes back to the server with the Ready
+/// ([`LockServer::apply_ready`]).
 fn send_all(ctx: &Ctx, id: NodeId, messages: &mut Vec<Message>, now_true_us: u64) {
     ctx.count_messages(messages.len() as u64, now_true_us);
     ctx.send_all(

@@ -213,8 +213,8 @@ impl Judge {
         self.last_at_us = event.at_us;
     }
 
-    /// The outcome; `plan` is called once the checker has given its verdict
-    /// (and its memory back).
+    /// The outcome, reporting `plan` as the faults the run played (empty
+    /// for a drawn plan: `Outcome::plan`).
     fn outcome(self, seed: u64, model: &Model, plan: Vec<FaultEvent>, record: RunRecord) -> Outcome {
         let verdict = self.checker.finish_at(record.sim_us);
         let counters = verdict.counters;

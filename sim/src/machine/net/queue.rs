@@ -30,22 +30,18 @@ impl<K: Ord + Copy, V> SortedQueue<K, V> {
 
     /// Puts `value` at `key`, returning what was there (as a map does).
     pub(super) fn insert(&mut self, key: K, value: V) -> Option<V> {
-        match self.items.back() {
-            Some((last, _)) if *last < key => {}
-            None => {}
-            Some(_) => {
-                let at = self.items.partition_point(|(k, _)| *k < key);
-                match self.items.get_mut(at) {
-                    Some((k, v)) if *k == key => return Some(std::mem::replace(v, value)),
-                    _ => {
-                        self.items.insert(at, (key, value));
-                        return None;
-                    }
-                }
+        if self.items.back().is_none_or(|(last, _)| *last < key) {
+            self.items.push_back((key, value));
+            return None;
+        }
+        let at = self.items.partition_point(|(k, _)| *k < key);
+        match self.items.get_mut(at) {
+            Some((k, v)) if *k == key => Some(std::mem::replace(v, value)),
+            _ => {
+                self.items.insert(at, (key, value));
+                None
             }
         }
-        self.items.push_back((key, value));
-        None
     }
 
     /// The earliest key.
@@ -75,11 +71,8 @@ impl<K: Ord + Copy, V> SortedQueue<K, V> {
         self.items.retain(|(k, v)| keep(*k, v));
     }
 
-    /// Takes out the entries `take` says yes to, in order.
+    /// Takes out the entries `take` says yes to, in order (asking once of each).
     pub(super) fn take_where(&mut self, mut take: impl FnMut(K, &V) -> bool) -> Vec<(K, V)> {
-        if !self.items.iter().any(|(k, v)| take(*k, v)) {
-            return Vec::new();
-        }
         let mut taken = Vec::new();
         let mut kept = VecDeque::with_capacity(self.items.len());
         for (key, value) in std::mem::take(&mut self.items) {
