@@ -23,8 +23,11 @@
 //! free at the read rejects every token issued before it (docs/SPEC.md §4,
 //! "The restore floor and why it is safe").
 
+mod ledger;
+
 use crate::types::{ClientId, Holder, Key, RequestId, Token};
 use crate::variant::Variant;
+use ledger::Ledger;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -144,7 +147,7 @@ struct Record {
     /// it was issued before the read, so its holder's lock had ended.
     stale_through: Option<Token>,
     value: String,
-    ledger: Vec<(Token, String)>,
+    ledger: Ledger,
 }
 
 /// The answered writes of one client, for retries.
@@ -324,9 +327,13 @@ impl ResourceState {
         self.records.get(key).map_or("", |record| record.value.as_str())
     }
 
-    /// The ledger of `key`: every accepted Ledger write, in order, with its token.
-    pub fn ledger(&self, key: &Key) -> &[(Token, String)] {
-        self.records.get(key).map_or(&[], |record| record.ledger.as_slice())
+    /// The ledger of `key`: every accepted Ledger write, in order, with its
+    /// token (a copy of the lines).
+    pub fn ledger(&self, key: &Key) -> Vec<(Token, String)> {
+        let Some(record) = self.records.get(key) else { return Vec::new() };
+        let mut lines = Vec::with_capacity(record.ledger.len());
+        lines.extend(record.ledger.iter().cloned());
+        lines
     }
 
     /// The record of `key`, created with the floor of keys never written.

@@ -1,0 +1,110 @@
+//! A key's ledger: the lines its accepted Ledger writes appended, in order.
+//!
+//! A ledger only grows, and the database is copied whole: a restart's image,
+//! a backup, a restore. The lines are kept in pages of [`PAGE_LINES`]; a full
+//! page never changes again, so copies share it (`Arc`) and a copy costs one
+//! pointer per full page plus the last, partly filled page. Without this, a
+//! long run held every line once per copy of the database.
+
+use crate::types::Token;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::sync::Arc;
+
+/// Lines per page.
+pub(super) const PAGE_LINES: usize = 64;
+
+/// One line: the token it was written with and its text.
+pub(super) type Line = (Token, String);
+
+/// The lines of one key, oldest first: full pages, then the open page.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Ledger {
+    /// Each holds exactly [`PAGE_LINES`] lines.
+    full: Vec<Arc<[Line]>>,
+    /// Fewer than [`PAGE_LINES`] lines.
+    open: Vec<Line>,
+}
+
+impl Ledger {
+    pub(super) fn push(&mut self, line: Line) {
+        if self.open.is_empty() {
+            self.open.reserve_exact(PAGE_LINES);
+        }
+        self.open.push(line);
+        if self.open.len() == PAGE_LINES {
+            self.full.push(Arc::from(std::mem::take(&mut self.open)));
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.full.len() * PAGE_LINES + self.open.len()
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Line> + '_ {
+        self.full.iter().flat_map(|page| page.iter()).chain(&self.open)
+    }
+}
+
+impl From<Vec<Line>> for Ledger {
+    fn from(lines: Vec<Line>) -> Ledger {
+        let mut ledger = Ledger::default();
+        for line in lines {
+            ledger.push(line);
+        }
+        ledger
+    }
+}
+
+/// The serde form is the plain sequence of lines, as before pages.
+impl Serialize for Ledger {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Ledger {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Ledger, D::Error> {
+        Vec::<Line>::deserialize(deserializer).map(Ledger::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(n: u64) -> Vec<Line> {
+        (0..n).map(|i| (Token(i), format!("line {i}"))).collect()
+    }
+
+    #[test]
+    fn lines_come_back_in_order_across_pages() {
+        for n in [0, 1, PAGE_LINES as u64 - 1, PAGE_LINES as u64, PAGE_LINES as u64 + 1, 3 * PAGE_LINES as u64 + 5] {
+            let ledger = Ledger::from(lines(n));
+            assert_eq!(ledger.len() as u64, n);
+            assert_eq!(ledger.iter().cloned().collect::<Vec<_>>(), lines(n));
+            assert!(ledger.full.iter().all(|page| page.len() == PAGE_LINES));
+            assert!(ledger.open.len() < PAGE_LINES);
+        }
+    }
+
+    #[test]
+    fn a_copy_shares_the_full_pages_and_grows_apart() {
+        let mut ledger = Ledger::from(lines(2 * PAGE_LINES as u64 + 3));
+        let copy = ledger.clone();
+        assert!(ledger.full.iter().zip(&copy.full).all(|(a, b)| Arc::ptr_eq(a, b)));
+        ledger.push((Token(99), "after the copy".to_string()));
+        assert_eq!(copy.len(), 2 * PAGE_LINES + 3);
+        assert_eq!(ledger.len(), 2 * PAGE_LINES + 4);
+        assert_ne!(ledger, copy);
+        assert_eq!(ledger.iter().last(), Some(&(Token(99), "after the copy".to_string())));
+    }
+
+    #[test]
+    fn the_serde_form_is_the_plain_sequence_of_lines() {
+        let ledger = Ledger::from(lines(PAGE_LINES as u64 + 2));
+        let json = serde_json::to_value(&ledger).expect("serializes");
+        assert_eq!(json, serde_json::to_value(lines(PAGE_LINES as u64 + 2)).expect("serializes"));
+        let back: Ledger = serde_json::from_value(json).expect("deserializes");
+        assert_eq!(back, ledger);
+    }
+}
