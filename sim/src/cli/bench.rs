@@ -56,6 +56,9 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
     // The spread says how far to trust the median on this machine.
     let ratios: Vec<f64> = rounds.iter().map(|r| (ratio(r) * 100.0).round() / 100.0).collect();
     let linearizable_pct = linearizable_share(&model, seeds);
+    // Read from KiB: whole MiB would round a 10 % growth away or double it.
+    let peak_growth = four_hours.peak_kib as f64 / ten_minutes.peak_kib.max(1) as f64;
+    let peak_growth = (peak_growth * 100.0).round() / 100.0;
     if args.json {
         crate::outln!(
             "{}",
@@ -73,6 +76,7 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
                 "ten_minute_run_peak_mib": ten_minutes.peak_mib,
                 "four_hour_run_peak_mib": four_hours.peak_mib,
                 "four_hour_run_wall_s": (four_hours.wall_s * 10.0).round() / 10.0,
+                "four_hour_over_ten_minute_peak": peak_growth,
                 "linearizable_check_pct": (linearizable_pct * 10.0).round() / 10.0,
             })
         );
@@ -91,7 +95,7 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
             hour.messages
         );
         crate::outln!(
-            "peak memory by run length: 10 simulated minutes {} MiB, 1 hour {} MiB, 4 hours {} MiB ({:.1} s wall)",
+            "peak memory by run length: 10 simulated minutes {} MiB, 1 hour {} MiB, 4 hours {} MiB ({:.1} s wall; 4 hours / 10 minutes {peak_growth:.2})",
             ten_minutes.peak_mib,
             hour.peak_mib,
             four_hours.peak_mib,
@@ -235,6 +239,7 @@ fn baseline() -> (u64, f64) {
 
 struct LongRun {
     peak_mib: u64,
+    peak_kib: u64,
     wall_s: f64,
     messages: u64,
 }
@@ -247,7 +252,8 @@ fn long_run(minutes: u64) -> LongRun {
     reset_peak_rss();
     let started = Instant::now();
     let outcome = run_seed_streamed(0, &model);
-    LongRun { peak_mib: peak_rss_kib() / 1024, wall_s: started.elapsed().as_secs_f64(), messages: outcome.messages }
+    let peak_kib = peak_rss_kib();
+    LongRun { peak_mib: peak_kib / 1024, peak_kib, wall_s: started.elapsed().as_secs_f64(), messages: outcome.messages }
 }
 
 /// Sets the process's peak resident set size back to what it holds now
