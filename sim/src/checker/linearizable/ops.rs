@@ -110,8 +110,13 @@ pub(crate) struct OpLog {
     held_max: usize,
 }
 
-/// The operations a key holds before its closed segments are judged.
-pub(crate) const HELD_OPS_MAX: usize = 512;
+/// The operations a key holds before its closed segments are judged. Fewer
+/// would mean more searches that must find every end a segment can have;
+/// more holds memory that grows with a run's busiest stretch: at 512, a
+/// 4-hour run's peak heap held about 0.5 MB more, and the instructions of
+/// a run of 40 simulated seconds or of an hour are the same at 128, where
+/// 64 costs 3.5 % more.
+pub(crate) const HELD_OPS_MAX: usize = 128;
 
 /// One key's operations: the segments closed and not yet taken, and the one being gathered.
 #[derive(Debug)]
