@@ -57,8 +57,9 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
     let ratios: Vec<f64> = rounds.iter().map(|r| (ratio(r) * 100.0).round() / 100.0).collect();
     let linearizable_pct = linearizable_share(&model, seeds);
     // Read from KiB: whole MiB would round a 10 % growth away or double it.
-    let peak_growth = four_hours.peak_kib as f64 / ten_minutes.peak_kib.max(1) as f64;
-    let peak_growth = (peak_growth * 100.0).round() / 100.0;
+    // `None` where the peaks are unknown (not Linux).
+    let peak_growth = (ten_minutes.peak_kib > 0)
+        .then(|| (four_hours.peak_kib as f64 / ten_minutes.peak_kib as f64 * 100.0).round() / 100.0);
     if args.json {
         crate::outln!(
             "{}",
@@ -70,11 +71,11 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
                 "sim_speedup": sim_speedup.round(),
                 "seeds_per_s": (seeds_per_s * 100.0).round() / 100.0,
                 "seeds": seed_count,
-                "hour_run_peak_mib": hour.peak_mib,
+                "hour_run_peak_mib": hour.peak_mib(),
                 "hour_run_wall_s": (hour.wall_s * 10.0).round() / 10.0,
                 "hour_run_messages": hour.messages,
-                "ten_minute_run_peak_mib": ten_minutes.peak_mib,
-                "four_hour_run_peak_mib": four_hours.peak_mib,
+                "ten_minute_run_peak_mib": ten_minutes.peak_mib(),
+                "four_hour_run_peak_mib": four_hours.peak_mib(),
                 "four_hour_run_wall_s": (four_hours.wall_s * 10.0).round() / 10.0,
                 "four_hour_over_ten_minute_peak": peak_growth,
                 "linearizable_check_pct": (linearizable_pct * 10.0).round() / 10.0,
@@ -90,16 +91,17 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
         crate::outln!("overhead_ratio: {overhead_ratio:.2} (median of {ROUNDS} rounds: {})", spread.join(", "));
         crate::outln!(
             "one simulated hour: peak memory {} MiB, {:.1} s wall, {} messages",
-            hour.peak_mib,
+            hour.peak_mib(),
             hour.wall_s,
             hour.messages
         );
         crate::outln!(
-            "peak memory by run length: 10 simulated minutes {} MiB, 1 hour {} MiB, 4 hours {} MiB ({:.1} s wall; 4 hours / 10 minutes {peak_growth:.2})",
-            ten_minutes.peak_mib,
-            hour.peak_mib,
-            four_hours.peak_mib,
-            four_hours.wall_s
+            "peak memory by run length: 10 simulated minutes {} MiB, 1 hour {} MiB, 4 hours {} MiB ({:.1} s wall; 4 hours / 10 minutes {})",
+            ten_minutes.peak_mib(),
+            hour.peak_mib(),
+            four_hours.peak_mib(),
+            four_hours.wall_s,
+            peak_growth.map_or("unknown".to_string(), |growth| format!("{growth:.2}"))
         );
         crate::outln!("linearizable check: adds {linearizable_pct:.1}% to a run's wall time");
     }
@@ -238,10 +240,15 @@ fn baseline() -> (u64, f64) {
 }
 
 struct LongRun {
-    peak_mib: u64,
     peak_kib: u64,
     wall_s: f64,
     messages: u64,
+}
+
+impl LongRun {
+    fn peak_mib(&self) -> u64 {
+        self.peak_kib / 1024
+    }
 }
 
 /// One run of `minutes` simulated minutes of the standard model (the last
@@ -252,8 +259,7 @@ fn long_run(minutes: u64) -> LongRun {
     reset_peak_rss();
     let started = Instant::now();
     let outcome = run_seed_streamed(0, &model);
-    let peak_kib = peak_rss_kib();
-    LongRun { peak_mib: peak_kib / 1024, peak_kib, wall_s: started.elapsed().as_secs_f64(), messages: outcome.messages }
+    LongRun { peak_kib: peak_rss_kib(), wall_s: started.elapsed().as_secs_f64(), messages: outcome.messages }
 }
 
 /// Sets the process's peak resident set size back to what it holds now
