@@ -7,6 +7,7 @@
 //! long run held every line once per copy of the database.
 
 use crate::types::Token;
+use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::sync::Arc;
 
@@ -58,7 +59,12 @@ impl From<Vec<Line>> for Ledger {
 /// The serde form is the plain sequence of lines, as before pages.
 impl Serialize for Ledger {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.iter())
+        // The length up front: formats such as postcard need it.
+        let mut seq = serializer.serialize_seq(Some(self.len()))?;
+        for line in self.iter() {
+            seq.serialize_element(line)?;
+        }
+        seq.end()
     }
 }
 
@@ -106,5 +112,9 @@ mod tests {
         assert_eq!(json, serde_json::to_value(lines(PAGE_LINES as u64 + 2)).expect("serializes"));
         let back: Ledger = serde_json::from_value(json).expect("deserializes");
         assert_eq!(back, ledger);
+        // A format that needs the length first takes it too, byte for byte as the plain lines.
+        let bytes = postcard::to_stdvec(&ledger).expect("serializes");
+        assert_eq!(bytes, postcard::to_stdvec(&lines(PAGE_LINES as u64 + 2)).expect("serializes"));
+        assert_eq!(postcard::from_bytes::<Ledger>(&bytes).expect("deserializes"), ledger);
     }
 }
