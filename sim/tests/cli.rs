@@ -120,6 +120,28 @@ fn empty_and_malformed_seed_counts_on_every_command() {
 }
 
 #[test]
+fn a_long_run_of_bench_takes_two_minutes_to_a_day() {
+    for minutes in ["0", "1", "1441"] {
+        assert_input_error(&["bench", "--long-run-minutes", minutes], "a long run takes 2 to 1440 simulated minutes");
+    }
+    assert_input_error(&["bench", "--long-run-minutes", "x"], "invalid value 'x' for '--long-run-minutes");
+}
+
+/// What `bench` reads of each long run, measured in a process of its own.
+#[test]
+fn a_long_run_of_bench_reports_its_own_peak_in_one_json_object() {
+    let output = fencesim(&["bench", "--long-run-minutes", "2"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let figures: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    let peak_kib = figures["peak_kib"].as_u64().expect("peak_kib");
+    if cfg!(target_os = "linux") {
+        assert!((1_024..1_048_576).contains(&peak_kib), "a peak between 1 MiB and 1 GiB: {peak_kib} KiB");
+    }
+    assert!(figures["messages"].as_u64().expect("messages") > 1_000, "two simulated minutes send messages");
+    assert!(figures["wall_s"].as_f64().expect("wall_s") > 0.0);
+}
+
+#[test]
 fn run_with_a_directory_of_no_scenarios() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli-tests").join("empty-dir");
     std::fs::create_dir_all(&dir).expect("scratch dir");

@@ -330,6 +330,11 @@ pub struct BenchArgs {
     /// Print one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Internal: one long run of this many simulated minutes in this
+    /// process, its peak memory, wall time and messages as JSON (bench
+    /// starts itself again with it for each long run).
+    #[arg(long, hide = true)]
+    pub long_run_minutes: Option<u64>,
 }
 
 /// An input error: one line for stderr, exit code 2.

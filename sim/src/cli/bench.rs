@@ -11,9 +11,11 @@
 //! within seconds, and a baseline timed in a fast moment against a stack
 //! timed in a slow one made the ratio swing from 1.1 to 1.9 on one tree;
 //! (d) peak memory (VmHWM) of one run of 10 simulated minutes, one of an
-//!     hour and one of four hours, each measured from a peak reset before it
-//!     (`/proc/self/clear_refs`), shortest first: memory flat in a run's
-//!     length shows as three equal figures;
+//!     hour and one of four hours, each in a process of its own (this
+//!     binary started again, `bench --long-run-minutes M`), so a peak is its
+//!     run's as `/usr/bin/time` reads it: in one process, what an earlier
+//!     run left in the allocator's free lists stayed resident under a later
+//!     run's peak. Memory flat in a run's length shows as three equal figures;
 //! (e) what the `linearizable` check adds to a run: the same seeds run again,
 //!     each history checked a second time by that family alone, timed apart.
 
@@ -37,13 +39,16 @@ const BASELINE_MESSAGES: u64 = BASELINE_NODES as u64 * BASELINE_SIM_S * 1_000;
 const ROUNDS: usize = 5;
 
 pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
+    if let Some(minutes) = args.long_run_minutes {
+        return long_run_here(minutes);
+    }
     let seeds = parse_seeds(&args.seeds)?;
     let seed_count = seeds.end - seeds.start;
     // The long runs go first, shortest first, so each peak is its run's own
     // (what an earlier, shorter run left allocated is below it).
-    let ten_minutes = long_run(10);
-    let hour = long_run(60);
-    let four_hours = long_run(240);
+    let ten_minutes = long_run_apart(10);
+    let hour = long_run_apart(60);
+    let four_hours = long_run_apart(240);
     let model = Model::default();
     let rounds: Vec<Round> = (0..ROUNDS).map(|_| round(&model, seeds.clone())).collect();
     let median = |figure: fn(&Round) -> f64| median(rounds.iter().map(figure).collect());
@@ -249,6 +254,55 @@ impl LongRun {
     fn peak_mib(&self) -> u64 {
         self.peak_kib / 1024
     }
+}
+
+/// `bench --long-run-minutes M`: one long run in this process, its figures
+/// as one JSON object on stdout (what [`long_run_apart`] reads).
+fn long_run_here(minutes: u64) -> Result<ExitCode, InputError> {
+    if !(2..=LONG_RUN_MINUTES_MAX).contains(&minutes) {
+        return Err(InputError(format!(
+            "--long-run-minutes {minutes}: a long run takes 2 to {LONG_RUN_MINUTES_MAX} simulated minutes (the last is its liveness phase)"
+        )));
+    }
+    let run = long_run(minutes);
+    crate::outln!(
+        "{}",
+        serde_json::json!({ "peak_kib": run.peak_kib, "wall_s": run.wall_s, "messages": run.messages })
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The longest run `--long-run-minutes` takes: a simulated day.
+const LONG_RUN_MINUTES_MAX: u64 = 24 * 60;
+
+/// One long run in a process of its own (this binary, `bench
+/// --long-run-minutes`), so its peak is its own run's and nothing an earlier
+/// run left behind. Where the binary cannot be started again, the run is
+/// measured here, from a peak reset before it, and stderr says so.
+fn long_run_apart(minutes: u64) -> LongRun {
+    let apart = std::env::current_exe().map_err(|error| error.to_string()).and_then(|exe| {
+        let output = std::process::Command::new(exe)
+            .args(["bench", "--long-run-minutes", &minutes.to_string()])
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .map_err(|error| error.to_string())?;
+        if !output.status.success() {
+            return Err(format!("it ended with {}", output.status));
+        }
+        let figures: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|error| error.to_string())?;
+        let figure = |name: &str| figures.get(name).cloned().ok_or(format!("its output has no {name}"));
+        Ok(LongRun {
+            peak_kib: figure("peak_kib")?.as_u64().ok_or("peak_kib is not a count")?,
+            wall_s: figure("wall_s")?.as_f64().ok_or("wall_s is not a number")?,
+            messages: figure("messages")?.as_u64().ok_or("messages is not a count")?,
+        })
+    });
+    apart.unwrap_or_else(|why| {
+        eprintln!(
+            "bench: the {minutes}-minute run could not run in a process of its own ({why}): measured in this one"
+        );
+        long_run(minutes)
+    })
 }
 
 /// One run of `minutes` simulated minutes of the standard model (the last
