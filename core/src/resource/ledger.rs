@@ -9,16 +9,19 @@
 use crate::types::Token;
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
 use std::sync::Arc;
 
 /// Lines per page.
-pub(super) const PAGE_LINES: usize = 64;
+const PAGE_LINES: usize = 64;
 
 /// One line: the token it was written with and its text.
-pub(super) type Line = (Token, String);
+type Line = (Token, String);
 
-/// The lines of one key, oldest first: full pages, then the open page.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The lines of one key, oldest first: full pages, then the open page. Two
+/// ledgers with the same lines have the same pages, so the derived equality
+/// is equality of lines.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub(super) struct Ledger {
     /// Each holds exactly [`PAGE_LINES`] lines.
     full: Vec<Arc<[Line]>>,
@@ -27,6 +30,7 @@ pub(super) struct Ledger {
 }
 
 impl Ledger {
+    /// Appends `line`; a page that fills is sealed and shared from then on.
     pub(super) fn push(&mut self, line: Line) {
         if self.open.is_empty() {
             self.open.reserve_exact(PAGE_LINES);
@@ -37,10 +41,12 @@ impl Ledger {
         }
     }
 
+    /// How many lines it holds.
     pub(super) fn len(&self) -> usize {
         self.full.len() * PAGE_LINES + self.open.len()
     }
 
+    /// Its lines, oldest first.
     pub(super) fn iter(&self) -> impl Iterator<Item = &Line> + '_ {
         self.full.iter().flat_map(|page| page.iter()).chain(&self.open)
     }
@@ -53,6 +59,13 @@ impl From<Vec<Line>> for Ledger {
             ledger.push(line);
         }
         ledger
+    }
+}
+
+/// The lines, as the plain list they are (not the pages).
+impl fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -103,6 +116,12 @@ mod tests {
         assert_eq!(ledger.len(), 2 * PAGE_LINES + 4);
         assert_ne!(ledger, copy);
         assert_eq!(ledger.iter().last(), Some(&(Token(99), "after the copy".to_string())));
+    }
+
+    #[test]
+    fn it_prints_as_its_lines() {
+        let ledger = Ledger::from(lines(PAGE_LINES as u64 + 1));
+        assert_eq!(format!("{ledger:?}"), format!("{:?}", lines(PAGE_LINES as u64 + 1)));
     }
 
     #[test]

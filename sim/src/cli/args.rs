@@ -333,7 +333,7 @@ pub struct BenchArgs {
     /// Internal: one long run of this many simulated minutes in this
     /// process, its peak memory, wall time and messages as JSON (bench
     /// starts itself again with it for each long run).
-    #[arg(long, hide = true)]
+    #[arg(long, hide = true, conflicts_with_all = ["seeds", "json"])]
     pub long_run_minutes: Option<u64>,
 }
 

@@ -1,4 +1,5 @@
-//! `fencesim bench`: simulation speed and memory, measured in one process.
+//! `fencesim bench`: simulation speed and memory, measured in one process
+//! (the long runs each in a child process of their own, (d)).
 //!
 //! (a) the baseline: bare madsim message passing, 5 nodes each sending one
 //! message per simulated ms for 60 simulated s through madsim's `Endpoint`;
@@ -25,6 +26,7 @@ use crate::model::Model;
 use crate::plural;
 use crate::run::seed::{run_seed, run_seed_streamed};
 use crate::run::sweep::sweep;
+use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,11 +46,16 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
     }
     let seeds = parse_seeds(&args.seeds)?;
     let seed_count = seeds.end - seeds.start;
-    // The long runs go first, shortest first, so each peak is its run's own
-    // (what an earlier, shorter run left allocated is below it).
-    let ten_minutes = long_run_apart(10);
-    let hour = long_run_apart(60);
-    let four_hours = long_run_apart(240);
+    // The long runs go first, shortest first: measured in this process (the
+    // fallback), what an earlier, shorter run left allocated is below a later one's peak.
+    let long_runs = || Ok::<_, String>([long_run_apart(10)?, long_run_apart(60)?, long_run_apart(240)?]);
+    let [ten_minutes, hour, four_hours] = match long_runs() {
+        Ok(runs) => runs,
+        Err(why) => {
+            eprintln!("bench: {why}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
     let model = Model::default();
     let rounds: Vec<Round> = (0..ROUNDS).map(|_| round(&model, seeds.clone())).collect();
     let median = |figure: fn(&Round) -> f64| median(rounds.iter().map(figure).collect());
@@ -63,7 +70,7 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
     let linearizable_pct = linearizable_share(&model, seeds);
     // Read from KiB: whole MiB would round a 10 % growth away or double it.
     // `None` where the peaks are unknown (not Linux).
-    let peak_growth = (ten_minutes.peak_kib > 0)
+    let peak_growth = (ten_minutes.peak_kib > 0 && four_hours.peak_kib > 0)
         .then(|| (four_hours.peak_kib as f64 / ten_minutes.peak_kib as f64 * 100.0).round() / 100.0);
     if args.json {
         crate::outln!(
@@ -244,6 +251,8 @@ fn baseline() -> (u64, f64) {
     (messages, (cpu_s() - started).max(1e-9))
 }
 
+/// One long run's figures; `bench --long-run-minutes` prints them as JSON.
+#[derive(Serialize, Deserialize)]
 struct LongRun {
     peak_kib: u64,
     wall_s: f64,
@@ -261,14 +270,10 @@ impl LongRun {
 fn long_run_here(minutes: u64) -> Result<ExitCode, InputError> {
     if !(2..=LONG_RUN_MINUTES_MAX).contains(&minutes) {
         return Err(InputError(format!(
-            "--long-run-minutes {minutes}: a long run takes 2 to {LONG_RUN_MINUTES_MAX} simulated minutes (the last is its liveness phase)"
+            "--long-run-minutes {minutes}: a long run takes 2 to {LONG_RUN_MINUTES_MAX} simulated minutes (the last minute is its liveness phase)"
         )));
     }
-    let run = long_run(minutes);
-    crate::outln!(
-        "{}",
-        serde_json::json!({ "peak_kib": run.peak_kib, "wall_s": run.wall_s, "messages": run.messages })
-    );
+    crate::outln!("{}", serde_json::to_string(&long_run(minutes)).expect("figures serialize"));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -278,31 +283,30 @@ const LONG_RUN_MINUTES_MAX: u64 = 24 * 60;
 /// One long run in a process of its own (this binary, `bench
 /// --long-run-minutes`), so its peak is its own run's and nothing an earlier
 /// run left behind. Where the binary cannot be started again, the run is
-/// measured here, from a peak reset before it, and stderr says so.
-fn long_run_apart(minutes: u64) -> LongRun {
-    let apart = std::env::current_exe().map_err(|error| error.to_string()).and_then(|exe| {
-        let output = std::process::Command::new(exe)
+/// measured here, from a peak reset before it, and stderr says so; a child
+/// that started and failed (a panic, a signal, output that is not its
+/// figures) is an error, not measured twice.
+fn long_run_apart(minutes: u64) -> Result<LongRun, String> {
+    let started = std::env::current_exe().and_then(|exe| {
+        std::process::Command::new(exe)
             .args(["bench", "--long-run-minutes", &minutes.to_string()])
             .stderr(std::process::Stdio::inherit())
             .output()
-            .map_err(|error| error.to_string())?;
-        if !output.status.success() {
-            return Err(format!("it ended with {}", output.status));
-        }
-        let figures: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|error| error.to_string())?;
-        let figure = |name: &str| figures.get(name).cloned().ok_or(format!("its output has no {name}"));
-        Ok(LongRun {
-            peak_kib: figure("peak_kib")?.as_u64().ok_or("peak_kib is not a count")?,
-            wall_s: figure("wall_s")?.as_f64().ok_or("wall_s is not a number")?,
-            messages: figure("messages")?.as_u64().ok_or("messages is not a count")?,
-        })
     });
-    apart.unwrap_or_else(|why| {
-        eprintln!(
-            "bench: the {minutes}-minute run could not run in a process of its own ({why}): measured in this one"
-        );
-        long_run(minutes)
-    })
+    let output = match started {
+        Ok(output) => output,
+        Err(error) => {
+            eprintln!(
+                "bench: the {minutes}-minute run cannot start a process of its own ({error}): measured in this one"
+            );
+            return Ok(long_run(minutes));
+        }
+    };
+    if !output.status.success() {
+        return Err(format!("the {minutes}-minute run's process ended with {}", output.status));
+    }
+    serde_json::from_slice(&output.stdout)
+        .map_err(|error| format!("the {minutes}-minute run's process printed no figures: {error}"))
 }
 
 /// One run of `minutes` simulated minutes of the standard model (the last

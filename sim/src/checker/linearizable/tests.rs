@@ -470,7 +470,7 @@ fn a_long_history_is_judged_in_segments_and_forgotten_as_it_goes() {
     let (report, held_max) = judged(&h, false);
     assert!(report.violations.is_empty() && report.counters.linearizable_undecided.is_empty(), "{report:#?}");
     assert!(held_max <= 2 * super::TAIL_OPS, "the family held {held_max} operations at once");
-    // As a run judges it: the segments wait until the key holds a few hundred.
+    // As a run judges it: the segments wait until the key holds more than `HELD_OPS_MAX`.
     let (report, held_max) = judged_by(&h, super::LinearizableChecker::new(&h.config(h.now_us() + 60_000_000)));
     assert!(report.violations.is_empty() && report.counters.linearizable_undecided.is_empty(), "{report:#?}");
     let bound = super::ops::HELD_OPS_MAX + 2 * super::TAIL_OPS;
