@@ -83,40 +83,48 @@ impl FirstEntries {
         Some(AppliedEntry { node: *node, command, result: *result })
     }
 
-    /// Records an apply at `index` as its first entry, unless it has one;
-    /// true if this is the first.
-    pub fn record_entry(&mut self, index: LogIndex, node: NodeId, term: Term, command: Option<&Command>) -> bool {
+    /// The slot of `index`, its block made if it has none.
+    fn slot_mut(&mut self, index: LogIndex) -> &mut Option<Slot> {
         let block = self
             .blocks
             .entry(index.0 / BLOCK_INDICES)
             .or_insert_with(|| vec![None; BLOCK_INDICES as usize].into_boxed_slice());
-        let slot = &mut block[(index.0 % BLOCK_INDICES) as usize];
+        &mut block[(index.0 % BLOCK_INDICES) as usize]
+    }
+
+    /// Records a no-op applied at `index` as its first entry, unless it has
+    /// one; true if this is the first.
+    pub fn record_noop(&mut self, index: LogIndex, node: NodeId, term: Term) -> bool {
+        let slot = self.slot_mut(index);
         if slot.is_some() {
             return false;
         }
-        *slot = Some(Slot { node, term, command: command.cloned(), result: None });
+        *slot = Some(Slot { node, term, command: None, result: None });
         true
     }
 
-    /// Records the first command applied at `index`, by `node`: `entry_first`
-    /// if that apply was also the index's first entry ([`Self::record_entry`]).
-    pub fn record_applied(
+    /// Records `command` applied at `index` by `node`: as the index's first
+    /// entry, unless it has one, and with `first_result` (the first command
+    /// applied there) its result, kept apart where the first entry is
+    /// another's. True if this is the first entry.
+    pub fn record_command(
         &mut self,
         index: LogIndex,
         node: NodeId,
+        term: Term,
         command: &Command,
-        result: ApplyResult,
-        entry_first: bool,
-    ) {
-        debug_assert!(self.applied(index).is_none(), "{index} has its first command");
-        if entry_first {
-            let block = self.blocks.get_mut(&(index.0 / BLOCK_INDICES)).expect("the entry just recorded");
-            let slot = block[(index.0 % BLOCK_INDICES) as usize].as_mut().expect("the entry just recorded");
-            debug_assert!(slot.node == node && slot.command.as_ref() == Some(command));
-            slot.result = Some(result);
-        } else {
+        first_result: Option<ApplyResult>,
+    ) -> bool {
+        debug_assert!(first_result.is_none() || self.applied(index).is_none(), "{index} has its first command");
+        let slot = self.slot_mut(index);
+        if slot.is_none() {
+            *slot = Some(Slot { node, term, command: Some(command.clone()), result: first_result });
+            return true;
+        }
+        if let Some(result) = first_result {
             self.applied_apart.insert(index, (node, command.clone(), result));
         }
+        false
     }
 
     /// Forgets every index at or below `to`.
@@ -162,16 +170,16 @@ mod tests {
     fn the_first_entry_and_the_first_command_are_kept_and_forgotten_to_an_index() {
         let mut entries = FirstEntries::default();
         for index in 1..=200 {
-            let first = entries.record_entry(LogIndex(index), NodeId(0), Term(2), Some(&grant(index)));
-            assert!(first);
-            entries.record_applied(LogIndex(index), NodeId(0), &grant(index), ApplyResult::GrantRejected, first);
-            assert!(!entries.record_entry(LogIndex(index), NodeId(1), Term(3), None));
+            let first = Some(ApplyResult::GrantRejected);
+            assert!(entries.record_command(LogIndex(index), NodeId(0), Term(2), &grant(index), first));
+            assert!(!entries.record_noop(LogIndex(index), NodeId(1), Term(3)));
         }
         // A no-op first, then another node's command: the command is kept apart.
-        assert!(entries.record_entry(LogIndex(201), NodeId(1), Term(3), None));
-        assert!(!entries.record_entry(LogIndex(201), NodeId(2), Term(3), Some(&grant(7))));
+        assert!(entries.record_noop(LogIndex(201), NodeId(1), Term(3)));
+        assert!(!entries.record_command(LogIndex(201), NodeId(2), Term(3), &grant(7), None));
         assert!(entries.applied(LogIndex(201)).is_none());
-        entries.record_applied(LogIndex(201), NodeId(2), &grant(7), ApplyResult::GrantRejected, false);
+        let first = Some(ApplyResult::GrantRejected);
+        assert!(!entries.record_command(LogIndex(201), NodeId(2), Term(3), &grant(7), first));
         let applied = entries.applied(LogIndex(201)).expect("kept apart");
         assert_eq!((applied.node, applied.command), (NodeId(2), &grant(7)));
         assert_eq!(entries.entry(LogIndex(201)).map(|e| e.command), Some(None));

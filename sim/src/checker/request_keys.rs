@@ -74,17 +74,20 @@ impl ClientRuns {
     }
 
     fn insert(&mut self, id: u64, key: u32) {
-        if self.get(id) == Some(key) {
-            return;
-        }
-        // The run that may hold `id`, or that it may join, is made open
-        // again (rare: a request older than a client's newest runs named
-        // with another key).
-        while self.open.first().is_none_or(|run| run.first > id) {
-            let Some((_, block)) = self.sealed.pop_last() else { break };
-            let mut runs: Vec<RequestRun> = unpack(&block).collect();
-            runs.append(&mut self.open);
-            self.open = runs;
+        if self.open.first().is_none_or(|run| run.first > id) {
+            // Below the open runs: nothing to do if a packed run says so
+            // already; else the run that may hold `id`, or that it may join,
+            // is made open again (rare: a request older than a client's
+            // newest runs named with another key).
+            if self.get(id) == Some(key) {
+                return;
+            }
+            while self.open.first().is_none_or(|run| run.first > id) {
+                let Some((_, block)) = self.sealed.pop_last() else { break };
+                let mut runs: Vec<RequestRun> = unpack(&block).collect();
+                runs.append(&mut self.open);
+                self.open = runs;
+            }
         }
         insert_run(&mut self.open, id, key);
         while self.open.len() >= 2 * BLOCK_RUNS {

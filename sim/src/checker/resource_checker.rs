@@ -10,7 +10,7 @@
 //! write to the restored resource.
 
 use super::keys::Keys;
-use super::packed::{put, put_change, take, take_change, take_u32, Pack, PackedMap};
+use super::packed::{put, put_change, take_change, take_u32, Pack, PackedMap};
 use super::state::{Context, Facts};
 use super::{Family, Property, Report, Violation};
 use crate::faults::Fault;
@@ -32,41 +32,34 @@ impl Pack for Original {
     fn pack(&self, before: &Self, bytes: &mut Vec<u8>) {
         put(bytes, u64::from(self.key));
         put_change(bytes, self.token.0, before.token.0);
-        put(bytes, u64::from(self.accepted));
+        self.accepted.pack(&before.accepted, bytes);
         put_change(bytes, self.seq, before.seq);
     }
 
     fn unpack(before: &Self, bytes: &[u8], at: &mut usize) -> Self {
         let (key, token) = (take_u32(bytes, at), Token(take_change(bytes, at, before.token.0)));
-        let accepted = take(bytes, at) == 1;
+        let accepted = bool::unpack(&before.accepted, bytes, at);
         Original { key, token, accepted, seq: take_change(bytes, at, before.seq) }
     }
 }
 
-/// An accepted write, for judging later writes across restores.
-#[derive(Clone, Copy, Debug)]
+/// An accepted write, for judging later writes across restores, packed
+/// under its place in the history (`seq`).
+#[derive(Clone, Copy, Debug, Default)]
 struct Accepted {
     token: Token,
     client: ClientId,
-    seq: u64,
 }
 
-/// An accepted write as packed under its place in the history (`seq`).
-#[derive(Clone, Copy, Debug, Default)]
-struct AcceptedBy {
-    token: Token,
-    client: ClientId,
-}
-
-impl Pack for AcceptedBy {
+impl Pack for Accepted {
     fn pack(&self, before: &Self, bytes: &mut Vec<u8>) {
         put_change(bytes, self.token.0, before.token.0);
-        put(bytes, u64::from(self.client.0));
+        self.client.pack(&before.client, bytes);
     }
 
     fn unpack(before: &Self, bytes: &[u8], at: &mut usize) -> Self {
         let token = Token(take_change(bytes, at, before.token.0));
-        AcceptedBy { token, client: ClientId(take_u32(bytes, at)) }
+        Accepted { token, client: ClientId::unpack(&before.client, bytes, at) }
     }
 }
 
@@ -92,7 +85,7 @@ pub(crate) struct ResourceChecker {
     /// Per key: every accepted write, in history order (judged only when a
     /// write lands below `highest`, and a restore may make any of them the
     /// one that fences), packed (`packed.rs`) under its `seq`.
-    accepted: BTreeMap<Key, PackedMap<u64, AcceptedBy>>,
+    accepted: BTreeMap<Key, PackedMap<u64, Accepted>>,
     /// Per key by number, per token: the first client whose write under it
     /// was accepted (a second may come at any time), packed.
     first_writer: BTreeMap<u32, PackedMap<Token, ClientId>>,
@@ -139,9 +132,9 @@ impl ResourceChecker {
     /// Whether an accepted write no longer fences anything: a resource
     /// restore undid it, and a whole-cluster restore undid the grant of its
     /// token (the lock service went back past it too).
-    fn excused(&self, write: &Accepted) -> bool {
-        let Some(issued) = self.issued.get(write.token) else { return false };
-        self.resource_undid(write.seq) && self.cluster_rollbacks.iter().any(|r| r.undid(issued))
+    fn excused(&self, seq: u64, token: Token) -> bool {
+        let Some(issued) = self.issued.get(token) else { return false };
+        self.resource_undid(seq) && self.cluster_rollbacks.iter().any(|r| r.undid(issued))
     }
 
     /// Whether a restore of the resource undid the event at `seq`.
@@ -152,8 +145,10 @@ impl ResourceChecker {
     /// The highest accepted token on `key` above `token` that still fences, if any.
     fn fencing_above(&self, key: &Key, token: Token) -> Option<Accepted> {
         let writes = self.accepted.get(key)?.iter();
-        let writes = writes.map(|(seq, AcceptedBy { token, client })| Accepted { token, client, seq });
-        writes.filter(|w| w.token > token && !self.excused(w)).max_by_key(|w| w.token)
+        writes
+            .filter(|(seq, w)| w.token > token && !self.excused(*seq, w.token))
+            .map(|(_, w)| w)
+            .max_by_key(|w| w.token)
     }
 
     fn on_accepted(&mut self, w: &Write, report: &mut Report) {
@@ -186,8 +181,8 @@ impl ResourceChecker {
             }
         }
         let writers = self.first_writer.entry(self.keys.number(w.key)).or_default();
-        writers.insert(w.token, w.client);
-        let first = writers.get(w.token).expect("a first writer just recorded");
+        let first =
+            if writers.insert(w.token, w.client) { w.client } else { writers.get(w.token).expect("a first writer") };
         if first != w.client && self.reported.insert((Property::EqualToken, w.client, w.request)) {
             let detail = format!(
                 "the resource accepted writes to {} with {} from both {first} and {}: two holders had effects \
@@ -202,7 +197,7 @@ impl ResourceChecker {
         if w.token > entry.0 {
             *entry = (w.token, w.client);
         }
-        let accepted = AcceptedBy { token: w.token, client: w.client };
+        let accepted = Accepted { token: w.token, client: w.client };
         let recorded = self.accepted.entry(w.key.clone()).or_default().insert(w.seq, accepted);
         assert!(recorded, "one write per place in the history");
     }

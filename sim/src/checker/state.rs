@@ -382,14 +382,12 @@ impl Context {
                 self.tokens_replied.insert(*token, ());
             }
             EventKind::Applied { node, index, term, command, result } => {
-                let entry_first = self.entries.record_entry(*index, *node, *term, Some(command));
-                if facts.first_apply {
-                    self.entries.record_applied(*index, *node, command, *result, entry_first);
-                }
+                let first_result = facts.first_apply.then_some(*result);
+                self.entries.record_command(*index, *node, *term, command, first_result);
                 self.absorb_applied(event.at_us, *node, command, result, facts);
             }
             EventKind::AppliedNoop { node, index, term } => {
-                self.entries.record_entry(*index, *node, *term, None);
+                self.entries.record_noop(*index, *node, *term);
             }
             _ => {}
         }
