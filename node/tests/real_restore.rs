@@ -135,7 +135,19 @@ fn run(test: &str) -> (RealRun, WriteVerdict) {
             _ => None,
         })
         .expect("a worker took the armed stall");
-    let late = first_write_after(events, client, restored.at_us).expect("the stopped worker wrote after the restore");
+    let late = first_write_after(events, client, restored.at_us).unwrap_or_else(|| {
+        // What a slow machine made of the timing, for the next look.
+        let writes: Vec<(u64, &EventKind)> = events
+            .iter()
+            .filter(|e| matches!(&e.kind, EventKind::WriteDone { client: c, .. } if *c == client))
+            .map(|e| (e.at_us, &e.kind))
+            .collect();
+        panic!(
+            "the stopped worker wrote after the restore: {client} stalled at {stalled_at_us} µs, the restore \
+             was recorded at {} µs; its writes: {writes:?}",
+            restored.at_us
+        )
+    });
     let token_late = late.1;
     // The situation the test is about: above the stopped holder's token,
     // another worker's write was accepted during the stall, before the restore.
