@@ -8,7 +8,8 @@
 //! instant), so the records are kept as blocks of `BLOCK_RECORDS`, each a byte
 //! string of LEB128 differences: ten-odd bytes a record where a map entry took
 //! seventy or more. Only the newest records are kept unpacked, until they
-//! fill a block.
+//! fill a block. A map that needs only the newest records (a repeated
+//! token's first teller) drops whole blocks below a bound as it goes.
 
 use super::index_runs::Step;
 use std::collections::BTreeMap;
@@ -125,6 +126,28 @@ impl<K: Step, V: Pack> PackedMap<K, V> {
             }
         }
         self.open.range(from..).next().map(|(key, _)| *key)
+    }
+
+    /// Forgets the packed blocks whose keys are all below `bound`: what a
+    /// map of the newest records drops as it goes. The unpacked records and
+    /// the block `bound` falls in stay.
+    pub fn forget_below(&mut self, bound: K) {
+        while let Some((&first, _)) = self.sealed.first_key_value() {
+            // A block's keys are below the next block's lowest, the last block's at most `sealed_max`.
+            let next = self.sealed.range((Bound::Excluded(first), Bound::Unbounded)).next().map(|(key, _)| *key);
+            let all_below = match next {
+                Some(next) => next <= bound,
+                None => self.sealed_max.is_some_and(|max| max < bound),
+            };
+            if !all_below {
+                return;
+            }
+            let block = self.sealed.remove(&first).expect("the first block");
+            self.len -= unpack::<K, V>(&block).count();
+            if self.sealed.is_empty() {
+                self.sealed_max = None;
+            }
+        }
     }
 
     /// Every record, in key order.
@@ -339,6 +362,33 @@ mod tests {
         }
         assert_eq!(map.len(), 2_000);
         assert!(map.largest_block() <= 2 * BLOCK_RECORDS, "a block of {} records", map.largest_block());
+    }
+
+    #[test]
+    fn forgetting_drops_only_whole_blocks_below_the_bound() {
+        let mut map = PackedMap::default();
+        for n in 0..1_000 {
+            map.insert(Token(n), record(n));
+        }
+        map.forget_below(Token(500));
+        // The block 500 falls in (448..512) stays, with every record from it on.
+        assert_eq!(map.get(Token(447)), None);
+        assert_eq!(map.get(Token(448)), Some(record(448)));
+        assert_eq!(map.len(), 1_000 - 448);
+        assert_eq!(map.iter().map(|(k, _)| k.0).collect::<Vec<_>>(), (448..1_000).collect::<Vec<_>>());
+        // A late record below the kept blocks still joins one, and is found.
+        assert!(map.insert(Token(3), record(3)));
+        assert_eq!(map.get(Token(3)), Some(record(3)));
+        // Past every packed key: only the unpacked records are left, and new ones pack as before.
+        map.forget_below(Token(u64::MAX));
+        assert_eq!(map.len(), 1_000 % BLOCK_RECORDS);
+        assert_eq!(map.held().1, 0);
+        for n in 1_000..1_200 {
+            map.insert(Token(n), record(n));
+        }
+        assert_eq!(map.len(), 1_000 % BLOCK_RECORDS + 200);
+        assert_eq!(map.get(Token(1_100)), Some(record(1_100)));
+        assert_eq!(map.first_from(Token(0)), Some(Token(1_000 - 1_000 % BLOCK_RECORDS as u64)));
     }
 
     #[test]

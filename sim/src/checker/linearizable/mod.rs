@@ -42,7 +42,6 @@ use ops::{Call, Op, OpLog, Segment};
 use search::{search_from, Found, Limits};
 use spec::State;
 use std::collections::{BTreeMap, VecDeque};
-use tokens::Told;
 
 /// One million: rates are in parts per million.
 const PPM_ONE: u128 = 1_000_000;
@@ -348,7 +347,7 @@ impl Family for LinearizableChecker {
         self.observe_event(event);
     }
 
-    /// Judges what is left of every key, and the tokens across keys.
+    /// Judges what is left of every key, and reports what the token checks across keys found.
     fn finish(&mut self, _ctx: &Context, report: &mut Report) {
         for (key, key_ops) in self.log.take_keys() {
             let client_ops = key_ops.client_ops;
@@ -367,10 +366,9 @@ impl Family for LinearizableChecker {
                 judgment.client_ops = client_ops;
             }
         }
-        let (grants, keys) = self.log.take_grants();
-        let told: Vec<Told> = grants.iter().map(|(_, told)| told).collect();
-        drop(grants);
-        tokens::check(&told, &keys, report);
+        for violation in self.log.tokens().take_found() {
+            report.push(violation);
+        }
         for (key, mut judgment) in std::mem::take(&mut self.judged) {
             let counters = &mut report.counters;
             counters.linearizable_keys += 1;

@@ -18,9 +18,7 @@
 //! strictly after the last answer (or restore); `carry.rs` says why each
 //! segment can then be judged on its own.
 
-use super::tokens::Told;
-use crate::checker::keys::Keys;
-use crate::checker::packed::PackedMap;
+use super::tokens::{TokenChecks, Told};
 use crate::history::{Actor, EventKind};
 use fencelock::service::{ClientReply, ClientRequest};
 use fencelock::{ClientId, Key, RequestId, Token};
@@ -95,10 +93,8 @@ pub(crate) struct OpLog {
     ops_per_search_max: usize,
     /// The lease of a renewal not answered with one.
     lease_ms: u64,
-    /// Every grant, by number: the token checks read them at the end.
-    grants: PackedMap<u64, Told>,
-    /// The keys the grants name.
-    grant_keys: Keys,
+    /// The token checks across keys, fed every operation as it is sent and settled.
+    tokens: TokenChecks,
     /// The earliest instant after which a closed segment may be judged.
     ready_after_us: u64,
     /// Whether keys are cut into segments (a test judges whole keys too).
@@ -219,8 +215,7 @@ impl OpLog {
             count: 0,
             ops_per_search_max,
             lease_ms,
-            grants: PackedMap::default(),
-            grant_keys: Keys::default(),
+            tokens: TokenChecks::default(),
             ready_after_us: u64::MAX,
             cuts: true,
             held_max: HELD_OPS_MAX,
@@ -267,6 +262,7 @@ impl OpLog {
                 };
                 let number = self.count;
                 self.count += 1;
+                self.tokens.sent(number, at_us);
                 let restored_before_us = self.restores_at_us.last().copied();
                 let ops = self.keys.entry(key.clone()).or_insert_with(|| KeyOps {
                     closed: VecDeque::new(),
@@ -326,10 +322,16 @@ impl OpLog {
     /// Operation `number` of `key` is answered, or never will be (`None`).
     /// An operation still open is in its key's current segment: no cut passes an open one.
     fn settle(&mut self, key: &Key, number: u64, answer: Option<(ClientReply, u64)>) {
-        let Some(ops) = self.keys.get_mut(key) else { return };
+        let Some(ops) = self.keys.get_mut(key) else {
+            self.tokens.settled(number);
+            return;
+        };
         let segment = &mut ops.current;
         segment.open -= 1;
-        let Some(op) = segment.ops.get_mut(&number) else { return };
+        let Some(op) = segment.ops.get_mut(&number) else {
+            self.tokens.settled(number);
+            return;
+        };
         if let Some((reply, at_us)) = answer {
             op.answer = Some(reply);
             op.resp_us = at_us;
@@ -339,11 +341,12 @@ impl OpLog {
             }
         }
         if let Some(ClientReply::Granted { token, .. }) = op.answer {
-            let key = self.grant_keys.number(&op.key);
+            let key = self.tokens.key_number(&op.key);
             let told =
                 Told { client: op.client, request: op.request, key, token, inv_us: op.inv_us, resp_us: op.resp_us };
-            let new = self.grants.insert(number, told);
-            debug_assert!(new, "an operation settles once");
+            self.tokens.granted(number, told);
+        } else {
+            self.tokens.settled(number);
         }
         let copies = lost_in_restores(op, &self.restores_at_us).count() as u64;
         let answered = op.resp_us != u64::MAX;
@@ -393,9 +396,9 @@ impl OpLog {
         segments.map(|segment| segment.ops.len()).sum()
     }
 
-    /// Every grant, in history order, and the keys they name, taken out of the log.
-    pub fn take_grants(&mut self) -> (PackedMap<u64, Told>, Keys) {
-        (std::mem::take(&mut self.grants), std::mem::take(&mut self.grant_keys))
+    /// The token checks across keys.
+    pub fn tokens(&mut self) -> &mut TokenChecks {
+        &mut self.tokens
     }
 }
 

@@ -345,7 +345,7 @@ fn a_key_the_search_cannot_take_is_named_not_passed() {
 }
 
 /// A segment past the search's bound keeps only what was never answered or
-/// is still open; the log keeps every grant apart for the token checks.
+/// is still open; the token checks still see every grant.
 #[test]
 fn a_segment_past_the_bound_keeps_only_its_open_operations_and_the_grants_are_kept_apart() {
     use super::ops::OpLog;
@@ -363,8 +363,11 @@ fn a_segment_past_the_bound_keeps_only_its_open_operations_and_the_grants_are_ke
     for event in h.events() {
         log.observe(event.at_us, &event.kind);
     }
-    let grants: Vec<u32> = log.take_grants().0.iter().map(|(_, op)| op.client.0).collect();
-    assert_eq!(grants, [1, 4]);
+    // Two keys named, one teller kept (a repeat keeps the first), the repeat found.
+    assert_eq!(log.tokens().held(), (2, 1, 1));
+    let found: Vec<String> = log.tokens().take_found().into_iter().map(|v| v.detail).collect();
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].starts_with("tok41 was told to two requests: c1/r5 on k"), "{}", found[0]);
     let keys = log.take_keys();
     let kept: Vec<(u32, Option<ClientReply>)> =
         keys[&key("k")].current.ops.values().map(|op| (op.client.0, op.answer)).collect();
@@ -388,14 +391,15 @@ fn a_segment_past_the_bound_keeps_only_its_open_operations_and_the_grants_are_ke
     assert_eq!(told_twice.count(), 1, "{:#?}", report.violations);
 }
 
-/// The token checks keep every grant of the run (a token told twice, or a
-/// lower one after a higher answer, may come at any time), each as a small
-/// record naming its key by number: ten thousand grants on three keys keep
-/// three key names, and a repeat and a decrease at the end are still found.
+/// The token checks are judged as the history goes and keep what does not
+/// grow with the run: ten thousand grants on three keys keep three key
+/// names, the tellers of the newest tokens and a few pages of bits; a
+/// repeat of a token from long before and a decrease are still found, and a
+/// repeat of a recent token names its first teller.
 #[test]
-fn the_grants_kept_for_the_token_checks_are_small_records_and_still_catch_a_repeat() {
+fn the_token_checks_keep_little_and_still_catch_a_repeat_from_long_before() {
     use super::ops::OpLog;
-    use super::tokens::Told;
+    use super::tokens::{Told, TELLERS_KEPT};
     assert!(std::mem::size_of::<Told>() <= 48, "a grant kept costs {} bytes", std::mem::size_of::<Told>());
     let names = ["a", "b", "c"];
     let mut h = H::new();
@@ -407,24 +411,96 @@ fn the_grants_kept_for_the_token_checks_are_small_records_and_still_catch_a_repe
             reply_granted(100 + i),
         );
     }
-    // A grant of a token already told, sent after a higher one was answered.
+    // A grant of a token told long before, sent after a higher one was
+    // answered; then one of a recent token, sent after the first was answered.
     let h = try_lock(h.at_ms(200_000), 9, 1, "b").at_ms(200_001).answered(9, 1, reply_granted(150));
+    let h = try_lock(h.at_ms(200_010), 8, 1, "a").at_ms(200_011).answered(8, 1, reply_granted(10_050));
     let mut log = OpLog::new(Limits::STANDARD.ops_per_search_max, LEASE_MS);
     for event in h.events() {
         log.observe(event.at_us, &event.kind);
     }
-    let (grants, keys) = log.take_grants();
-    let told: Vec<Told> = grants.iter().map(|(_, told)| told).collect();
-    assert_eq!((told.len(), keys.len()), (10_001, 3));
-    // Packed: a few bytes a grant while the run goes (an entry of a map took about 80).
-    let (open, packed_bytes) = grants.held();
-    assert!(open < 64 && packed_bytes <= 12 * told.len(), "{open} open, {packed_bytes} bytes");
-    let mut report = crate::checker::Report::default();
-    super::tokens::check(&told, &keys, &mut report);
-    let details: Vec<&str> = report.violations.iter().map(|v| v.detail.as_str()).collect();
-    assert_eq!(details.len(), 2, "{details:#?}");
-    assert!(details[0].starts_with("tok150 was told to two requests: c1/r51 on c"), "{}", details[0]);
-    assert!(details[1].starts_with("c9/r1 was granted tok150 on b although"), "{}", details[1]);
+    let (keys, tellers, pages) = log.tokens().held();
+    assert_eq!(keys, 3);
+    assert!(tellers as u64 <= TELLERS_KEPT + 128, "{tellers} tellers kept");
+    assert!(pages <= 11, "{pages} pages of bits");
+    let details: Vec<String> = log.tokens().take_found().into_iter().map(|v| v.detail).collect();
+    assert_eq!(details.len(), 4, "{details:#?}");
+    assert!(details[0].starts_with("tok150 was told to two requests: one answered earlier"), "{}", details[0]);
+    assert!(details[0].contains("and c9/r1 on b (answered at 200001 ms)"), "{}", details[0]);
+    assert!(details[1].starts_with("c9/r1 was granted tok150 on b although c5/r10000 had been told tok10099"));
+    assert!(details[2].starts_with("tok10050 was told to two requests: c1/r9951 on c (answered at 99501 ms)"));
+    assert!(details[3].starts_with("c8/r1 was granted tok10050 on a although c5/r10000"), "{}", details[3]);
+}
+
+/// The token checks as the history goes find what the whole-run sweep
+/// they replaced finds, over random overlapping grants of few tokens (so
+/// repeats and decreases are common): the same decreases, and for each
+/// token as many repeats as it has grants after its first.
+#[test]
+fn the_token_checks_as_the_history_goes_agree_with_a_sweep_of_the_whole_run() {
+    use super::ops::OpLog;
+    use rand::{Rng, SeedableRng};
+    let (mut decreases_seen, mut repeats_seen) = (0, 0);
+    for seed in 0..200 {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let (mut h, mut open, mut grants) = (H::new(), Vec::new(), Vec::new());
+        for step in 0..60u64 {
+            // Three events an instant: a grant answered as a request is sent is not behind it.
+            h = h.at_ms(step / 3 * 10);
+            if open.is_empty() || (open.len() < 4 && rng.gen_bool(0.5)) {
+                let client = rng.gen_range(1..6);
+                h = try_lock(h, client, step, ["a", "b"][rng.gen_range(0..2)]);
+                open.push((client, step, h.now_us()));
+            } else {
+                let (client, request, inv_us) = open.swap_remove(rng.gen_range(0..open.len()));
+                let token = rng.gen_range(40..52);
+                h = h.answered(client, request, reply_granted(token));
+                grants.push((client, request, token, inv_us, h.now_us()));
+            }
+        }
+        let mut log = OpLog::new(Limits::STANDARD.ops_per_search_max, LEASE_MS);
+        for event in h.events() {
+            log.observe(event.at_us, &event.kind);
+        }
+        let found = log.tokens().take_found();
+        // The sweep: a grant is below the highest token answered before its first send.
+        let mut decreases: Vec<(u32, u64)> = grants
+            .iter()
+            .filter(|(_, _, token, inv_us, _)| {
+                grants.iter().any(|(_, _, earlier, _, resp_us)| resp_us < inv_us && earlier > token)
+            })
+            .map(|(client, request, ..)| (*client, *request))
+            .collect();
+        let mut repeats: Vec<u64> = grants.iter().map(|grant| grant.2).collect();
+        repeats.sort();
+        repeats.dedup();
+        let mut repeats: Vec<u64> = repeats
+            .into_iter()
+            .flat_map(|token| {
+                let told = grants.iter().filter(|grant| grant.2 == token).count();
+                std::iter::repeat_n(token, told - 1)
+            })
+            .collect();
+        let mut found_decreases = Vec::new();
+        let mut found_repeats = Vec::new();
+        for v in &found {
+            if v.detail.contains("tokens must increase") {
+                let named = grants.iter().find(|g| v.detail.starts_with(&format!("c{}/r{} was granted", g.0, g.1)));
+                let (client, request, ..) = named.expect("a grant named");
+                found_decreases.push((*client, *request));
+            } else {
+                found_repeats.push(v.tokens[0].0);
+            }
+        }
+        decreases.sort();
+        found_decreases.sort();
+        repeats.sort();
+        found_repeats.sort();
+        assert_eq!(found_decreases, decreases, "seed {seed}");
+        assert_eq!(found_repeats, repeats, "seed {seed}");
+        (decreases_seen, repeats_seen) = (decreases_seen + decreases.len(), repeats_seen + repeats.len());
+    }
+    assert!(decreases_seen > 500 && repeats_seen > 500, "{decreases_seen} decreases, {repeats_seen} repeats");
 }
 
 /// Runs `h` through the family (each segment judged as soon as it may be,

@@ -6,23 +6,32 @@
 //! keys apart (`search.rs`) cannot see either; these two checks can. They
 //! are the real-time consequences of one counter, not a full search over all
 //! keys at once.
+//!
+//! Both are judged as the history goes, in memory that does not grow with
+//! the run: the tokens told are a set of bits (one counter hands them out,
+//! so they are dense); each operation still open holds the grant with the
+//! highest token answered before it was sent; and only the newest grants
+//! are kept whole, to name the first teller of a token told again.
 
-use super::{Property, Report, Violation};
+use super::{Property, Violation};
 use crate::checker::keys::Keys;
-use crate::checker::packed::{put, put_change, take, take_change, take_u32, Pack};
-use fencelock::{ClientId, RequestId, Token};
+use crate::checker::packed::{put, put_change, take, take_change, take_u32, Pack, PackedMap};
+use fencelock::{ClientId, Key, RequestId, Token};
 use std::collections::BTreeMap;
 
-/// A `Granted` answer, as the token checks read it. Both checks are over the
-/// whole run by their definition (a token told twice may be told again at any
-/// time; a later grant may be compared with any earlier answer), so every
-/// grant is kept, but only this: about a fifth of the operation it came
-/// from, and packed (`packed.rs`) until the end.
+/// The tellers kept to name in a repeat's detail: those of the tokens at
+/// most this far below the highest told. A token told again from further
+/// back is still a violation; its detail says its first teller is not kept.
+/// (The repeats the unsafe variants make come within a few dozen tokens.)
+pub(crate) const TELLERS_KEPT: u64 = 1_024;
+
+/// A `Granted` answer, as the token checks read it: about a fifth of the
+/// operation it came from, and packed (`packed.rs`) while it is kept.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Told {
     pub client: ClientId,
     pub request: RequestId,
-    /// The key's number in the log's `Keys`.
+    /// The key's number in the checks' `Keys`.
     pub key: u32,
     pub token: Token,
     pub inv_us: u64,
@@ -48,63 +57,158 @@ impl Pack for Told {
     }
 }
 
-/// Judges the `Granted` answers of every key together (`told` in history order).
-pub(crate) fn check<'a>(told: impl IntoIterator<Item = &'a Told>, keys: &Keys, report: &mut Report) {
-    let mut grants: Vec<(&Told, Token)> = told.into_iter().map(|op| (op, op.token)).collect();
-    let mut first_by_token: BTreeMap<Token, &Told> = BTreeMap::new();
-    for (op, token) in &grants {
-        match first_by_token.get(token) {
-            Some(first) if (first.client, first.request) != (op.client, op.request) => {
-                let detail = format!(
-                    "{token} was told to two requests: {}/{} on {} (answered at {} ms) and {}/{} on {} \
-                     (answered at {} ms); a token names one grant",
-                    first.client,
-                    first.request,
-                    keys.name(first.key),
-                    first.resp_us / 1_000,
-                    op.client,
-                    op.request,
-                    keys.name(op.key),
-                    op.resp_us / 1_000
-                );
-                let v = Violation::new(Property::Linearizable, op.resp_us, detail);
-                report.push(v.clients(&[first.client, op.client]).tokens(&[*token]));
-            }
-            Some(_) => {}
-            None => {
-                first_by_token.insert(*token, op);
+/// The tokens per page of [`TokenBits`].
+const PAGE_TOKENS: u64 = 1_024;
+
+/// A set of tokens as bits, in pages of [`PAGE_TOKENS`]: 128 bytes a page.
+#[derive(Debug, Default)]
+struct TokenBits {
+    pages: BTreeMap<u64, Box<[u64; (PAGE_TOKENS / 64) as usize]>>,
+}
+
+impl TokenBits {
+    /// Adds `token`; false if it was there.
+    fn insert(&mut self, token: Token) -> bool {
+        let page = self.pages.entry(token.0 / PAGE_TOKENS).or_insert_with(|| Box::new([0; 16]));
+        let (word, bit) = ((token.0 % PAGE_TOKENS / 64) as usize, 1u64 << (token.0 % 64));
+        let new = page[word] & bit == 0;
+        page[word] |= bit;
+        new
+    }
+}
+
+/// Both token checks, fed the operations of every key in history order by
+/// the log (`ops.rs`): an operation's first send, then how it settled.
+#[derive(Debug, Default)]
+pub(crate) struct TokenChecks {
+    keys: Keys,
+    told: TokenBits,
+    /// The grants of the newest tokens told (see [`TELLERS_KEPT`]), by token.
+    tellers: PackedMap<Token, Told>,
+    highest_told: Token,
+    /// The grant with the highest token among those answered before
+    /// `instant_us` (the first of them answered, if several).
+    highest_before: Option<Told>,
+    /// The same among those answered at `instant_us`, the history's newest instant.
+    highest_at: Option<Told>,
+    instant_us: u64,
+    /// Each open operation, by number, with `highest_before` as it was when
+    /// the operation was first sent (operations sent before any grant are absent).
+    sent_after: BTreeMap<u64, Told>,
+    /// Violations found, reported when the run ends.
+    found: Vec<Violation>,
+}
+
+impl TokenChecks {
+    /// The history has reached `at_us`: grants answered before it are behind every operation sent from now on.
+    fn reach(&mut self, at_us: u64) {
+        if at_us > self.instant_us {
+            self.instant_us = at_us;
+            if let Some(at) = self.highest_at.take() {
+                if self.highest_before.is_none_or(|before| at.token > before.token) {
+                    self.highest_before = Some(at);
+                }
             }
         }
     }
-    // Sweep by first send, with every grant answered before it behind.
-    let mut by_answer: Vec<(&Told, Token)> = grants.clone();
-    by_answer.sort_by_key(|(op, _)| op.resp_us);
-    grants.sort_by_key(|(op, _)| op.inv_us);
-    let mut answered = by_answer.iter().peekable();
-    let mut highest: Option<(&Told, Token)> = None;
-    for (op, token) in &grants {
-        while let Some((earlier, earlier_token)) = answered.next_if(|(earlier, _)| earlier.resp_us < op.inv_us) {
-            if highest.is_none_or(|(_, t)| *earlier_token > t) {
-                highest = Some((earlier, *earlier_token));
+
+    /// Operation `number` was first sent at `at_us`.
+    pub fn sent(&mut self, number: u64, at_us: u64) {
+        self.reach(at_us);
+        if let Some(before) = self.highest_before {
+            self.sent_after.insert(number, before);
+        }
+    }
+
+    /// Operation `number` settled without a grant.
+    pub fn settled(&mut self, number: u64) {
+        self.sent_after.remove(&number);
+    }
+
+    /// `key`'s number, for a [`Told`].
+    pub fn key_number(&mut self, key: &Key) -> u32 {
+        self.keys.number(key)
+    }
+
+    /// Operation `number` was answered `Granted`, as `op` says.
+    pub fn granted(&mut self, number: u64, op: Told) {
+        let token = op.token;
+        self.reach(op.resp_us);
+        if !self.told.insert(token) {
+            self.found.push(self.repeat(&op));
+        }
+        if let Some(earlier) = self.sent_after.remove(&number) {
+            if earlier.token > token {
+                self.found.push(self.decrease(&earlier, &op));
             }
         }
-        if let Some((earlier, earlier_token)) = highest {
-            if earlier_token > *token {
+        self.tellers.insert(token, op);
+        if token > self.highest_told {
+            self.highest_told = token;
+            self.tellers.forget_below(Token(token.0.saturating_sub(TELLERS_KEPT)));
+        }
+        if self.highest_at.is_none_or(|at| token > at.token) {
+            self.highest_at = Some(op);
+        }
+    }
+
+    /// The violations found, taken out.
+    pub fn take_found(&mut self) -> Vec<Violation> {
+        std::mem::take(&mut self.found)
+    }
+
+    /// The keys and tellers held now (a test's measure of the memory kept).
+    #[cfg(test)]
+    pub fn held(&self) -> (usize, usize, usize) {
+        (self.keys.len(), self.tellers.len(), self.told.pages.len())
+    }
+
+    /// `op` was told a token told before.
+    fn repeat(&self, op: &Told) -> Violation {
+        let Told { client, request, key, token, resp_us, .. } = *op;
+        let key = self.keys.name(key);
+        let answered_ms = resp_us / 1_000;
+        let v = match self.tellers.get(token) {
+            Some(first) => {
                 let detail = format!(
-                    "{}/{} was granted {token} on {} although {}/{} had been told {earlier_token} on {} \
-                     (answered at {} ms) before it sent its request at {} ms: tokens must increase",
-                    op.client,
-                    op.request,
-                    keys.name(op.key),
-                    earlier.client,
-                    earlier.request,
-                    keys.name(earlier.key),
-                    earlier.resp_us / 1_000,
-                    op.inv_us / 1_000
+                    "{token} was told to two requests: {}/{} on {} (answered at {} ms) and {client}/{request} on \
+                     {key} (answered at {answered_ms} ms); a token names one grant",
+                    first.client,
+                    first.request,
+                    self.keys.name(first.key),
+                    first.resp_us / 1_000,
                 );
-                let v = Violation::new(Property::Linearizable, op.resp_us, detail);
-                report.push(v.clients(&[earlier.client, op.client]).tokens(&[earlier_token, *token]));
+                Violation::new(Property::Linearizable, resp_us, detail).clients(&[first.client, client])
             }
-        }
+            None => {
+                let detail = format!(
+                    "{token} was told to two requests: one answered earlier (more than {TELLERS_KEPT} tokens \
+                     below the highest told, so its teller is no longer kept; the run's trace names it) and \
+                     {client}/{request} on {key} (answered at {answered_ms} ms); a token names one grant"
+                );
+                Violation::new(Property::Linearizable, resp_us, detail).clients(&[client])
+            }
+        };
+        v.tokens(&[token])
+    }
+
+    /// `op` was granted a token below one `earlier` was told before `op` was sent.
+    fn decrease(&self, earlier: &Told, op: &Told) -> Violation {
+        let detail = format!(
+            "{}/{} was granted {} on {} although {}/{} had been told {} on {} (answered at {} ms) before it \
+             sent its request at {} ms: tokens must increase",
+            op.client,
+            op.request,
+            op.token,
+            self.keys.name(op.key),
+            earlier.client,
+            earlier.request,
+            earlier.token,
+            self.keys.name(earlier.key),
+            earlier.resp_us / 1_000,
+            op.inv_us / 1_000
+        );
+        let v = Violation::new(Property::Linearizable, op.resp_us, detail);
+        v.clients(&[earlier.client, op.client]).tokens(&[earlier.token, op.token])
     }
 }
