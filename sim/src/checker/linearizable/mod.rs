@@ -54,6 +54,9 @@ const LEASE_ROUNDING_US: u64 = 1_000;
 /// window (a segment's own are always kept while it is judged).
 const TAIL_OPS: usize = 64;
 
+/// The stretches of bad clocks held before the first sifting (`forget_bad_clocks`).
+const BAD_CLOCK_SIFT_MIN: usize = 64;
+
 /// A server clock's mapping, to tell a step from a rate change.
 #[derive(Clone, Copy, Debug)]
 struct ClockMap {
@@ -81,8 +84,11 @@ pub(crate) struct LinearizableChecker {
     /// Since when each server clock runs beyond the drift bound.
     beyond_since: BTreeMap<NodeId, u64>,
     /// True-time stretches in which some server clock was stepped or beyond
-    /// the bound: a lease may end early there.
+    /// the bound: a lease may end early there. Those that end before any
+    /// operation still to be judged was sent are forgotten (`forget_bad_clocks`).
     bad_clock: Vec<(u64, u64)>,
+    /// The stretches kept when they are next sifted.
+    bad_clock_sift_at: usize,
 }
 
 impl LinearizableChecker {
@@ -96,6 +102,7 @@ impl LinearizableChecker {
             clocks: BTreeMap::new(),
             beyond_since: BTreeMap::new(),
             bad_clock: Vec::new(),
+            bad_clock_sift_at: BAD_CLOCK_SIFT_MIN,
         }
     }
 
@@ -149,6 +156,19 @@ impl LinearizableChecker {
             _ => {}
         }
         self.clocks.insert(node, map);
+        if self.bad_clock.len() >= self.bad_clock_sift_at {
+            self.forget_bad_clocks(at_us);
+        }
+    }
+
+    /// Forgets the stretches of bad clocks no judgment can ask of again:
+    /// every operation judged from now on was sent at or after the earliest
+    /// one held, or `now_us`, and asks of none that ended before `excuse_from_us` of that.
+    fn forget_bad_clocks(&mut self, now_us: u64) {
+        let sent_us = self.log.earliest_held_us().map_or(now_us, |held_us| held_us.min(now_us));
+        let asked_from_us = self.excuse_from_us(sent_us);
+        self.bad_clock.retain(|(_, end_us)| *end_us >= asked_from_us);
+        self.bad_clock_sift_at = (2 * self.bad_clock.len()).max(BAD_CLOCK_SIFT_MIN);
     }
 
     /// The earliest true instant a lease of `lease_ms` that starts no earlier
@@ -175,15 +195,20 @@ impl LinearizableChecker {
             .min()
     }
 
+    /// Where a bad clock that may excuse an answer to a request first sent
+    /// at `sent_us` starts: a leader's deadline was set at most about a
+    /// lease before its answer, so two leases before the send.
+    fn excuse_from_us(&self, sent_us: u64) -> u64 {
+        sent_us.saturating_sub(2 * self.lease_ms * 1_000)
+    }
+
     fn set_lease_end(&self, op: &mut Op) {
         let lease_ms = match (&op.call, op.answer) {
             (Call::Acquire { lease_ms, .. }, _) => *lease_ms,
             (_, Some(ClientReply::Renewed { lease_ms })) => lease_ms,
             _ => self.lease_ms,
         };
-        // A leader's deadline was set at most about a lease before its answer.
-        let since_us = op.inv_us.saturating_sub(2 * self.lease_ms * 1_000);
-        op.clock_excuse = self.bad_clock_between(since_us, op.resp_us).is_some();
+        op.clock_excuse = self.bad_clock_between(self.excuse_from_us(op.inv_us), op.resp_us).is_some();
         op.lease_end_min_us = self.lease_end_min_us(op.inv_us, lease_ms);
     }
 }

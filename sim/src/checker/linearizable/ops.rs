@@ -389,6 +389,16 @@ impl OpLog {
         std::mem::take(&mut self.keys)
     }
 
+    /// The first send of the earliest operation a segment not taken yet holds:
+    /// no operation judged from now on was sent before it.
+    pub fn earliest_held_us(&self) -> Option<u64> {
+        let first_of = |ops: &KeyOps| {
+            let mut segments = ops.closed.iter().chain([&ops.current]);
+            segments.find_map(|segment| segment.ops.values().next()).map(|op| op.inv_us)
+        };
+        self.keys.values().filter_map(first_of).min()
+    }
+
     /// The operations of segments not taken yet.
     #[cfg(test)]
     pub fn ops_held(&self) -> usize {

@@ -525,6 +525,43 @@ fn judged_by(h: &H, mut family: super::LinearizableChecker) -> (crate::checker::
     (report, held_max)
 }
 
+/// A server clock stepped every round for a thousand rounds: the stretches
+/// no operation still to be judged can ask of are forgotten, and a step
+/// just before the end still lets a lease end early, where none would not.
+#[test]
+fn old_stretches_of_bad_clocks_are_forgotten_and_a_recent_one_still_counts() {
+    const ROUNDS: u64 = 1_000;
+    let history = |step_at_end: bool| {
+        let mut h = H::new().clock(server(0), 0, 0, true);
+        for round in 1..=ROUNDS {
+            let at_ms = round * 10_000;
+            let client = 1 + (round % 3) as u32;
+            // One more second ahead each round: a step from the mapping before.
+            h = h.at_ms(at_ms).clock(server(0), (at_ms + round * 1_000) * 1_000, 0, true);
+            h = try_lock(h.at_ms(at_ms + 100), client, round, "k").at_ms(at_ms + 110);
+            h = h.answered(client, round, reply_granted(100 + round));
+        }
+        let end_ms = (ROUNDS + 1) * 10_000;
+        h = h.at_ms(end_ms).acquire_request(5, 1, "k").at_ms(end_ms + 10).answered(5, 1, reply_granted(5_000));
+        if step_at_end {
+            h = h.at_ms(end_ms + 500).clock(server(0), (end_ms + 500 + 999_000) * 1_000, 0, true);
+        }
+        // Granted while 5's lease may still run, unless a clock was stepped meanwhile.
+        try_lock(h.at_ms(end_ms + 1_500), 6, 1, "k").at_ms(end_ms + 1_510).answered(6, 1, reply_granted(5_001))
+    };
+    let (report, _) = judged(&history(true), false);
+    assert!(report.violations.is_empty(), "{:#?}", report.violations);
+    assert_linearizable(&history(true).check());
+    let (report, _) = judged(&history(false), false);
+    assert_eq!(report.violations.len(), 1, "{:#?}", report.violations);
+    let h = history(true);
+    let mut family = super::LinearizableChecker::eager(&h.config(h.now_us() + 60_000_000));
+    for event in h.events() {
+        family.observe_event(event);
+    }
+    assert!(family.bad_clock.len() < 64, "{} stretches kept of {ROUNDS}", family.bad_clock.len());
+}
+
 #[test]
 fn a_long_history_is_judged_in_segments_and_forgotten_as_it_goes() {
     // 3,000 rounds of a grant and its release on one key: 6,000 operations,
