@@ -42,7 +42,7 @@
 
 use super::bad_clocks::BadClocks;
 use super::keys::Keys;
-use super::packed::PackedMap;
+use super::packed::{put_change, take_change, Pack, PackedMap};
 use super::request_keys::RequestKeys;
 use super::state::{Context, Facts};
 use super::{CheckConfig, Family, Property, Report, Violation};
@@ -63,11 +63,26 @@ const PPM_ONE: i128 = 1_000_000;
 const STEP_TOLERANCE_US: i128 = 100;
 
 /// From `at_us` on (true time), the clock reads `local_us + (t - at_us) * (1 + rate_ppm / 1e6)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClockMap {
     pub at_us: u64,
     pub local_us: u64,
     pub rate_ppm: i64,
+}
+
+/// A mapping packed: each number as a change from the mapping before (a few bytes where it took 24).
+impl Pack for ClockMap {
+    fn pack(&self, before: &Self, bytes: &mut Vec<u8>) {
+        put_change(bytes, self.at_us, before.at_us);
+        put_change(bytes, self.local_us, before.local_us);
+        put_change(bytes, self.rate_ppm as u64, before.rate_ppm as u64);
+    }
+
+    fn unpack(before: &Self, bytes: &[u8], at: &mut usize) -> Self {
+        let at_us = take_change(bytes, at, before.at_us);
+        let local_us = take_change(bytes, at, before.local_us);
+        ClockMap { at_us, local_us, rate_ppm: take_change(bytes, at, before.rate_ppm as u64) as i64 }
+    }
 }
 
 impl ClockMap {
@@ -288,8 +303,8 @@ pub(crate) struct LeaseChecker {
     drift_ppm_max: u64,
     /// Each client's clock mappings, to turn its lease ends into true time
     /// (a server's clock counts only through its steps and stretches beyond
-    /// the bound, in `bad_clock`).
-    maps: BTreeMap<ClientId, Vec<ClockMap>>,
+    /// the bound, in `bad_clock`), in order, packed by their number.
+    maps: BTreeMap<ClientId, PackedMap<u64, ClockMap>>,
     /// Each clock's current mapping, to tell a step from a rate change; a
     /// restarted process may come back with a new clock.
     current: BTreeMap<Actor, ClockMap>,
@@ -375,8 +390,8 @@ impl LeaseChecker {
         }
     }
 
-    fn maps_of(&self, client: ClientId) -> &[ClockMap] {
-        self.maps.get(&client).map(Vec::as_slice).unwrap_or(&[])
+    fn maps_of(&self, client: ClientId) -> Vec<ClockMap> {
+        self.maps.get(&client).map(|maps| maps.iter().map(|(_, map)| map).collect()).unwrap_or_default()
     }
 
     /// A belief lasts less than a lease of local time from its request's
@@ -393,7 +408,7 @@ impl LeaseChecker {
     /// held ends there.
     fn belief(&self, piece: &Piece, lease_us: u64, now_us: u64, at_end: bool) -> Option<Option<Belief>> {
         let maps = self.maps_of(piece.client);
-        let expiry_us = true_us_reaching(maps, piece.start_us, piece.until_local_us).unwrap_or(u64::MAX);
+        let expiry_us = true_us_reaching(&maps, piece.start_us, piece.until_local_us).unwrap_or(u64::MAX);
         let ends_us = expiry_us.min(piece.closed_us.unwrap_or(u64::MAX));
         if ends_us >= now_us && !at_end {
             return None;
@@ -404,7 +419,7 @@ impl LeaseChecker {
         }
         let sent_us = match piece.sent_before_us {
             Some(sent_us) => sent_us,
-            None => match true_us_reaching(maps, piece.start_us, Self::sent_local_us(piece, lease_us)) {
+            None => match true_us_reaching(&maps, piece.start_us, Self::sent_local_us(piece, lease_us)) {
                 Some(reached_us) if at_end || reached_us < now_us => piece.start_us,
                 None if at_end => 0,
                 _ => return None,
@@ -542,7 +557,8 @@ impl Family for LeaseChecker {
                 }
                 self.current.insert(*actor, map);
                 if let Actor::Client(client) = actor {
-                    self.maps.entry(*client).or_default().push(map);
+                    let maps = self.maps.entry(*client).or_default();
+                    maps.insert(maps.len() as u64, map);
                 }
             }
             EventKind::Crashed { actor } | EventKind::Restarted { actor } => {
@@ -572,7 +588,7 @@ impl Family for LeaseChecker {
                 let lease_us = ctx.config.lease_ms.saturating_mul(1_000);
                 let sent_local_us = Self::sent_local_us(&piece, lease_us);
                 piece.sent_before_us =
-                    true_us_reaching(self.maps_of(*client), 0, sent_local_us).filter(|&sent_us| sent_us < at_us);
+                    true_us_reaching(&self.maps_of(*client), 0, sent_local_us).filter(|&sent_us| sent_us < at_us);
                 let pieces = &mut self.by_key[key].pieces;
                 // Sorted by start, then client; the new piece starts last.
                 let place =
@@ -671,6 +687,28 @@ mod tests {
 
     fn map(at_ms: u64, local_ms: u64, rate_ppm: i64) -> ClockMap {
         ClockMap { at_us: at_ms * 1_000, local_us: local_ms * 1_000, rate_ppm }
+    }
+
+    /// A client's mappings are kept packed: stepped back, slowed, sped up, they come back as they were.
+    #[test]
+    fn clock_mappings_packed_come_back_as_they_were() {
+        use crate::checker::packed::PackedMap;
+        let maps: Vec<ClockMap> = (0..500u64)
+            .map(|n| {
+                let rate_ppm = [0, -1_200, 350, -999_999, 2_000_000][(n % 5) as usize];
+                // Mostly ahead, every seventh a step back.
+                let local_ms = if n % 7 == 6 { n * 900 } else { n * 1_000 + 5 };
+                map(n * 1_000 + n % 3, local_ms, rate_ppm)
+            })
+            .chain([map(600_000, 0, i64::MIN / 4), map(600_000, u64::MAX / 1_000, i64::MAX / 4)])
+            .collect();
+        let mut packed = PackedMap::default();
+        for m in &maps {
+            packed.insert(packed.len() as u64, *m);
+        }
+        assert_eq!(packed.iter().map(|(_, m)| m).collect::<Vec<_>>(), maps);
+        // Half the 24 bytes a mapping took, even with rates that jump this far.
+        assert!(packed.held().1 <= 12 * maps.len(), "{} bytes for {} mappings", packed.held().1, maps.len());
     }
 
     #[test]
