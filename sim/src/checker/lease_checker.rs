@@ -99,13 +99,13 @@ impl ClockMap {
 /// The earliest true instant at or after `from_us` at which a clock with these
 /// successive mappings (sorted by `at_us`) reads at least `until_local_us`;
 /// `None` if it never does. Before the first mapping the clock reads true time.
-pub fn true_us_reaching(maps: &[ClockMap], from_us: u64, until_local_us: u64) -> Option<u64> {
-    let needs_identity = maps.first().is_none_or(|m| m.at_us > 0);
-    let pieces: Vec<ClockMap> =
-        needs_identity.then_some(ClockMap::IDENTITY).into_iter().chain(maps.iter().copied()).collect();
+pub fn true_us_reaching(maps: impl IntoIterator<Item = ClockMap>, from_us: u64, until_local_us: u64) -> Option<u64> {
+    let mut maps = maps.into_iter().peekable();
+    let needs_identity = maps.peek().is_none_or(|m| m.at_us > 0);
+    let mut pieces = needs_identity.then_some(ClockMap::IDENTITY).into_iter().chain(maps).peekable();
     let until = i128::from(until_local_us);
-    for (i, map) in pieces.iter().enumerate() {
-        let end_us = pieces.get(i + 1).map(|next| next.at_us);
+    while let Some(map) = pieces.next() {
+        let end_us = pieces.peek().map(|next| next.at_us);
         assert!(end_us.is_none_or(|end| end >= map.at_us), "clock mappings out of order");
         if end_us.is_some_and(|end| end <= from_us) {
             continue;
@@ -390,8 +390,8 @@ impl LeaseChecker {
         }
     }
 
-    fn maps_of(&self, client: ClientId) -> Vec<ClockMap> {
-        self.maps.get(&client).map(|maps| maps.iter().map(|(_, map)| map).collect()).unwrap_or_default()
+    fn maps_of(&self, client: ClientId) -> impl Iterator<Item = ClockMap> + '_ {
+        self.maps.get(&client).into_iter().flat_map(|maps| maps.iter().map(|(_, map)| map))
     }
 
     /// A belief lasts less than a lease of local time from its request's
@@ -407,8 +407,8 @@ impl LeaseChecker {
     /// `now_us` ends the run, nothing is left to change, and a belief still
     /// held ends there.
     fn belief(&self, piece: &Piece, lease_us: u64, now_us: u64, at_end: bool) -> Option<Option<Belief>> {
-        let maps = self.maps_of(piece.client);
-        let expiry_us = true_us_reaching(&maps, piece.start_us, piece.until_local_us).unwrap_or(u64::MAX);
+        let maps = || self.maps_of(piece.client);
+        let expiry_us = true_us_reaching(maps(), piece.start_us, piece.until_local_us).unwrap_or(u64::MAX);
         let ends_us = expiry_us.min(piece.closed_us.unwrap_or(u64::MAX));
         if ends_us >= now_us && !at_end {
             return None;
@@ -419,7 +419,7 @@ impl LeaseChecker {
         }
         let sent_us = match piece.sent_before_us {
             Some(sent_us) => sent_us,
-            None => match true_us_reaching(&maps, piece.start_us, Self::sent_local_us(piece, lease_us)) {
+            None => match true_us_reaching(maps(), piece.start_us, Self::sent_local_us(piece, lease_us)) {
                 Some(reached_us) if at_end || reached_us < now_us => piece.start_us,
                 None if at_end => 0,
                 _ => return None,
@@ -588,7 +588,7 @@ impl Family for LeaseChecker {
                 let lease_us = ctx.config.lease_ms.saturating_mul(1_000);
                 let sent_local_us = Self::sent_local_us(&piece, lease_us);
                 piece.sent_before_us =
-                    true_us_reaching(&self.maps_of(*client), 0, sent_local_us).filter(|&sent_us| sent_us < at_us);
+                    true_us_reaching(self.maps_of(*client), 0, sent_local_us).filter(|&sent_us| sent_us < at_us);
                 let pieces = &mut self.by_key[key].pieces;
                 // Sorted by start, then client; the new piece starts last.
                 let place =
@@ -713,22 +713,22 @@ mod tests {
 
     #[test]
     fn clock_mapping_converts_local_deadlines_to_true_time() {
-        assert_eq!(true_us_reaching(&[], 1_000, 2_000_000), Some(2_000_000), "no mapping: true time");
-        assert_eq!(true_us_reaching(&[], 3_000_000, 2_000_000), Some(3_000_000), "already past");
+        assert_eq!(true_us_reaching([], 1_000, 2_000_000), Some(2_000_000), "no mapping: true time");
+        assert_eq!(true_us_reaching([], 3_000_000, 2_000_000), Some(3_000_000), "already past");
         // 1000 ppm fast: 2 s of local time pass in 1.998002 s of true time.
-        assert_eq!(true_us_reaching(&[map(0, 0, 1_000)], 0, 2_000_000), Some(1_998_002));
+        assert_eq!(true_us_reaching([map(0, 0, 1_000)], 0, 2_000_000), Some(1_998_002));
         // 1000 ppm slow, starting 5 s ahead.
-        assert_eq!(true_us_reaching(&[map(0, 5_000, -1_000)], 0, 7_000_000), Some(2_002_003));
+        assert_eq!(true_us_reaching([map(0, 5_000, -1_000)], 0, 7_000_000), Some(2_002_003));
         // Stepped back 500 ms at 1 s: the deadline comes 500 ms later.
-        assert_eq!(true_us_reaching(&[map(0, 0, 0), map(1_000, 500, 0)], 0, 2_000_000), Some(2_500_000));
+        assert_eq!(true_us_reaching([map(0, 0, 0), map(1_000, 500, 0)], 0, 2_000_000), Some(2_500_000));
         // Stepped forward past the deadline at 1 s: reached at the step.
-        assert_eq!(true_us_reaching(&[map(0, 0, 0), map(1_000, 3_000, 0)], 0, 2_000_000), Some(1_000_000));
+        assert_eq!(true_us_reaching([map(0, 0, 0), map(1_000, 3_000, 0)], 0, 2_000_000), Some(1_000_000));
         // A rate change half way: 1 s at +0, then 1 s local at 2x speed.
-        assert_eq!(true_us_reaching(&[map(0, 0, 0), map(1_000, 1_000, 1_000_000)], 0, 2_000_000), Some(1_500_000));
+        assert_eq!(true_us_reaching([map(0, 0, 0), map(1_000, 1_000, 1_000_000)], 0, 2_000_000), Some(1_500_000));
         // A mapping that starts later than the belief: true time before it.
-        assert_eq!(true_us_reaching(&[map(5_000, 5_000, 0)], 1_000, 2_000_000), Some(2_000_000));
+        assert_eq!(true_us_reaching([map(5_000, 5_000, 0)], 1_000, 2_000_000), Some(2_000_000));
         // A stopped clock never gets there.
-        assert_eq!(true_us_reaching(&[map(0, 0, -1_000_000)], 0, 2_000_000), None);
+        assert_eq!(true_us_reaching([map(0, 0, -1_000_000)], 0, 2_000_000), None);
     }
 
     /// Feeds `h` to a lease checker alone, with the run ending at `run_end_us`;
