@@ -1,6 +1,6 @@
-//! A map kept whole for the run, packed: the records a violation may name at
-//! any later time (every token's first issue, every `Granted` answer), so
-//! none can be forgotten.
+//! A map packed: the records a violation may name at any later time, kept
+//! whole for the run (every token's first issue, a client's clock mappings),
+//! or the newest of them (the tellers of the newest tokens).
 //!
 //! Their keys come nearly in order (the service hands tokens out one after
 //! another; operations are numbered as they are sent) and their fields are

@@ -84,10 +84,11 @@ pub(crate) struct LinearizableChecker {
     /// Since when each server clock runs beyond the drift bound.
     beyond_since: BTreeMap<NodeId, u64>,
     /// True-time stretches in which some server clock was stepped or beyond
-    /// the bound: a lease may end early there. Those that end before any
-    /// operation still to be judged was sent are forgotten (`forget_bad_clocks`).
+    /// the bound: a lease may end early there. Those that end before the
+    /// earliest an operation still to be judged may ask of are forgotten
+    /// (`forget_bad_clocks`).
     bad_clock: Vec<(u64, u64)>,
-    /// The stretches kept when they are next sifted.
+    /// `bad_clock` is sifted when it holds this many stretches.
     bad_clock_sift_at: usize,
 }
 
@@ -195,9 +196,9 @@ impl LinearizableChecker {
             .min()
     }
 
-    /// Where a bad clock that may excuse an answer to a request first sent
-    /// at `sent_us` starts: a leader's deadline was set at most about a
-    /// lease before its answer, so two leases before the send.
+    /// The earliest end a stretch of bad clocks may have and still excuse
+    /// an answer to a request first sent at `sent_us`: a leader's deadline
+    /// was set at most about a lease before its answer, so two leases before the send.
     fn excuse_from_us(&self, sent_us: u64) -> u64 {
         sent_us.saturating_sub(2 * self.lease_ms * 1_000)
     }

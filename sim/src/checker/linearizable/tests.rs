@@ -347,7 +347,7 @@ fn a_key_the_search_cannot_take_is_named_not_passed() {
 /// A segment past the search's bound keeps only what was never answered or
 /// is still open; the token checks still see every grant.
 #[test]
-fn a_segment_past_the_bound_keeps_only_its_open_operations_and_the_grants_are_kept_apart() {
+fn a_segment_past_the_bound_keeps_only_its_open_operations_and_the_token_checks_see_every_grant() {
     use super::ops::OpLog;
     // On `k`: c3's acquire open throughout (one segment), four try-locks
     // answered Busy, a fifth granted 41; on `j` a grant of 41 again: the
@@ -364,7 +364,7 @@ fn a_segment_past_the_bound_keeps_only_its_open_operations_and_the_grants_are_ke
         log.observe(event.at_us, &event.kind);
     }
     // Two keys named, one teller kept (a repeat keeps the first), the repeat found.
-    assert_eq!(log.tokens().held(), (2, 1, 1));
+    assert_eq!(log.tokens().held(), (2, 1, 1, 0));
     let found: Vec<String> = log.tokens().take_found().into_iter().map(|v| v.detail).collect();
     assert_eq!(found.len(), 1, "{found:#?}");
     assert!(found[0].starts_with("tok41 was told to two requests: c1/r5 on k"), "{}", found[0]);
@@ -419,7 +419,7 @@ fn the_token_checks_keep_little_and_still_catch_a_repeat_from_long_before() {
     for event in h.events() {
         log.observe(event.at_us, &event.kind);
     }
-    let (keys, tellers, pages) = log.tokens().held();
+    let (keys, tellers, pages, _) = log.tokens().held();
     assert_eq!(keys, 3);
     assert!(tellers as u64 <= TELLERS_KEPT + 128, "{tellers} tellers kept");
     assert!(pages <= 11, "{pages} pages of bits");
@@ -560,6 +560,77 @@ fn old_stretches_of_bad_clocks_are_forgotten_and_a_recent_one_still_counts() {
         family.observe_event(event);
     }
     assert!(family.bad_clock.len() < 64, "{} stretches kept of {ROUNDS}", family.bad_clock.len());
+}
+
+/// While a key holds its operations unjudged, the stretches of bad clocks
+/// they may ask of survive every sifting: a grant a step at 500 ms excuses
+/// is still excused after 200 steps of another server's clock.
+#[test]
+fn a_stretch_a_held_operation_needs_survives_sifting() {
+    let stepped = try_lock(H::new().clock(server(0), 0, 0, true), 1, 1, "k")
+        .at_ms(10)
+        .answered(1, 1, reply_granted(41))
+        .at_ms(500)
+        .clock(server(0), 2_500_000, 0, true);
+    let mut h = try_lock(stepped.at_ms(1_500), 2, 1, "k").at_ms(1_510).answered(2, 1, reply_granted(42));
+    h = h.at_ms(2_000).clock(server(1), 2_000_000, 0, true);
+    for round in 1..=200u64 {
+        let at_ms = 2_000 + round * 10_000;
+        h = h.at_ms(at_ms).clock(server(1), (at_ms + round * 1_000) * 1_000, 0, true);
+    }
+    let config = h.config(h.now_us() + 60_000_000);
+    let (report, _) = judged_by(&h, super::LinearizableChecker::new(&config));
+    assert!(report.violations.is_empty(), "{:#?}", report.violations);
+    assert_linearizable(&h.check());
+}
+
+/// A step before a request's first send, within two leases, still excuses
+/// a Busy longer than a lease after the stretches are sifted.
+#[test]
+fn a_step_before_a_held_busy_still_excuses_it_after_sifting() {
+    let h = H::new().clock(server(0), 0, 0, true).at_ms(1_500).clock(server(0), 3_500_000, 0, true);
+    let h = try_lock(h.at_ms(2_500), 1, 1, "k").at_ms(2_510).answered(1, 1, reply_granted(41));
+    let mut h = try_lock(h.at_ms(3_000), 2, 1, "k").at_ms(3_005).answered(2, 1, busy(LEASE_MS + 500));
+    h = h.at_ms(4_000).clock(server(1), 4_000_000, 0, true);
+    for round in 1..=200u64 {
+        let at_ms = 4_000 + round * 10_000;
+        h = h.at_ms(at_ms).clock(server(1), (at_ms + round * 1_000) * 1_000, 0, true);
+    }
+    let config = h.config(h.now_us() + 60_000_000);
+    let (report, _) = judged_by(&h, super::LinearizableChecker::new(&config));
+    assert!(report.violations.is_empty(), "{:#?}", report.violations);
+    // Without the step the Busy is too long.
+    let plain = try_lock(H::new().at_ms(2_500), 1, 1, "k").at_ms(2_510).answered(1, 1, reply_granted(41));
+    let plain = try_lock(plain.at_ms(3_000), 2, 1, "k").at_ms(3_005).answered(2, 1, busy(LEASE_MS + 500));
+    assert_eq!(found(&plain.check()).len(), 1);
+}
+
+/// A request told the same token again (its id sent anew after its answer)
+/// is one grant, not two; the token checks hold nothing for a request once it settles.
+#[test]
+fn the_same_request_told_its_token_again_is_one_grant_and_settled_requests_are_let_go() {
+    use super::ops::OpLog;
+    let h = c1_holds().at_ms(100);
+    let h = release_req(h, 1, 2, "k", 41).at_ms(110).answered(1, 2, ClientReply::Released);
+    let h = try_lock(h.at_ms(200), 1, 1, "k").at_ms(210).answered(1, 1, reply_granted(41));
+    let verdict = h.check();
+    let repeats: Vec<&Violation> = found(&verdict).into_iter().filter(|v| v.detail.contains("two requests")).collect();
+    assert!(repeats.is_empty(), "{repeats:#?}");
+    // Settled by a Busy, by giving up, by a crash, by a grant: nothing held.
+    let h = h.at_ms(300);
+    let h = try_lock(h, 2, 1, "k").at_ms(310).answered(2, 1, busy(1_000));
+    let h = try_lock(h, 3, 1, "k").at_ms(320).ev(EventKind::GaveUp {
+        client: ClientId(3),
+        request: RequestId(1),
+        why: Default::default(),
+    });
+    let h = try_lock(h, 4, 1, "k").at_ms(330).crash(client(4));
+    let h = try_lock(h, 5, 1, "j").at_ms(340).answered(5, 1, reply_granted(42));
+    let mut log = OpLog::new(Limits::STANDARD.ops_per_search_max, LEASE_MS);
+    for event in h.events() {
+        log.observe(event.at_us, &event.kind);
+    }
+    assert_eq!(log.tokens().held().3, 0, "requests held after they settled");
 }
 
 #[test]
