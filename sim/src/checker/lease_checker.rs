@@ -557,8 +557,7 @@ impl Family for LeaseChecker {
                 }
                 self.current.insert(*actor, map);
                 if let Actor::Client(client) = actor {
-                    let maps = self.maps.entry(*client).or_default();
-                    maps.insert(maps.len() as u64, map);
+                    self.maps.entry(*client).or_default().push(map);
                 }
             }
             EventKind::Crashed { actor } | EventKind::Restarted { actor } => {
@@ -703,9 +702,7 @@ mod tests {
             .chain([map(600_000, 0, i64::MIN / 4), map(600_000, u64::MAX / 1_000, i64::MAX / 4)])
             .collect();
         let mut packed = PackedMap::default();
-        for m in &maps {
-            packed.insert(packed.len() as u64, *m);
-        }
+        maps.iter().for_each(|m| packed.push(*m));
         assert_eq!(packed.iter().map(|(_, m)| m).collect::<Vec<_>>(), maps);
         // Half the 24 bytes a mapping took, even with rates that jump this far.
         assert!(packed.held().1 <= 12 * maps.len(), "{} bytes for {} mappings", packed.held().1, maps.len());

@@ -169,6 +169,16 @@ impl<K: Step, V: Pack> PackedMap<K, V> {
     }
 }
 
+/// A packed list: records numbered in the order told.
+impl<V: Pack> PackedMap<u64, V> {
+    /// Appends `value` under the number after the highest held (0 for the first).
+    pub fn push(&mut self, value: V) {
+        let last = self.open.last_key_value().map(|(number, _)| *number).or(self.sealed_max);
+        let appended = self.insert(last.map_or(0, |number| number + 1), value);
+        assert!(appended, "a number above every one held is free");
+    }
+}
+
 fn pack<K: Step, V: Pack>(records: &[(K, V)]) -> Box<[u8]> {
     let mut bytes = Vec::with_capacity(records.len() * 16);
     let (mut key_last, mut value_last) = (0, V::default());
@@ -389,6 +399,17 @@ mod tests {
         assert_eq!(map.len(), 1_000 % BLOCK_RECORDS + 200);
         assert_eq!(map.get(Token(1_100)), Some(record(1_100)));
         assert_eq!(map.first_from(Token(0)), Some(Token(1_000 - 1_000 % BLOCK_RECORDS as u64)));
+    }
+
+    #[test]
+    fn a_list_numbers_its_records_in_the_order_told_even_after_forgetting() {
+        let mut list = PackedMap::default();
+        (0..150).for_each(|n| list.push(record(n)));
+        assert_eq!(list.iter().map(|(n, _)| n).collect::<Vec<u64>>(), (0..150).collect::<Vec<_>>());
+        list.forget_below(u64::MAX);
+        list.push(record(150));
+        assert_eq!(list.get(150), Some(record(150)));
+        assert_eq!(list.len(), 150 % BLOCK_RECORDS + 1);
     }
 
     #[test]

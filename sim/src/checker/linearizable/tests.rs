@@ -348,7 +348,6 @@ fn a_key_the_search_cannot_take_is_named_not_passed() {
 /// is still open; the token checks still see every grant.
 #[test]
 fn a_segment_past_the_bound_keeps_only_its_open_operations_and_the_token_checks_see_every_grant() {
-    use super::ops::OpLog;
     // On `k`: c3's acquire open throughout (one segment), four try-locks
     // answered Busy, a fifth granted 41; on `j` a grant of 41 again: the
     // same token twice.
@@ -359,10 +358,7 @@ fn a_segment_past_the_bound_keeps_only_its_open_operations_and_the_token_checks_
     }
     let h = try_lock(h, 1, 5, "k").at_ms(10).answered(1, 5, reply_granted(41));
     let h = try_lock(h, 4, 7, "j").at_ms(20).answered(4, 7, reply_granted(41));
-    let mut log = OpLog::new(4, LEASE_MS);
-    for event in h.events() {
-        log.observe(event.at_us, &event.kind);
-    }
+    let mut log = logged(&h, 4);
     // Two keys named, one teller kept (a repeat keeps the first), the repeat found.
     assert_eq!(log.tokens().held(), (2, 1, 1, 0));
     let found: Vec<String> = log.tokens().take_found().into_iter().map(|v| v.detail).collect();
@@ -398,7 +394,6 @@ fn a_segment_past_the_bound_keeps_only_its_open_operations_and_the_token_checks_
 /// repeat of a recent token names its first teller.
 #[test]
 fn the_token_checks_keep_little_and_still_catch_a_repeat_from_long_before() {
-    use super::ops::OpLog;
     use super::tokens::{Told, TELLERS_KEPT};
     assert!(std::mem::size_of::<Told>() <= 48, "a grant kept costs {} bytes", std::mem::size_of::<Told>());
     let names = ["a", "b", "c"];
@@ -415,10 +410,7 @@ fn the_token_checks_keep_little_and_still_catch_a_repeat_from_long_before() {
     // answered; then one of a recent token, sent after the first was answered.
     let h = try_lock(h.at_ms(200_000), 9, 1, "b").at_ms(200_001).answered(9, 1, reply_granted(150));
     let h = try_lock(h.at_ms(200_010), 8, 1, "a").at_ms(200_011).answered(8, 1, reply_granted(10_050));
-    let mut log = OpLog::new(Limits::STANDARD.ops_per_search_max, LEASE_MS);
-    for event in h.events() {
-        log.observe(event.at_us, &event.kind);
-    }
+    let mut log = logged(&h, Limits::STANDARD.ops_per_search_max);
     let (keys, tellers, pages, _) = log.tokens().held();
     assert_eq!(keys, 3);
     assert!(tellers as u64 <= TELLERS_KEPT + 128, "{tellers} tellers kept");
@@ -438,7 +430,6 @@ fn the_token_checks_keep_little_and_still_catch_a_repeat_from_long_before() {
 /// token as many repeats as it has grants after its first.
 #[test]
 fn the_token_checks_as_the_history_goes_agree_with_a_sweep_of_the_whole_run() {
-    use super::ops::OpLog;
     use rand::{Rng, SeedableRng};
     let (mut decreases_seen, mut repeats_seen) = (0, 0);
     for seed in 0..200 {
@@ -458,10 +449,7 @@ fn the_token_checks_as_the_history_goes_agree_with_a_sweep_of_the_whole_run() {
                 grants.push((client, request, token, inv_us, h.now_us()));
             }
         }
-        let mut log = OpLog::new(Limits::STANDARD.ops_per_search_max, LEASE_MS);
-        for event in h.events() {
-            log.observe(event.at_us, &event.kind);
-        }
+        let mut log = logged(&h, Limits::STANDARD.ops_per_search_max);
         let found = log.tokens().take_found();
         // The sweep: a grant is below the highest token answered before its first send.
         let mut decreases: Vec<(u32, u64)> = grants
@@ -510,6 +498,31 @@ fn judged(h: &H, whole: bool) -> (crate::checker::Report, usize) {
     let family =
         if whole { super::LinearizableChecker::uncut(&config) } else { super::LinearizableChecker::eager(&config) };
     judged_by(h, family)
+}
+
+/// Runs `h` through the family as a run does (segments held until a key holds many).
+fn judged_standard(h: &H) -> (crate::checker::Report, usize) {
+    judged_by(h, super::LinearizableChecker::new(&h.config(h.now_us() + 60_000_000)))
+}
+
+/// `h` then server 1's clock from `from_ms`, stepped a second ahead every
+/// ten seconds 200 times: enough stretches of bad clocks to be sifted often.
+fn steps_of_another_server(h: H, from_ms: u64) -> H {
+    let mut h = h.at_ms(from_ms).clock(server(1), from_ms * 1_000, 0, true);
+    for round in 1..=200u64 {
+        let at_ms = from_ms + round * 10_000;
+        h = h.at_ms(at_ms).clock(server(1), (at_ms + round * 1_000) * 1_000, 0, true);
+    }
+    h
+}
+
+/// The operations log fed `h`, with a search's bound of `ops_per_search_max`.
+fn logged(h: &H, ops_per_search_max: usize) -> super::ops::OpLog {
+    let mut log = super::ops::OpLog::new(ops_per_search_max, LEASE_MS);
+    for event in h.events() {
+        log.observe(event.at_us, &event.kind);
+    }
+    log
 }
 
 /// Runs `h` through `family`; also returns the most operations it held at once.
@@ -572,14 +585,9 @@ fn a_stretch_a_held_operation_needs_survives_sifting() {
         .answered(1, 1, reply_granted(41))
         .at_ms(500)
         .clock(server(0), 2_500_000, 0, true);
-    let mut h = try_lock(stepped.at_ms(1_500), 2, 1, "k").at_ms(1_510).answered(2, 1, reply_granted(42));
-    h = h.at_ms(2_000).clock(server(1), 2_000_000, 0, true);
-    for round in 1..=200u64 {
-        let at_ms = 2_000 + round * 10_000;
-        h = h.at_ms(at_ms).clock(server(1), (at_ms + round * 1_000) * 1_000, 0, true);
-    }
-    let config = h.config(h.now_us() + 60_000_000);
-    let (report, _) = judged_by(&h, super::LinearizableChecker::new(&config));
+    let h = try_lock(stepped.at_ms(1_500), 2, 1, "k").at_ms(1_510).answered(2, 1, reply_granted(42));
+    let h = steps_of_another_server(h, 2_000);
+    let (report, _) = judged_standard(&h);
     assert!(report.violations.is_empty(), "{:#?}", report.violations);
     assert_linearizable(&h.check());
 }
@@ -590,14 +598,9 @@ fn a_stretch_a_held_operation_needs_survives_sifting() {
 fn a_step_before_a_held_busy_still_excuses_it_after_sifting() {
     let h = H::new().clock(server(0), 0, 0, true).at_ms(1_500).clock(server(0), 3_500_000, 0, true);
     let h = try_lock(h.at_ms(2_500), 1, 1, "k").at_ms(2_510).answered(1, 1, reply_granted(41));
-    let mut h = try_lock(h.at_ms(3_000), 2, 1, "k").at_ms(3_005).answered(2, 1, busy(LEASE_MS + 500));
-    h = h.at_ms(4_000).clock(server(1), 4_000_000, 0, true);
-    for round in 1..=200u64 {
-        let at_ms = 4_000 + round * 10_000;
-        h = h.at_ms(at_ms).clock(server(1), (at_ms + round * 1_000) * 1_000, 0, true);
-    }
-    let config = h.config(h.now_us() + 60_000_000);
-    let (report, _) = judged_by(&h, super::LinearizableChecker::new(&config));
+    let h = try_lock(h.at_ms(3_000), 2, 1, "k").at_ms(3_005).answered(2, 1, busy(LEASE_MS + 500));
+    let h = steps_of_another_server(h, 4_000);
+    let (report, _) = judged_standard(&h);
     assert!(report.violations.is_empty(), "{:#?}", report.violations);
     // Without the step the Busy is too long.
     let plain = try_lock(H::new().at_ms(2_500), 1, 1, "k").at_ms(2_510).answered(1, 1, reply_granted(41));
@@ -609,7 +612,6 @@ fn a_step_before_a_held_busy_still_excuses_it_after_sifting() {
 /// is one grant, not two; the token checks hold nothing for a request once it settles.
 #[test]
 fn the_same_request_told_its_token_again_is_one_grant_and_settled_requests_are_let_go() {
-    use super::ops::OpLog;
     let h = c1_holds().at_ms(100);
     let h = release_req(h, 1, 2, "k", 41).at_ms(110).answered(1, 2, ClientReply::Released);
     let h = try_lock(h.at_ms(200), 1, 1, "k").at_ms(210).answered(1, 1, reply_granted(41));
@@ -626,10 +628,7 @@ fn the_same_request_told_its_token_again_is_one_grant_and_settled_requests_are_l
     });
     let h = try_lock(h, 4, 1, "k").at_ms(330).crash(client(4));
     let h = try_lock(h, 5, 1, "j").at_ms(340).answered(5, 1, reply_granted(42));
-    let mut log = OpLog::new(Limits::STANDARD.ops_per_search_max, LEASE_MS);
-    for event in h.events() {
-        log.observe(event.at_us, &event.kind);
-    }
+    let mut log = logged(&h, Limits::STANDARD.ops_per_search_max);
     assert_eq!(log.tokens().held().3, 0, "requests held after they settled");
 }
 
