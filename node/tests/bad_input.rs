@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{run, stderr, TestCluster};
+use common::{run, serial, stderr, TestCluster};
 
 fn assert_one_line_exit_2(output: &std::process::Output, expected: &str) {
     let err = stderr(output);
@@ -42,6 +42,7 @@ fn duplicate_ids_and_a_corrupt_file_are_refused() {
 
 #[test]
 fn a_data_dir_of_another_cluster_is_refused() {
+    let _serial = serial();
     let first = TestCluster::up(1);
     let node_dir = first.cluster.nodes[0].data_dir.display().to_string();
     // Stopped, but its directory stays until `first` is dropped.

@@ -8,7 +8,7 @@
 
 use crate::common;
 
-use common::{bounded, TestCluster};
+use common::{bounded, serial, TestCluster};
 use fencelock::{ClientId, Key, NodeId, Token};
 use fencelock_node::client::{ClientOptions, LockClient, LockError};
 use fencelock_node::cluster;
@@ -24,6 +24,7 @@ const KEYS: usize = 3;
 
 #[test]
 fn three_nodes_elect_a_leader() {
+    let _serial = serial();
     bounded(async {
         let cluster = TestCluster::up(3);
         let leader = cluster::serving_leader(&cluster.cluster).await.expect("a serving leader");
@@ -39,6 +40,7 @@ type Writes = Arc<Mutex<BTreeMap<Key, Vec<Token>>>>;
 
 #[test]
 fn concurrent_clients_get_increasing_tokens() {
+    let _serial = serial();
     let cycles = std::env::var("FENCELOCK_CYCLES").ok().and_then(|c| c.parse().ok()).unwrap_or(CYCLES_DEFAULT);
     bounded(async move {
         let cluster = TestCluster::up(3);
@@ -90,6 +92,7 @@ fn concurrent_clients_get_increasing_tokens() {
 
 #[test]
 fn kill_9_of_the_leader_elects_a_new_one_and_loses_no_grant() {
+    let _serial = serial();
     bounded(async {
         let cluster = TestCluster::up(3);
         let mut client = LockClient::new(&cluster.cluster, &ClientOptions::standard(ClientId(1)));
@@ -135,6 +138,7 @@ fn kill_9_of_the_leader_elects_a_new_one_and_loses_no_grant() {
 
 #[test]
 fn a_cluster_restarted_from_disk_keeps_its_token_floor() {
+    let _serial = serial();
     bounded(async {
         let mut cluster = TestCluster::up(3);
         let mut highest = Token(0);
@@ -169,6 +173,7 @@ fn an_isolated_leader_is_replaced_and_garbage_on_the_wire_closes_only_its_connec
     use fencelock_node::client::admin;
     use fencelock_node::net::{AdminReply, AdminRequest};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _serial = serial();
     bounded(async {
         let cluster = TestCluster::up(3);
         let config = &cluster.cluster;

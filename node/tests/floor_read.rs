@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{bounded, TestCluster};
+use common::{bounded, serial, TestCluster};
 use fencelock::resource::Fence;
 use fencelock::{ClientId, Key};
 use fencelock_node::client::{ClientOptions, FloorError, FloorOptions, FloorReader, LockClient};
@@ -18,6 +18,7 @@ const LEASE_MS: u64 = 60_000;
 
 #[test]
 fn a_floor_read_is_sent_on_from_a_follower_to_the_leader() {
+    let _serial = serial();
     bounded(async {
         let cluster = TestCluster::up(3);
         let key = Key::new("invoice/B-1042");
@@ -50,6 +51,7 @@ fn a_floor_read_is_sent_on_from_a_follower_to_the_leader() {
 
 #[test]
 fn a_floor_read_outlasts_its_leader_and_gives_up_on_a_dead_cluster() {
+    let _serial = serial();
     bounded(async {
         let cluster = TestCluster::up(3);
         let key = Key::new("invoice/B-1042");

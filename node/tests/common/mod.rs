@@ -10,11 +10,28 @@ use fencelock_node::config::Cluster;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 /// The longest any test may run.
 pub const TEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Tests share two cores. A test that drives a cluster itself (it times
+/// elections, loads it with clients, stops its leader) takes the cores alone,
+/// [`serial`]; a real run of `fencesim real` ([`planned_run`]) sleeps between
+/// its planned faults (its servers and workers use a few per cent of a core),
+/// so real runs overlap one another, [`shared`], but never a serial test.
+static CLUSTERS: RwLock<()> = RwLock::new(());
+
+/// No other test's cluster runs until the guard is dropped.
+pub fn serial() -> RwLockWriteGuard<'static, ()> {
+    CLUSTERS.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Other real runs may run beside this one until the guard is dropped; serial tests may not.
+pub fn shared() -> RwLockReadGuard<'static, ()> {
+    CLUSTERS.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Runs `test` on a two-thread runtime (the machine has two cores), bounded
 /// by [`TEST_TIMEOUT`]: on a timeout the test's future is dropped, and with it
@@ -205,6 +222,7 @@ static REAL_RUNS: OnceLock<Mutex<BTreeMap<&'static str, std::thread::Result<Ran>
 /// every process of every run is stopped by its PID before any test goes on.
 pub fn planned_run(test: &str) -> Ran {
     let runs = REAL_RUNS.get_or_init(|| {
+        let _shared = shared();
         let planned: Vec<Planned> =
             crate::real_run::planned().into_iter().chain(crate::real_restore::planned()).collect();
         let ran = std::thread::scope(|scope| {
