@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 /// One started process.
 struct Running {
@@ -82,14 +83,33 @@ impl Procs {
         }
     }
 
-    /// SIGSTOP: a pause the runner takes.
+    /// SIGSTOP: a pause the runner takes. A worker's pause lands between
+    /// its database transactions: stopped while it holds a lock on a file
+    /// (`/proc/locks`: a SQLite write in progress), it runs on for
+    /// [`STOP_RETRY_AFTER`] and is stopped again, up to [`STOP_TRIES`] times.
+    /// In the simulator the resource is a process of its own, which no
+    /// paused client can hold; a worker with SQLite embedded, stopped in a
+    /// write, would hold every other writer and any restore of the file
+    /// until it woke — a stall of the resource the model has no fault for.
     pub fn stop(&mut self, actor: Actor) -> bool {
         let Some(running) = self.running.get_mut(&actor) else { return false };
         if running.stopped {
             return false;
         }
-        running.stopped = signal(&running.child, Signal::SIGSTOP);
-        running.stopped
+        let pid = running.child.id();
+        for _ in 0..STOP_TRIES {
+            if !signal(&running.child, Signal::SIGSTOP) {
+                return false;
+            }
+            let in_a_write = matches!(actor, Actor::Client(_)) && stopped_within(pid) && holds_file_locks(pid);
+            if !in_a_write {
+                break;
+            }
+            signal(&running.child, Signal::SIGCONT);
+            std::thread::sleep(STOP_RETRY_AFTER);
+        }
+        running.stopped = true;
+        true
     }
 
     /// SIGCONT: the end of a pause or of a worker's own stall.
@@ -146,9 +166,63 @@ fn signal(child: &Child, signal: Signal) -> bool {
     i32::try_from(child.id()).is_ok_and(|pid| kill(Pid::from_raw(pid), signal).is_ok())
 }
 
+/// How many times a worker's pause is tried before it is taken in a write.
+const STOP_TRIES: u32 = 100;
+/// How long a worker stopped in a write runs on before it is stopped again.
+const STOP_RETRY_AFTER: Duration = Duration::from_millis(2);
+/// How long a SIGSTOP may take to land (a process in a system call stops as it returns).
+const STOP_LANDS_WITHIN: Duration = Duration::from_millis(200);
+
+/// Whether the process is stopped within [`STOP_LANDS_WITHIN`].
+fn stopped_within(pid: u32) -> bool {
+    let start = std::time::Instant::now();
+    while !proc_stopped(pid) {
+        if start.elapsed() > STOP_LANDS_WITHIN {
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    true
+}
+
+/// Whether the process holds a lock on any file (`/proc/locks`).
+fn holds_file_locks(pid: u32) -> bool {
+    std::fs::read_to_string("/proc/locks").is_ok_and(|locks| names_a_lock_of(&locks, pid))
+}
+
+/// Whether `/proc/locks` text names a lock `pid` holds. A line is
+/// `1: POSIX  ADVISORY  WRITE 1234 08:01:5678 0 EOF`, the PID its fifth
+/// field; a waiter's line (`1: -> POSIX …`) is not a lock held.
+fn names_a_lock_of(locks: &str, pid: u32) -> bool {
+    let pid = pid.to_string();
+    locks.lines().any(|line| {
+        let mut fields = line.split_whitespace();
+        fields.nth(1) != Some("->") && fields.nth(2) == Some(pid.as_str())
+    })
+}
+
 /// Whether `/proc/PID/stat` shows the process stopped by a signal.
 fn proc_stopped(pid: u32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
     // `PID (comm) S …`: the state follows the last ')', as comm may hold anything.
     stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('T'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_a_lock_of;
+
+    const LOCKS: &str = "1: POSIX  ADVISORY  WRITE 4242 08:01:5678 0 EOF\n\
+                         1: -> POSIX  ADVISORY  WRITE 77 08:01:5678 0 EOF\n\
+                         2: FLOCK  ADVISORY  WRITE 9 00:1a:42 0 EOF\n";
+
+    #[test]
+    fn a_lock_is_named_by_its_holders_pid_alone() {
+        assert!(names_a_lock_of(LOCKS, 4242));
+        assert!(names_a_lock_of(LOCKS, 9));
+        assert!(!names_a_lock_of(LOCKS, 77), "a waiter holds nothing");
+        assert!(!names_a_lock_of(LOCKS, 424), "a PID is a whole field");
+        assert!(!names_a_lock_of(LOCKS, 1), "the line number is not a PID");
+        assert!(!names_a_lock_of("", 4242));
+    }
 }
