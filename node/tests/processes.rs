@@ -2,8 +2,8 @@
 //! binary to build and link instead of one per file. Each module is one file
 //! of this folder; they share `common` (a cluster of processes, stopped by
 //! PID however the test ends); a test that drives a cluster takes the
-//! machine alone (`common::serial`), while real runs, which mostly sleep
-//! between their faults, run beside each other (`common::shared`). `cargo test --release -p fencelock-node --test
+//! machine alone (`common::serial`), while real runs and the B-1042
+//! stories, which mostly sleep, run beside each other (`common::shared`). `cargo test --release -p fencelock-node --test
 //! processes real_run::` runs one of them.
 
 mod b1042_story;

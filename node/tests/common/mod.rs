@@ -20,7 +20,9 @@ pub const TEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// elections, loads it with clients, stops its leader) takes the cores alone,
 /// [`serial`]; a real run of `fencesim real` ([`planned_run`]) sleeps between
 /// its planned faults (its servers and workers use a few per cent of a core),
-/// so real runs overlap one another, [`shared`], but never a serial test.
+/// so real runs overlap one another, [`shared`], but never a serial test. So
+/// do the B-1042 stories: each holds an idle cluster for a second, most of it
+/// asleep past a lease, and times nothing.
 static CLUSTERS: RwLock<()> = RwLock::new(());
 
 /// No other test's cluster runs until the guard is dropped.
