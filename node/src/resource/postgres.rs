@@ -71,10 +71,10 @@ pub struct PostgresResource {
     variant: Variant,
 }
 
-/// Every statement a write (and a floor raise) sends, prepared once per connection. Sent as
-/// text, each cost a round trip to be parsed and planned before the one
-/// that ran it, on every write: prepared, a write is half the round trips
-/// and the server parses nothing.
+/// Every statement a write sends (a floor raise uses the key's three too),
+/// prepared once per connection. Sent as text, each cost a round trip to be
+/// parsed before the one that ran it, on every write: prepared, it is one
+/// round trip and nothing to parse.
 struct Statements {
     meta_shared: Statement,
     insert_client: Statement,

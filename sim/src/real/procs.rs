@@ -86,7 +86,8 @@ impl Procs {
     /// SIGSTOP: a pause the runner takes. A worker's pause lands between
     /// its database transactions: stopped while it holds a lock on a file
     /// (`/proc/locks`: a SQLite write in progress), it runs on for
-    /// [`STOP_RETRY_AFTER`] and is stopped again, up to [`STOP_TRIES`] times.
+    /// [`STOP_RETRY_AFTER`] and is stopped again; the last of [`STOP_TRIES`]
+    /// stops holds, in a write or not.
     /// In the simulator the resource is a process of its own, which no
     /// paused client can hold; a worker with SQLite embedded, stopped in a
     /// write, would hold every other writer and any restore of the file
@@ -97,12 +98,12 @@ impl Procs {
             return false;
         }
         let pid = running.child.id();
-        for _ in 0..STOP_TRIES {
+        for tries_left in (0..STOP_TRIES).rev() {
             if !signal(&running.child, Signal::SIGSTOP) {
                 return false;
             }
             let in_a_write = matches!(actor, Actor::Client(_)) && stopped_within(pid) && holds_file_locks(pid);
-            if !in_a_write {
+            if !in_a_write || tries_left == 0 {
                 break;
             }
             signal(&running.child, Signal::SIGCONT);
@@ -210,7 +211,34 @@ fn proc_stopped(pid: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::names_a_lock_of;
+    use super::{holds_file_locks, names_a_lock_of, proc_stopped, Procs};
+    use crate::actor::Actor;
+    use fencelock::ClientId;
+    use std::time::{Duration, Instant};
+
+    /// A worker that never leaves its write (one process holding a file's
+    /// lock, as SQLite does in a write) is stopped all the same, once its tries are spent.
+    #[test]
+    fn a_worker_that_holds_a_lock_through_every_try_is_stopped_at_the_last() {
+        let dir = std::env::temp_dir().join(format!("fencesim-procs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let mut procs = Procs::new(std::path::Path::new("python3"), &dir);
+        let lock = dir.join("held").display().to_string();
+        let hold =
+            format!("import fcntl, time; f = open({lock:?}, 'w'); fcntl.lockf(f, fcntl.LOCK_EX); time.sleep(30)");
+        let worker = Actor::Client(ClientId(0));
+        let pid = procs.start(worker, &["-c".into(), hold]).expect("python3 starts");
+        let start = Instant::now();
+        while !holds_file_locks(pid) {
+            assert!(start.elapsed() < Duration::from_secs(10), "the worker took its lock");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(procs.stop(worker));
+        assert!(proc_stopped(pid), "the last try's stop holds");
+        assert!(holds_file_locks(pid), "stopped in its write");
+        drop(procs);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     const LOCKS: &str = "1: POSIX  ADVISORY  WRITE 4242 08:01:5678 0 EOF\n\
                          1: -> POSIX  ADVISORY  WRITE 77 08:01:5678 0 EOF\n\
