@@ -17,9 +17,12 @@ use crate::net::{AdminReply, AdminRequest, Status};
 use fencelock::NodeId;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use std::collections::BTreeSet;
+use std::net::{Ipv4Addr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// The cluster file's name in a cluster directory.
@@ -61,14 +64,39 @@ pub fn write_cluster_file(dir: &Path, nodes: usize, admin: bool, history: bool) 
     Ok(path)
 }
 
-/// Ports the kernel hands out now. Another program may take one before a
-/// server binds it; the server then fails to start and says so.
+/// Where `cluster up` looks for its servers' ports: below the kernel's
+/// ephemeral range (from 32,768 by default), so that no outgoing connection
+/// (a client dialling another cluster) takes one between this look and the
+/// server's bind, and below the ports `fencesim real` looks in (from 20,000),
+/// so that a process running both (the node's tests) never gives one port twice.
+const PORTS: std::ops::Range<u16> = 10_000..20_000;
+
+/// The ports this process has written into a cluster file. It never gives
+/// one again: a cluster stopped and brought back from its file binds its
+/// ports again, and a cluster written in between must not have taken them.
+static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// `count` loopback ports free now and never given by this process before.
+/// Processes start their search at different places (from their process id
+/// and the clock), so two rarely look at the same port at once.
 fn free_ports(count: usize) -> Result<Vec<u16>, String> {
-    let listeners = (0..count)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("cannot find a free port: {e}"))?;
-    listeners.iter().map(|l| l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())).collect()
+    free_ports_from(count, u64::from(std::process::id()).wrapping_mul(7_919) ^ crate::clock::true_us())
+}
+
+/// [`free_ports`], its search starting `start` ports into [`PORTS`].
+fn free_ports_from(count: usize, start: u64) -> Result<Vec<u16>, String> {
+    let mut given = GIVEN.lock().unwrap_or_else(PoisonError::into_inner);
+    let span = u64::from(PORTS.end - PORTS.start);
+    let candidates = (0..span).map(|step| PORTS.start + u16::try_from((start + step) % span).expect("below the span"));
+    // A listener bound and dropped at once leaves the port free (no connection, no TIME_WAIT).
+    let free =
+        candidates.filter(|port| !given.contains(port) && TcpListener::bind((Ipv4Addr::LOCALHOST, *port)).is_ok());
+    let ports: Vec<u16> = free.take(count).collect();
+    if ports.len() < count {
+        return Err(format!("cannot find {count} free loopback ports in {}..{}", PORTS.start, PORTS.end));
+    }
+    given.extend(&ports);
+    Ok(ports)
 }
 
 /// Starts server `id` of the cluster file `config` in its own process
@@ -190,5 +218,27 @@ pub async fn wait_for_leader(cluster: &Cluster, started: &mut [Started], timeout
             return Err(format!("no leader within {} ms", timeout.as_millis()));
         }
         tokio::time::sleep(POLL_EVERY).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{free_ports_from, PORTS};
+    use std::net::{Ipv4Addr, TcpListener};
+
+    /// Two searches from one place get different ports, both below the
+    /// ephemeral range, and a port bound by another program is passed over.
+    #[test]
+    fn a_process_never_gives_a_port_twice_nor_one_in_use() {
+        let start = 4_242;
+        let busy = TcpListener::bind((Ipv4Addr::LOCALHOST, PORTS.start + start as u16 + 3));
+        let first = free_ports_from(3, start).expect("free ports");
+        let second = free_ports_from(3, start).expect("free ports");
+        assert!(first.iter().chain(&second).all(|port| PORTS.contains(port)), "{first:?} {second:?}");
+        assert!(first.iter().all(|port| !second.contains(port)), "{first:?} and {second:?}");
+        if let Ok(busy) = busy {
+            let port = busy.local_addr().expect("bound").port();
+            assert!(!first.contains(&port) && !second.contains(&port), "{port} is in use: {first:?} {second:?}");
+        }
     }
 }

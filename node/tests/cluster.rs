@@ -8,7 +8,7 @@
 
 use crate::common;
 
-use common::{bounded, serial, TestCluster};
+use common::{alone, bounded, serial, TestCluster};
 use fencelock::{ClientId, Key, NodeId, Token};
 use fencelock_node::client::{ClientOptions, LockClient, LockError};
 use fencelock_node::cluster;
@@ -40,7 +40,7 @@ type Writes = Arc<Mutex<BTreeMap<Key, Vec<Token>>>>;
 
 #[test]
 fn concurrent_clients_get_increasing_tokens() {
-    let _serial = serial();
+    let _alone = alone();
     let cycles = std::env::var("FENCELOCK_CYCLES").ok().and_then(|c| c.parse().ok()).unwrap_or(CYCLES_DEFAULT);
     bounded(async move {
         let cluster = TestCluster::up(3);

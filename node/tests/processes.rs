@@ -1,10 +1,13 @@
 //! The tests that start `fencelock-node` processes, as one test target: one
 //! binary to build and link instead of one per file. Each module is one file
 //! of this folder; they share `common` (a cluster of processes, stopped by
-//! PID however the test ends); a test that drives a cluster takes the
-//! machine alone (`common::serial`), while real runs and the B-1042
-//! stories, which mostly sleep, run beside each other (`common::shared`). `cargo test --release -p fencelock-node --test
-//! processes real_run::` runs one of them.
+//! PID however the test ends). The real runs, which mostly sleep, start
+//! with the binary's first test and run in the background; the B-1042
+//! stories run beside them and beside each other (`common::shared`), a test
+//! that drives a cluster beside them but beside no other such test
+//! (`common::serial`), and the load test alone (`common::alone`). `cargo
+//! test --release -p fencelock-node --test processes real_run::` runs one
+//! module's tests.
 
 mod b1042_story;
 mod bad_input;

@@ -10,29 +10,53 @@ use fencelock_node::config::Cluster;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 /// The longest any test may run.
 pub const TEST_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Tests share two cores. A test that drives a cluster itself (it times
-/// elections, loads it with clients, stops its leader) takes the cores alone,
-/// [`serial`]; a real run of `fencesim real` ([`planned_run`]) sleeps between
-/// its planned faults (its servers and workers use a few per cent of a core),
-/// so real runs overlap one another, [`shared`], but never a serial test. So
-/// do the B-1042 stories: each holds an idle cluster for a second, most of it
-/// asleep past a lease, and times nothing.
+/// Tests share two cores, in three kinds:
+/// - a real run of `fencesim real` ([`planned_run`]) sleeps between its
+///   planned faults (its servers and workers use a few per cent of a core),
+///   and so do the B-1042 stories (each holds an idle cluster for a second,
+///   most of it asleep past a lease, and times nothing): they run beside
+///   anything but the load test, [`shared`];
+/// - a test that drives a cluster itself (it times an election, stops a
+///   leader) runs beside those, but beside no other such test, [`serial`];
+/// - the load test keeps both cores busy with clients, and the real runs'
+///   planned timings would not hold beside it: it runs alone, [`alone`].
+///
+/// In a whole run of the binary the real runs start with its first test, in
+/// the background ([`start_real_runs`]), so that the tests before them in
+/// name order take their turn while the runs sleep.
 static CLUSTERS: RwLock<()> = RwLock::new(());
 
-/// No other test's cluster runs until the guard is dropped.
-pub fn serial() -> RwLockWriteGuard<'static, ()> {
-    CLUSTERS.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+/// One cluster-driving test at a time (besides [`CLUSTERS`]).
+static DRIVEN: Mutex<()> = Mutex::new(());
+
+/// No other test runs until the guard is dropped.
+pub fn alone() -> RwLockWriteGuard<'static, ()> {
+    // Waits for the real runs without blocking the lock: other tests take
+    // their turns beside the runs meanwhile, where a writer waiting for the
+    // lock would hold them all back.
+    if start_real_runs() {
+        real_runs();
+    }
+    CLUSTERS.write().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Other real runs may run beside this one until the guard is dropped; serial tests may not.
+/// No other cluster-driving test, nor the load test, runs until the guard is dropped.
+pub fn serial() -> (RwLockReadGuard<'static, ()>, MutexGuard<'static, ()>) {
+    start_real_runs();
+    let shared = CLUSTERS.read().unwrap_or_else(PoisonError::into_inner);
+    (shared, DRIVEN.lock().unwrap_or_else(PoisonError::into_inner))
+}
+
+/// Only the load test is kept out until the guard is dropped.
 pub fn shared() -> RwLockReadGuard<'static, ()> {
-    CLUSTERS.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+    start_real_runs();
+    CLUSTERS.read().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Runs `test` on a two-thread runtime (the machine has two cores), bounded
@@ -216,25 +240,15 @@ pub type Ran = (tempfile::TempDir, PathBuf, fencesim::real::RealRun);
 /// Every real run of this binary, each kept until its test takes it.
 static REAL_RUNS: OnceLock<Mutex<BTreeMap<&'static str, std::thread::Result<Ran>>>> = OnceLock::new();
 
-/// The real run planned for `test`. The first test to ask starts every
-/// planned run of this binary (`real_run::planned`, `real_restore::planned`)
-/// side by side and waits for them all: each mostly sleeps between its
+/// The real run planned for `test`. The first test to ask (or
+/// [`start_real_runs`], before it) starts every planned run of this binary
+/// (`real_run::planned`, `real_restore::planned`) side by side, and every
+/// test that asks waits for them all: each mostly sleeps between its
 /// faults, so together they take as long as the longest, where one after
 /// another they took their sum. A test run alone waits for them all too;
 /// every process of every run is stopped by its PID before any test goes on.
 pub fn planned_run(test: &str) -> Ran {
-    let runs = REAL_RUNS.get_or_init(|| {
-        let _shared = shared();
-        let planned: Vec<Planned> =
-            crate::real_run::planned().into_iter().chain(crate::real_restore::planned()).collect();
-        let ran = std::thread::scope(|scope| {
-            let running: Vec<_> =
-                planned.into_iter().map(|p| (p.test, scope.spawn(move || real_run(p.seed, p.model, p.plan)))).collect();
-            running.into_iter().map(|(test, run)| (test, run.join())).collect()
-        });
-        Mutex::new(ran)
-    });
-    let taken = runs.lock().unwrap_or_else(PoisonError::into_inner).remove(test);
+    let taken = real_runs().lock().unwrap_or_else(PoisonError::into_inner).remove(test);
     match taken {
         Some(Ok(ran)) => ran,
         Some(Err(panic)) => {
@@ -243,4 +257,53 @@ pub fn planned_run(test: &str) -> Ran {
         }
         None => panic!("no real run is planned for {test}, or another test took it"),
     }
+}
+
+/// Every planned real run, played the first time any caller asks; later
+/// callers wait until they have all ended.
+fn real_runs() -> &'static Mutex<BTreeMap<&'static str, std::thread::Result<Ran>>> {
+    REAL_RUNS.get_or_init(|| {
+        let _shared = CLUSTERS.read().unwrap_or_else(PoisonError::into_inner);
+        let planned: Vec<Planned> =
+            crate::real_run::planned().into_iter().chain(crate::real_restore::planned()).collect();
+        let ran = std::thread::scope(|scope| {
+            let running: Vec<_> =
+                planned.into_iter().map(|p| (p.test, scope.spawn(move || real_run(p.seed, p.model, p.plan)))).collect();
+            running.into_iter().map(|(test, run)| (test, run.join())).collect()
+        });
+        Mutex::new(ran)
+    })
+}
+
+/// In a whole run of this binary (no test names, no `--skip`, only the
+/// options [`whole_run`] knows), starts the real runs in the background and
+/// says so; in any other, does nothing and says no, and the first real-run
+/// test starts them. Only a whole run is sure to take every real-run test,
+/// and so to wait for the runs (and their processes' ends) before it exits.
+fn start_real_runs() -> bool {
+    static BACKGROUND: OnceLock<bool> = OnceLock::new();
+    *BACKGROUND.get_or_init(|| {
+        let whole = whole_run(std::env::args().skip(1));
+        if whole {
+            std::thread::spawn(real_runs);
+        }
+        whole
+    })
+}
+
+/// Whether a test binary's arguments select every test: each is an
+/// option that selects none, or the value such an option takes.
+fn whole_run(mut args: impl Iterator<Item = String>) -> bool {
+    const FLAGS: &[&str] = &["--nocapture", "--no-capture", "--show-output", "-q", "--quiet", "--report-time"];
+    const WITH_VALUE: &[&str] = &["--test-threads", "--color", "--format", "-Z"];
+    while let Some(arg) = args.next() {
+        let name = arg.split('=').next().unwrap_or_default();
+        if FLAGS.contains(&arg.as_str()) || (WITH_VALUE.contains(&name) && arg.contains('=')) {
+            continue;
+        }
+        if !WITH_VALUE.contains(&arg.as_str()) || args.next().is_none() {
+            return false;
+        }
+    }
+    true
 }
