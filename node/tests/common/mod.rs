@@ -16,7 +16,7 @@ use std::time::Duration;
 /// The longest any test may run.
 pub const TEST_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Tests share two cores, in three kinds:
+/// Tests share two cores. Those that start processes come in three kinds:
 /// - a real run of `fencesim real` ([`planned_run`]) sleeps between its
 ///   planned faults (its servers and workers use a few per cent of a core),
 ///   and so do the B-1042 stories (each holds an idle cluster for a second,
@@ -24,18 +24,21 @@ pub const TEST_TIMEOUT: Duration = Duration::from_secs(120);
 ///   anything but the load test, [`shared`];
 /// - a test that drives a cluster itself (it times an election, stops a
 ///   leader) runs beside those, but beside no other such test, [`serial`];
-/// - the load test keeps both cores busy with clients, and the real runs'
-///   planned timings would not hold beside it: it runs alone, [`alone`].
+/// - the load test keeps a cluster busy with clients; it runs beside none
+///   of the above, [`alone`] (the real runs' planned timings were never
+///   tried beside it).
 ///
-/// In a whole run of the binary the real runs start with its first test, in
-/// the background ([`start_real_runs`]), so that the tests before them in
-/// name order take their turn while the runs sleep.
+/// The tests of `in_process` start no process and take no guard: they use
+/// the cores while the real runs sleep. In a whole run of the binary the
+/// real runs start with its first test, in the background
+/// ([`start_real_runs`]), so that the tests before them in name order take
+/// their turn meanwhile.
 static CLUSTERS: RwLock<()> = RwLock::new(());
 
 /// One cluster-driving test at a time (besides [`CLUSTERS`]).
 static DRIVEN: Mutex<()> = Mutex::new(());
 
-/// No other test runs until the guard is dropped.
+/// No real run, B-1042 story or other cluster test runs until the guard is dropped.
 pub fn alone() -> RwLockWriteGuard<'static, ()> {
     // Waits for the real runs without blocking the lock: other tests take
     // their turns beside the runs meanwhile, where a writer waiting for the
@@ -306,4 +309,21 @@ fn whole_run(mut args: impl Iterator<Item = String>) -> bool {
         }
     }
     true
+}
+
+/// Only arguments that select every test make a whole run: a name, a
+/// `--skip` or an option this file does not know leaves the real runs to
+/// the first test that asks for one.
+#[test]
+fn a_whole_run_is_told_by_its_arguments() {
+    let whole = |args: &[&str]| whole_run(args.iter().map(|arg| arg.to_string()));
+    assert!(whole(&[]));
+    assert!(whole(&["--nocapture", "--test-threads", "2", "-q", "--color=never"]));
+    assert!(whole(&["-Z", "unstable-options", "--report-time", "--format", "json"]));
+    assert!(!whole(&["real_run::"]));
+    assert!(!whole(&["--test-threads", "2", "cluster"]));
+    assert!(!whole(&["--skip", "real_run"]));
+    assert!(!whole(&["--exact"]));
+    assert!(!whole(&["--ignored"]));
+    assert!(!whole(&["--test-threads"]), "an option without its value");
 }

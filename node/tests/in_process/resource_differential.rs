@@ -9,7 +9,7 @@
 //! dedup windows, the restore mark) must be equal after every step that is
 //! not a write and at the end.
 //!
-//! One seed alone: `FENCELOCK_SEED=17 cargo test -p fencelock-node --test in_process resource_differential::`.
+//! One seed alone: `FENCELOCK_SEED=17 cargo test -p fencelock-node --test integration in_process::resource_differential::`.
 
 use crate::support;
 
@@ -222,7 +222,7 @@ async fn run_case(target: &Target, seed: u64, variant: Variant) {
         Target::Postgres(_) => "postgres",
     };
     let reproduce = format!(
-        "reproduce with: FENCELOCK_SEED={seed} cargo test -p fencelock-node --test in_process resource_differential::{where_} (variant {})",
+        "reproduce with: FENCELOCK_SEED={seed} cargo test -p fencelock-node --test integration in_process::resource_differential::{where_} (variant {})",
         variant.name()
     );
     let mut db = SqlResource::open_variant(&url, variant).await.expect("open");

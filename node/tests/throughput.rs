@@ -1,0 +1,76 @@
+//! Real processes on 127.0.0.1 under load: four clients take, write under
+//! and release keys of a 3-node cluster as fast as it answers, and every key's
+//! tokens strictly increase in the order of the writes. The test runs alone
+//! (`common::alone`), after the real runs; its module's name sorts it after
+//! their tests, so that it takes no test thread while it waits for them.
+//! Its throughput is printed (run with `--nocapture`), never asserted.
+
+use crate::common;
+
+use common::{alone, bounded, TestCluster};
+use fencelock::{ClientId, Key, Token};
+use fencelock_node::client::{ClientOptions, LockClient, LockError};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Cycles per client in `concurrent_clients_get_increasing_tokens` (the
+/// target; 4 x 1000 took 6.5 s with a debug build). FENCELOCK_CYCLES overrides it.
+const CYCLES_DEFAULT: usize = 1_000;
+const CLIENTS: usize = 4;
+const KEYS: usize = 3;
+
+/// The "resource": tokens written per key, in the order the writes happened.
+type Writes = Arc<Mutex<BTreeMap<Key, Vec<Token>>>>;
+
+#[test]
+fn concurrent_clients_get_increasing_tokens() {
+    let _alone = alone();
+    let cycles = std::env::var("FENCELOCK_CYCLES").ok().and_then(|c| c.parse().ok()).unwrap_or(CYCLES_DEFAULT);
+    bounded(async move {
+        let cluster = TestCluster::up(3);
+        let writes: Writes = Arc::default();
+        let start = Instant::now();
+        let tasks: Vec<_> = (0..CLIENTS)
+            .map(|c| {
+                let config = cluster.cluster.clone();
+                let writes = writes.clone();
+                tokio::spawn(async move {
+                    let mut client = LockClient::new(&config, &ClientOptions::standard(ClientId(c as u32 + 1)));
+                    for i in 0..cycles {
+                        let key = Key::new(format!("key-{}", (c + i) % KEYS));
+                        let grant = loop {
+                            match client.acquire(&key, 2_000, 5_000).await {
+                                Ok(grant) => break grant,
+                                Err(LockError::Busy { .. } | LockError::WaitTimedOut) => continue,
+                                Err(e) => panic!("client {c} cycle {i}: {e}"),
+                            }
+                        };
+                        // The write: fenced by the token, checked at the "resource".
+                        assert_eq!(client.belief(&key), Some(grant.token), "a fresh grant is believed");
+                        {
+                            let mut writes = writes.lock().expect("writes");
+                            let tokens = writes.entry(key.clone()).or_default();
+                            if let Some(last) = tokens.last() {
+                                assert!(grant.token > *last, "{key}: token {} after {}", grant.token, last);
+                            }
+                            tokens.push(grant.token);
+                        }
+                        client.release(&key).await.unwrap_or_else(|e| panic!("client {c} release {i}: {e}"));
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.expect("a client finished");
+        }
+        let elapsed = start.elapsed();
+        let total: usize = writes.lock().expect("writes").values().map(Vec::len).sum();
+        assert_eq!(total, CLIENTS * cycles);
+        println!(
+            "{CLIENTS} clients x {cycles} acquire/write/release cycles on {KEYS} keys: {:.2} s ({:.0} cycles/s)",
+            elapsed.as_secs_f64(),
+            total as f64 / elapsed.as_secs_f64()
+        );
+    });
+}
