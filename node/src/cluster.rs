@@ -65,10 +65,12 @@ pub fn write_cluster_file(dir: &Path, nodes: usize, admin: bool, history: bool) 
 }
 
 /// Where `cluster up` looks for its servers' ports: below the kernel's
-/// ephemeral range (from 32,768 by default), so that no outgoing connection
-/// (a client dialling another cluster) takes one between this look and the
-/// server's bind, and below the ports `fencesim real` looks in (from 20,000),
-/// so that a process running both (the node's tests) never gives one port twice.
+/// ephemeral range where it starts at Linux's default, 32,768 (see
+/// `/proc/sys/net/ipv4/ip_local_port_range`), so that no outgoing
+/// connection (a client dialling another cluster) takes one between this
+/// look and the server's bind; and below the ports `fencesim real` looks in
+/// (from 20,000), so that a process running both (the node's tests) never
+/// gives one port twice.
 const PORTS: std::ops::Range<u16> = 10_000..20_000;
 
 /// The ports this process has written into a cluster file. It never gives
@@ -87,7 +89,8 @@ fn free_ports(count: usize) -> Result<Vec<u16>, String> {
 fn free_ports_from(count: usize, start: u64) -> Result<Vec<u16>, String> {
     let mut given = GIVEN.lock().unwrap_or_else(PoisonError::into_inner);
     let span = u64::from(PORTS.end - PORTS.start);
-    let candidates = (0..span).map(|step| PORTS.start + u16::try_from((start + step) % span).expect("below the span"));
+    let candidates =
+        (0..span).map(|step| PORTS.start + u16::try_from((start % span + step) % span).expect("below the span"));
     // A listener bound and dropped at once leaves the port free (no connection, no TIME_WAIT).
     let free =
         candidates.filter(|port| !given.contains(port) && TcpListener::bind((Ipv4Addr::LOCALHOST, *port)).is_ok());

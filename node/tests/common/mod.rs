@@ -117,6 +117,10 @@ pub struct TestCluster {
 impl TestCluster {
     pub fn up(nodes: usize) -> TestCluster {
         let dir = tempfile::tempdir().expect("a temporary directory");
+        // The cluster file is written here, not by `cluster up`: this process
+        // then never gives two of its clusters one port, not even one a
+        // stopped cluster will bind again when the test restarts it.
+        cluster::write_cluster_file(dir.path(), nodes, true, false).expect("a cluster file");
         let mut cluster = TestCluster { cluster: placeholder(), dir, pids: Vec::new(), election_ms: 0 };
         cluster.start(nodes);
         cluster
@@ -286,7 +290,9 @@ fn real_runs() -> &'static Mutex<BTreeMap<&'static str, std::thread::Result<Ran>
 fn start_real_runs() -> bool {
     static BACKGROUND: OnceLock<bool> = OnceLock::new();
     *BACKGROUND.get_or_init(|| {
-        let whole = whole_run(std::env::args().skip(1));
+        // A name that is not UTF-8 is a filter this file cannot read: not a whole run.
+        let args: Option<Vec<String>> = std::env::args_os().skip(1).map(|arg| arg.into_string().ok()).collect();
+        let whole = args.is_some_and(|args| whole_run(args.into_iter()));
         if whole {
             std::thread::spawn(real_runs);
         }
