@@ -31,7 +31,11 @@ pub struct Procs {
 }
 
 /// Starts `exe args…` in its own process group (a Ctrl-C at the terminal
-/// reaches the runner alone, which stops it by PID), its output appended to `log`.
+/// reaches the runner alone, which stops it by PID), its output appended to
+/// `log`. The process is killed when the thread that started it ends
+/// ([`die_with_the_starting_thread`]): the runner's, which stops every
+/// process of its run before it ends, so only a runner killed or aborted
+/// (a test binary killed mid-run, a crash) leaves them to this.
 pub fn spawn_logged(exe: &Path, args: &[String], log: &Path) -> Result<Child, String> {
     let out = std::fs::OpenOptions::new()
         .create(true)
@@ -39,16 +43,38 @@ pub fn spawn_logged(exe: &Path, args: &[String], log: &Path) -> Result<Child, St
         .open(log)
         .map_err(|e| format!("{}: cannot open: {e}", log.display()))?;
     let err = out.try_clone().map_err(|e| format!("{}: {e}", log.display()))?;
-    Command::new(exe)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .process_group(0)
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", exe.display()))
+    let mut command = Command::new(exe);
+    command.args(args).env_remove("RUST_LOG").stdin(Stdio::null()).stdout(out).stderr(err).process_group(0);
+    die_with_the_starting_thread(&mut command);
+    command.spawn().map_err(|e| format!("cannot start {}: {e}", exe.display()))
 }
+
+/// Has the kernel send SIGKILL to `command`'s process when the thread that
+/// spawns it ends (Linux's parent-death signal, which follows the thread,
+/// not the process).
+#[cfg(target_os = "linux")]
+fn die_with_the_starting_thread(command: &mut Command) {
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: it calls `prctl` and `getppid`,
+    // and allocates nothing (an error is built from the OS's code alone).
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have ended before the signal was set.
+            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_the_starting_thread(_command: &mut Command) {}
 
 impl Procs {
     pub fn new(exe: &Path, logs: &Path) -> Procs {
@@ -211,9 +237,10 @@ fn proc_stopped(pid: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{holds_file_locks, names_a_lock_of, proc_stopped, Procs};
+    use super::{holds_file_locks, names_a_lock_of, proc_stopped, spawn_logged, Procs};
     use crate::actor::Actor;
     use fencelock::ClientId;
+    use std::os::unix::process::ExitStatusExt;
     use std::time::{Duration, Instant};
 
     /// A worker that never leaves its write (one process holding a file's
@@ -238,6 +265,32 @@ mod tests {
         assert!(holds_file_locks(pid), "stopped in its write");
         drop(procs);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A process started by a thread that then ends is killed with it, as a
+    /// run's processes are when their runner is killed.
+    #[test]
+    fn a_process_dies_with_the_thread_that_started_it() {
+        let log = std::env::temp_dir().join(format!("fencesim-orphan-{}.log", std::process::id()));
+        let starter = {
+            let log = log.clone();
+            std::thread::spawn(move || spawn_logged(std::path::Path::new("sleep"), &["30".into()], &log))
+        };
+        let mut child = starter.join().expect("the starting thread").expect("sleep starts");
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break Some(status);
+            }
+            if start.elapsed() > Duration::from_secs(5) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let _ = std::fs::remove_file(&log);
+        assert_eq!(status.and_then(|s| s.signal()), Some(libc::SIGKILL), "killed when its starting thread ended");
     }
 
     const LOCKS: &str = "1: POSIX  ADVISORY  WRITE 4242 08:01:5678 0 EOF\n\
