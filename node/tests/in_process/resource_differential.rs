@@ -174,9 +174,15 @@ enum Target {
     Postgres(String),
 }
 
+/// One differential test at a time: together they took both cores (and
+/// the PostgreSQL server's) beside the real runs, whose planned timings then
+/// failed on a machine loaded from outside as well.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Runs every seed on `target` under `variant`, [`CASES_IN_FLIGHT`] at a time;
 /// the first case that panics fails the test with its own message.
 async fn run_cases(target: Target, seeds: &[u64], variant: Variant) {
+    let _one = ONE_AT_A_TIME.lock().await;
     let mut running = tokio::task::JoinSet::new();
     for &seed in seeds {
         if running.len() >= CASES_IN_FLIGHT {
