@@ -117,9 +117,10 @@ pub struct TestCluster {
 impl TestCluster {
     pub fn up(nodes: usize) -> TestCluster {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        // The cluster file is written here, not by `cluster up`: this process
-        // then never gives two of its clusters one port, not even one a
-        // stopped cluster will bind again when the test restarts it.
+        // The cluster file (admin requests on) is written here, not by
+        // `cluster up`: this process then never gives two of its clusters
+        // one port, not even one a stopped cluster will bind again when the
+        // test restarts it.
         cluster::write_cluster_file(dir.path(), nodes, true, false).expect("a cluster file");
         let mut cluster = TestCluster { cluster: placeholder(), dir, pids: Vec::new(), election_ms: 0 };
         cluster.start(nodes);
@@ -134,10 +135,10 @@ impl TestCluster {
         self.path().display().to_string()
     }
 
-    /// `cluster up` on this directory (first start or restart from disk).
+    /// `cluster up` on this directory's cluster file (first start or restart from disk).
     pub fn start(&mut self, nodes: usize) {
         let dir = self.dir_arg();
-        let output = run(&["cluster", "up", "--nodes", &nodes.to_string(), "--dir", &dir, "--admin"]);
+        let output = run(&["cluster", "up", "--nodes", &nodes.to_string(), "--dir", &dir]);
         // Record the PIDs before judging, so a failed start is still cleaned up.
         if let Ok(pids) = cluster::read_pids(self.path()) {
             self.pids.extend(pids);
@@ -306,8 +307,8 @@ fn whole_run(mut args: impl Iterator<Item = String>) -> bool {
     const FLAGS: &[&str] = &["--nocapture", "--no-capture", "--show-output", "-q", "--quiet", "--report-time"];
     const WITH_VALUE: &[&str] = &["--test-threads", "--color", "--format", "-Z"];
     while let Some(arg) = args.next() {
-        let name = arg.split('=').next().unwrap_or_default();
-        if FLAGS.contains(&arg.as_str()) || (WITH_VALUE.contains(&name) && arg.contains('=')) {
+        let value_inline = arg.split_once('=').is_some_and(|(name, _)| WITH_VALUE.contains(&name));
+        if FLAGS.contains(&arg.as_str()) || value_inline {
             continue;
         }
         if !WITH_VALUE.contains(&arg.as_str()) || args.next().is_none() {

@@ -174,9 +174,10 @@ enum Target {
     Postgres(String),
 }
 
-/// One differential test at a time: together they took both cores (and
-/// the PostgreSQL server's) beside the real runs, whose planned timings then
-/// failed on a machine loaded from outside as well.
+/// One differential test at a time, so that beside the real runs they take
+/// one test thread, not both: with both cores also kept busy from outside,
+/// the real runs' planned timings failed in 2 of 4 runs two at a time, in 1
+/// of 4 one at a time (too few runs to call it more than a lean).
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Runs every seed on `target` under `variant`, [`CASES_IN_FLIGHT`] at a time;
