@@ -332,7 +332,7 @@ impl ResourceState {
     pub fn ledger(&self, key: &Key) -> Vec<(Token, String)> {
         let Some(record) = self.records.get(key) else { return Vec::new() };
         let mut lines = Vec::with_capacity(record.ledger.len());
-        lines.extend(record.ledger.iter().cloned());
+        lines.extend(record.ledger.iter().map(|(token, text)| (token, text.to_string())));
         lines
     }
 
@@ -390,7 +390,7 @@ impl Record {
     fn apply(&mut self, write: &Write) {
         match write.path {
             WritePath::Status => self.value.clone_from(&write.value),
-            WritePath::Ledger => self.ledger.push((write.token, write.value.clone())),
+            WritePath::Ledger => self.ledger.push(write.token, &write.value),
         }
     }
 }

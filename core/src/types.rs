@@ -109,7 +109,34 @@ impl Key {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The key named `text`, shared with the keys this thread named before
+    /// (up to [`KEYS_NAMED_KEPT`]).
+    ///
+    /// A service has few keys and names them in nearly every message, so a
+    /// decoded key was an allocation per message, and the copies kept for
+    /// long (log entries, locks, the checker's records) sat one by one among
+    /// short-lived blocks, keeping the holes between them from being reused.
+    fn named(text: &str) -> Key {
+        thread_local! {
+            static NAMED: std::cell::RefCell<Vec<Key>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        NAMED.with_borrow_mut(|named| {
+            if let Some(key) = named.iter().find(|key| key.as_str() == text) {
+                return key.clone();
+            }
+            let key = Key::new(text);
+            if named.len() < KEYS_NAMED_KEPT {
+                named.push(key.clone());
+            }
+            key
+        })
+    }
 }
+
+/// The keys a thread keeps to share with the keys it names next: a
+/// workload's keys, not a store's.
+const KEYS_NAMED_KEPT: usize = 16;
 
 /// On the wire and in files a key is its text.
 impl Serialize for Key {
@@ -128,10 +155,11 @@ impl<'de> Deserialize<'de> for Key {
                 f.write_str("a lock key")
             }
 
-            /// Straight into the shared text: one allocation, where going
-            /// through a `String` would take two.
+            /// A key this thread has read before is that key again (a
+            /// count, no allocation); a new one goes straight into the
+            /// shared text.
             fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Key, E> {
-                Ok(Key::new(text))
+                Ok(Key::named(text))
             }
         }
         deserializer.deserialize_str(KeyText)
@@ -165,6 +193,21 @@ mod tests {
     fn keys_and_holders_read_as_the_trace_tells_them() {
         assert_eq!(Key::new("invoice/B-1042").to_string(), "invoice/B-1042");
         assert_eq!(Holder { client: ClientId(3), request: RequestId(12) }.to_string(), "c3/r12");
+    }
+
+    #[test]
+    fn a_key_read_again_shares_the_text_read_before() {
+        let read = |text: &str| -> Key { serde_json::from_str(&format!("\"{text}\"")).expect("a key") };
+        let (first, again) = (read("a-key-read-twice"), read("a-key-read-twice"));
+        assert_eq!(first, again);
+        assert!(std::sync::Arc::ptr_eq(&first.0, &again.0), "the second read shares the first's text");
+        // Past the keys a thread keeps, a key is its own text, and still the key.
+        for n in 0..super::KEYS_NAMED_KEPT {
+            read(&format!("filler-{n}"));
+        }
+        let (late, late_again) = (read("a-key-read-late"), read("a-key-read-late"));
+        assert_eq!(late, late_again);
+        assert!(!std::sync::Arc::ptr_eq(&late.0, &late_again.0));
     }
 
     #[test]

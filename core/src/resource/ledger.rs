@@ -24,20 +24,51 @@ type Line = (Token, String);
 #[derive(Clone, Default, PartialEq, Eq)]
 pub(super) struct Ledger {
     /// Each holds exactly [`PAGE_LINES`] lines.
-    full: Vec<Arc<[Line]>>,
-    /// Fewer than [`PAGE_LINES`] lines.
-    open: Vec<Line>,
+    full: Vec<Arc<Page>>,
+    /// Fewer than [`PAGE_LINES`] lines; its buffers serve every page in turn.
+    open: Page,
+}
+
+/// Lines end to end: a page is four blocks, where a block per line's text
+/// kept a run's ledger as thousands of small blocks scattered among
+/// short-lived ones.
+#[derive(Clone, Default, PartialEq, Eq)]
+struct Page {
+    tokens: Vec<Token>,
+    /// Where each line's text ends in `text`.
+    ends: Vec<u32>,
+    text: String,
+}
+
+impl Page {
+    fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    fn push(&mut self, token: Token, text: &str) {
+        self.tokens.push(token);
+        self.text.push_str(text);
+        self.ends.push(u32::try_from(self.text.len()).expect("a page's text is under 4 GiB"));
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (Token, &str)> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        let spans = starts.zip(self.ends.iter().copied());
+        self.tokens.iter().zip(spans).map(|(token, (start, end))| (*token, &self.text[start as usize..end as usize]))
+    }
 }
 
 impl Ledger {
-    /// Appends `line`; a page that fills is sealed and shared from then on.
-    pub(super) fn push(&mut self, line: Line) {
-        if self.open.is_empty() {
-            self.open.reserve_exact(PAGE_LINES);
-        }
-        self.open.push(line);
+    /// Appends a line; a page that fills is sealed and shared from then on.
+    pub(super) fn push(&mut self, token: Token, text: &str) {
+        self.open.push(token, text);
         if self.open.len() == PAGE_LINES {
-            self.full.push(Arc::from(std::mem::take(&mut self.open)));
+            // A copy is exactly as long as its lines; the open page keeps
+            // its buffers for the next.
+            self.full.push(Arc::new(self.open.clone()));
+            self.open.tokens.clear();
+            self.open.ends.clear();
+            self.open.text.clear();
         }
     }
 
@@ -47,16 +78,16 @@ impl Ledger {
     }
 
     /// Its lines, oldest first.
-    pub(super) fn iter(&self) -> impl Iterator<Item = &Line> + '_ {
-        self.full.iter().flat_map(|page| page.iter()).chain(&self.open)
+    pub(super) fn iter(&self) -> impl Iterator<Item = (Token, &str)> + '_ {
+        self.full.iter().flat_map(|page| page.iter()).chain(self.open.iter())
     }
 }
 
 impl From<Vec<Line>> for Ledger {
     fn from(lines: Vec<Line>) -> Ledger {
         let mut ledger = Ledger::default();
-        for line in lines {
-            ledger.push(line);
+        for (token, text) in lines {
+            ledger.push(token, &text);
         }
         ledger
     }
@@ -75,7 +106,7 @@ impl Serialize for Ledger {
         // The length up front: formats such as postcard need it.
         let mut seq = serializer.serialize_seq(Some(self.len()))?;
         for line in self.iter() {
-            seq.serialize_element(line)?;
+            seq.serialize_element(&line)?;
         }
         seq.end()
     }
@@ -100,7 +131,7 @@ mod tests {
         for n in [0, 1, PAGE_LINES as u64 - 1, PAGE_LINES as u64, PAGE_LINES as u64 + 1, 3 * PAGE_LINES as u64 + 5] {
             let ledger = Ledger::from(lines(n));
             assert_eq!(ledger.len() as u64, n);
-            assert_eq!(ledger.iter().cloned().collect::<Vec<_>>(), lines(n));
+            assert_eq!(ledger.iter().map(|(token, text)| (token, text.to_string())).collect::<Vec<_>>(), lines(n));
             assert!(ledger.full.iter().all(|page| page.len() == PAGE_LINES));
             assert!(ledger.open.len() < PAGE_LINES);
         }
@@ -111,11 +142,11 @@ mod tests {
         let mut ledger = Ledger::from(lines(2 * PAGE_LINES as u64 + 3));
         let copy = ledger.clone();
         assert!(ledger.full.iter().zip(&copy.full).all(|(a, b)| Arc::ptr_eq(a, b)));
-        ledger.push((Token(99), "after the copy".to_string()));
+        ledger.push(Token(99), "after the copy");
         assert_eq!(copy.len(), 2 * PAGE_LINES + 3);
         assert_eq!(ledger.len(), 2 * PAGE_LINES + 4);
         assert_ne!(ledger, copy);
-        assert_eq!(ledger.iter().last(), Some(&(Token(99), "after the copy".to_string())));
+        assert_eq!(ledger.iter().last(), Some((Token(99), "after the copy")));
     }
 
     #[test]

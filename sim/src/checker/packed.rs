@@ -32,22 +32,24 @@ pub(crate) struct PackedMap<K, V> {
     sealed: BTreeMap<K, Box<[u8]>>,
     /// The highest key in a packed block.
     sealed_max: Option<K>,
-    /// The newest records, fewer than a block.
-    open: BTreeMap<K, V>,
+    /// The newest records, fewer than a block, in key order: one buffer
+    /// for the map's whole life, where a tree would allocate and free its
+    /// nodes with every block.
+    open: Vec<(K, V)>,
     /// Records held.
     len: usize,
 }
 
 impl<K, V> Default for PackedMap<K, V> {
     fn default() -> Self {
-        PackedMap { sealed: BTreeMap::new(), sealed_max: None, open: BTreeMap::new(), len: 0 }
+        PackedMap { sealed: BTreeMap::new(), sealed_max: None, open: Vec::new(), len: 0 }
     }
 }
 
 impl<K: Step, V: Pack> PackedMap<K, V> {
     pub fn get(&self, key: K) -> Option<V> {
-        if let Some(value) = self.open.get(&key) {
-            return Some(*value);
+        if let Some(value) = self.open_get(key) {
+            return Some(value);
         }
         if self.sealed_max.is_none_or(|max| key > max) {
             return None;
@@ -75,23 +77,26 @@ impl<K: Step, V: Pack> PackedMap<K, V> {
                     None => *self.sealed.keys().next().expect("a packed key has a block"),
                 };
                 let block = self.sealed.remove(&first).expect("the block just found");
-                let mut records: Vec<(K, V)> = unpack(&block).collect();
-                let place = records.partition_point(|(k, _)| *k < key);
-                records.insert(place, (key, value));
+                let count = unpack::<K, V>(&block).count() + 1;
+                let below = unpack::<K, V>(&block).take_while(|(k, _)| *k < key);
+                let above = unpack::<K, V>(&block).skip_while(|(k, _)| *k < key);
+                let mut records = below.chain([(key, value)]).chain(above).peekable();
                 // A block that late records have doubled is split, so each
                 // late insert costs one block of bounded size.
-                if records.len() > 2 * BLOCK_RECORDS {
-                    let upper = records.split_off(records.len() / 2);
-                    self.sealed.insert(upper[0].0, pack(&upper));
+                if count > 2 * BLOCK_RECORDS {
+                    let lowest = records.peek().expect("a block's records").0;
+                    self.sealed.insert(lowest, pack(records.by_ref().take(count / 2)));
                 }
-                self.sealed.insert(records[0].0, pack(&records));
+                let lowest = records.peek().expect("a block's records").0;
+                self.sealed.insert(lowest, pack(records));
             }
             _ => {
-                self.open.insert(key, value);
+                let place = self.open.partition_point(|(k, _)| *k < key);
+                self.open.insert(place, (key, value));
                 if self.open.len() >= BLOCK_RECORDS {
-                    let records: Vec<(K, V)> = std::mem::take(&mut self.open).into_iter().collect();
-                    self.sealed_max = records.last().map(|(key, _)| *key);
-                    self.sealed.insert(records[0].0, pack(&records));
+                    self.sealed_max = self.open.last().map(|(key, _)| *key);
+                    self.sealed.insert(self.open[0].0, pack(self.open.iter().copied()));
+                    self.open.clear();
                 }
             }
         }
@@ -100,8 +105,8 @@ impl<K: Step, V: Pack> PackedMap<K, V> {
 
     /// Records `value` under `key`, in place of the one it had, if any.
     pub fn set(&mut self, key: K, value: V) {
-        if let Some(kept) = self.open.get_mut(&key) {
-            *kept = value;
+        if let Ok(place) = self.open.binary_search_by_key(&key, |(k, _)| *k) {
+            self.open[place].1 = value;
             return;
         }
         if self.insert(key, value) {
@@ -109,9 +114,9 @@ impl<K: Step, V: Pack> PackedMap<K, V> {
         }
         // In a packed block: the block is packed again with the new record.
         let (first, block) = self.sealed.range(..=key).next_back().expect("a packed key has its block");
-        let records: Vec<(K, V)> = unpack(block).map(|(k, v)| (k, if k == key { value } else { v })).collect();
+        let repacked = pack(unpack::<K, V>(block).map(|(k, v)| (k, if k == key { value } else { v })));
         let first = *first;
-        self.sealed.insert(first, pack(&records));
+        self.sealed.insert(first, repacked);
     }
 
     /// The lowest key at or above `from`.
@@ -125,7 +130,13 @@ impl<K: Step, V: Pack> PackedMap<K, V> {
                 return Some(key);
             }
         }
-        self.open.range(from..).next().map(|(key, _)| *key)
+        let place = self.open.partition_point(|(k, _)| *k < from);
+        self.open.get(place).map(|(key, _)| *key)
+    }
+
+    fn open_get(&self, key: K) -> Option<V> {
+        let place = self.open.binary_search_by_key(&key, |(k, _)| *k).ok()?;
+        Some(self.open[place].1)
     }
 
     /// Forgets the packed blocks whose keys are all below `bound`: what a
@@ -173,21 +184,29 @@ impl<K: Step, V: Pack> PackedMap<K, V> {
 impl<V: Pack> PackedMap<u64, V> {
     /// Appends `value` under the number after the highest held (0 for the first).
     pub fn push(&mut self, value: V) {
-        let last = self.open.last_key_value().map(|(number, _)| *number).or(self.sealed_max);
+        let last = self.open.last().map(|(number, _)| *number).or(self.sealed_max);
         let appended = self.insert(last.map_or(0, |number| number + 1), value);
         assert!(appended, "a number above every one held is free");
     }
 }
 
-fn pack<K: Step, V: Pack>(records: &[(K, V)]) -> Box<[u8]> {
-    let mut bytes = Vec::with_capacity(records.len() * 16);
-    let (mut key_last, mut value_last) = (0, V::default());
-    for (key, value) in records {
-        put(&mut bytes, key.number() - key_last);
-        value.pack(&value_last, &mut bytes);
-        (key_last, value_last) = (key.number(), *value);
+/// The records' block, allocated at its length: packed in a buffer kept for
+/// the thread, as a block packed in a buffer of its own would leave the
+/// buffer's spare end, or the buffer, as a hole beside the kept block.
+fn pack<K: Step, V: Pack>(records: impl IntoIterator<Item = (K, V)>) -> Box<[u8]> {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    bytes.into_boxed_slice()
+    SCRATCH.with_borrow_mut(|bytes| {
+        bytes.clear();
+        let (mut key_last, mut value_last) = (0, V::default());
+        for (key, value) in records {
+            put(bytes, key.number() - key_last);
+            value.pack(&value_last, bytes);
+            (key_last, value_last) = (key.number(), value);
+        }
+        Box::from(&bytes[..])
+    })
 }
 
 fn unpack<K: Step, V: Pack>(bytes: &[u8]) -> impl Iterator<Item = (K, V)> + use<'_, K, V> {
