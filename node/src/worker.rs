@@ -23,10 +23,12 @@
 //!   `stall-taken-N`, so exactly one does) and stalls that long: the
 //!   simulator's `StallHolder`.
 //!
-//! A stall is a real stop: the worker writes the length to `stopped-N`,
-//! records `Stalled`, and sends itself SIGSTOP; the runner sees it stopped,
-//! and sends SIGCONT when the length has passed. Without a control
-//! directory a stall is a sleep.
+//! A stall is a real stop: the worker writes `stopped-N` (the length in ms,
+//! `armed` or `drawn`, the number of the token it holds and its key, a line
+//! each), records `Stalled`, and sends itself SIGSTOP; the runner sees it
+//! stopped, and sends SIGCONT when the length has passed (or, for an armed
+//! stall until overtaken, when the histories show the overtaking). Without
+//! a control directory a stall is a sleep.
 
 use crate::client::{ClientOptions, LockClient};
 use crate::clock::ClockMap;
@@ -146,7 +148,7 @@ impl Worker {
             });
             return Ok(());
         };
-        self.stall_maybe(lease_ms).await?;
+        self.stall_maybe(lease_ms, &key, token).await?;
         let path = if self.rng.gen_bool(0.5) { WritePath::Status } else { WritePath::Ledger };
         self.write(&key, token, holder, path).await?;
         // Release, or three times in ten revoke the lease by token, as the
@@ -193,8 +195,9 @@ impl Worker {
 
     /// A stall between the lease check and the write: the run's armed one,
     /// if this worker takes it, or one the workload draws.
-    async fn stall_maybe(&mut self, lease_ms: u64) -> Result<(), String> {
+    async fn stall_maybe(&mut self, lease_ms: u64, key: &Key, token: Token) -> Result<(), String> {
         let armed = self.take_armed_stall();
+        let how = if armed.is_some() { "armed" } else { "drawn" };
         let drawn = self.options.stall_ms_max.and_then(|longest| {
             self.rng.gen_bool(0.25).then(|| self.rng.gen_range(lease_ms.min(longest) / 2..=longest.max(1)))
         });
@@ -203,7 +206,8 @@ impl Worker {
         match &self.options.control {
             Some(dir) => {
                 let note = dir.join(format!("stopped-{}", client.0));
-                std::fs::write(&note, ms.to_string()).map_err(|e| format!("{}: {e}", note.display()))?;
+                let text = format!("{ms}\n{how}\n{}\n{key}\n", token.0);
+                std::fs::write(&note, text).map_err(|e| format!("{}: {e}", note.display()))?;
                 self.lock.record_event(EventKind::Stalled { client, ms });
                 // Stopped here until the runner's SIGCONT.
                 nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP)

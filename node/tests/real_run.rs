@@ -3,11 +3,12 @@
 //! checker.
 //!
 //! The plan is written here, not drawn: the holder of a lock is stopped
-//! (SIGSTOP) between its lease check and its write for six leases, a
-//! server is paused, another is killed and restarted from its disk. With
-//! one key and three workers, another worker takes the key while the
-//! stopped one sleeps and writes under a higher token; the stopped worker's
-//! late write must then be rejected by the database. The verdict is the
+//! (SIGSTOP) between its lease check and its write until another worker's
+//! write under a higher token is accepted (ten leases at most), a server is
+//! paused, another is killed and restarted from its disk. With one key and
+//! three workers, another worker takes the key while the stopped one sleeps
+//! and writes under a higher token; the stopped worker's late write must
+//! then be rejected by the database. The verdict is the
 //! checker's; the test asserts that it judged a history with grants,
 //! elections and the stall, that the stale write was rejected, and that no
 //! process of the run outlives it.
@@ -17,7 +18,7 @@ use crate::common;
 use fencelock::resource::WriteVerdict;
 use fencelock::{ClientId, NodeId};
 use fencesim::actor::Actor;
-use fencesim::faults::{Fault, FaultEvent};
+use fencesim::faults::{Fault, FaultEvent, Overtake, StallPoint, UntilOvertaken};
 use fencesim::history::{Event, EventKind};
 use fencesim::machine::net::Addr;
 use fencesim::model::Model;
@@ -27,11 +28,22 @@ const LEASE_MS: u64 = 500;
 
 fn plan() -> Vec<FaultEvent> {
     vec![
-        FaultEvent { at_ms: 1_000, fault: Fault::StallHolder { ms: 6 * LEASE_MS } },
+        FaultEvent { at_ms: 1_000, fault: Fault::StallUntilOvertaken(STALL) },
         FaultEvent { at_ms: 2_500, fault: Fault::Pause { actor: Actor::Server(NodeId(2)), ms: 700 } },
         FaultEvent { at_ms: 4_000, fault: Fault::CrashLeader { torn: false, down_ms: 1_000 } },
     ]
 }
+
+/// Until the resource accepts another's write above the stopped holder's
+/// token: on a slow machine the stall waits for it, up to ten leases.
+const STALL: UntilOvertaken = UntilOvertaken {
+    on: Overtake::Write,
+    after_ms: 0,
+    ms_max: 10 * LEASE_MS,
+    before: StallPoint::Write,
+    path: None,
+    end: fencesim::faults::JobEnd::Drawn,
+};
 
 fn model() -> Model {
     Model {
@@ -39,9 +51,10 @@ fn model() -> Model {
         clients: 3,
         keys: 1,
         lease_ms: LEASE_MS,
-        // The stopped worker wakes 3 s after it took the stall (at 1 s at
-        // the earliest; a worker mid-job takes it up to ~2 s later) and
-        // writes before the heal, with a second to spare.
+        // The stall comes at 1 s at the earliest (a worker mid-job takes it
+        // up to ~2 s later) and ends about a lease later, when another's
+        // write is accepted: the stopped worker writes well before the
+        // heal, or in the liveness phase if its stall ran ten leases.
         safety_ms: 7_000,
         liveness_ms: 3_000,
         // Only the planned stall: the workload draws none of its own.
@@ -81,8 +94,11 @@ fn a_real_run_is_judged_and_the_stopped_workers_stale_write_is_rejected() {
             _ => None,
         })
         .expect("a worker took the armed stall");
-    let resumed = events.iter().any(|e| e.kind == EventKind::Resumed { actor: Actor::Client(stalled.0) });
-    assert!(resumed, "the runner sent SIGCONT");
+    let resumed = events
+        .iter()
+        .find(|e| e.kind == EventKind::Resumed { actor: Actor::Client(stalled.0) })
+        .map(|e| e.at_us)
+        .expect("the runner sent SIGCONT");
     let writes_after: Vec<(u64, fencelock::ClientId, fencelock::Token, WriteVerdict)> = events
         .iter()
         .filter(|e| e.at_us > stalled.1)
@@ -97,6 +113,17 @@ fn a_real_run_is_judged_and_the_stopped_workers_stale_write_is_rejected() {
     // of six leases: the others take the key as soon as its lease runs out).
     let overtaken = writes_after.iter().any(|w| w.0 < late.0 && w.1 != stalled.0 && w.3 == WriteVerdict::Accepted);
     assert!(overtaken, "no other write was accepted during the stall (too slow a machine?): {writes_after:?}");
+    // The runner ended the stall at the overtaking, not at its longest length.
+    let first_overtaking = writes_after
+        .iter()
+        .find(|w| w.1 != stalled.0 && w.2 > late.2 && w.3 == WriteVerdict::Accepted)
+        .expect("an accepted write above the stopped holder's token");
+    assert!(
+        first_overtaking.0 <= resumed && resumed < stalled.1 + STALL.ms_max * 1_000,
+        "resumed at {resumed} µs: after the overtaking write at {} µs, before the stall's longest length from {} µs",
+        first_overtaking.0,
+        stalled.1
+    );
     assert!(
         matches!(late.3, WriteVerdict::RejectedStale { .. }),
         "the stopped worker's first write after its stall is rejected as stale: {late:?}; all: {writes_after:?}"

@@ -127,42 +127,69 @@ fn shift_local(kind: EventKind, t0_us: u64) -> EventKind {
     }
 }
 
+/// A history file followed as it grows: the lines it gained since the last look.
+pub struct Tail {
+    path: std::path::PathBuf,
+    /// Bytes read so far.
+    offset: u64,
+    /// The start of a line not yet ended.
+    partial: String,
+}
+
+impl Tail {
+    pub fn new(path: std::path::PathBuf) -> Tail {
+        Tail { path, offset: 0, partial: String::new() }
+    }
+
+    /// Calls `each` with every whole line the file gained, with its event's
+    /// kind where the line holds `needle` (a cheap look before the parse) and
+    /// parses. A file not there yet has gained nothing.
+    pub fn gained(&mut self, needle: &str, mut each: impl FnMut(EventKind)) {
+        let Ok(mut file) = std::fs::File::open(&self.path) else { return };
+        if file.seek(SeekFrom::Start(self.offset)).is_err() {
+            return;
+        }
+        let mut grown = String::new();
+        let Ok(read) = file.read_to_string(&mut grown) else { return };
+        self.offset += read as u64;
+        self.partial.push_str(&grown);
+        while let Some(end) = self.partial.find('\n') {
+            let line: String = self.partial.drain(..=end).collect();
+            if !line.contains(needle) {
+                continue;
+            }
+            let Ok(parsed) = serde_json::from_str::<Line>(&line) else { continue };
+            if let Ok(kind) = serde_json::from_value::<EventKind>(parsed.kind) {
+                each(kind);
+            }
+        }
+    }
+}
+
 /// Follows the servers' history files as they grow, for the roles they
 /// report: who leads now, for the faults that strike the leader.
 pub struct RoleWatch {
-    files: Vec<(NodeId, std::path::PathBuf, u64, String)>,
+    files: Vec<(NodeId, Tail)>,
     /// Each server's last reported role and term.
     roles: Vec<Option<(Role, Term)>>,
 }
 
 impl RoleWatch {
     pub fn new(dir: &Path, nodes: u8) -> RoleWatch {
-        let files = (0..nodes).map(|n| (NodeId(n), dir.join(format!("node-{n}.jsonl")), 0, String::new())).collect();
+        let files = (0..nodes).map(|n| (NodeId(n), Tail::new(dir.join(format!("node-{n}.jsonl"))))).collect();
         RoleWatch { files, roles: vec![None; usize::from(nodes)] }
     }
 
     /// Reads what the files gained and returns the leader of the highest
     /// term any server reported leading in, if it still says so.
     pub fn leader(&mut self) -> Option<NodeId> {
-        for (node, path, offset, partial) in &mut self.files {
-            let Ok(mut file) = std::fs::File::open(&*path) else { continue };
-            if file.seek(SeekFrom::Start(*offset)).is_err() {
-                continue;
-            }
-            let mut grown = String::new();
-            let Ok(read) = file.read_to_string(&mut grown) else { continue };
-            *offset += read as u64;
-            partial.push_str(&grown);
-            while let Some(end) = partial.find('\n') {
-                let line: String = partial.drain(..=end).collect();
-                if !line.contains("\"Role\"") {
-                    continue;
+        for (node, tail) in &mut self.files {
+            let role_of = &mut self.roles[usize::from(node.0)];
+            tail.gained("\"Role\"", |kind| {
+                if let EventKind::Role { role, term, .. } = kind {
+                    *role_of = Some((role, term));
                 }
-                let Ok(parsed) = serde_json::from_str::<Line>(&line) else { continue };
-                if let Ok(EventKind::Role { role, term, .. }) = serde_json::from_value::<EventKind>(parsed.kind) {
-                    self.roles[usize::from(node.0)] = Some((role, term));
-                }
-            }
+            });
         }
         self.roles
             .iter()

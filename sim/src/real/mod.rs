@@ -31,6 +31,7 @@
 //! and starts processes; no simulated run reaches it.
 
 pub mod merge;
+mod overtake;
 pub mod procs;
 mod restores;
 
@@ -45,6 +46,7 @@ use crate::run::seed::{judge, Outcome};
 use crate::world::RunRecord;
 use fencelock::{ClientId, NodeId};
 use merge::{RoleWatch, Stamped};
+use overtake::{OvertakeWatch, StopNote};
 use procs::Procs;
 use restores::Tools;
 use std::collections::{BTreeMap, BTreeSet};
@@ -107,7 +109,7 @@ pub fn unplayable(fault: &Fault) -> Option<&'static str> {
         | Fault::CrashLeader { .. }
         | Fault::PauseLeader { .. }
         | Fault::StallHolder { .. } => None,
-        // Played as a stop of its longest length: the overtaking write lands inside it or not at all.
+        // Ended once the histories show the overtaking (`overtake.rs`).
         Fault::StallUntilOvertaken(stall) if stall.before == StallPoint::Write => None,
         Fault::Pause { actor: Actor::Resource, .. } => Some("the resource is a database file, not a process"),
         Fault::Pause { .. } => None,
@@ -231,6 +233,10 @@ struct Runner<'a> {
     paused: BTreeSet<Actor>,
     incarnations: BTreeMap<ClientId, u64>,
     roles: RoleWatch,
+    /// The armed `StallUntilOvertaken` no worker has taken yet.
+    until_overtaken: Option<UntilOvertaken>,
+    /// The stall it became, while no history shows the overtaking.
+    overtake: Option<OvertakeWatch>,
     /// Processes that ended on their own: the run's own `panic`.
     died: Vec<(u64, Actor, String)>,
     played: Vec<FaultEvent>,
@@ -319,6 +325,8 @@ pub fn prepare(options: &RealOptions) -> Result<Prepared<'_>, String> {
         paused: BTreeSet::new(),
         incarnations: BTreeMap::new(),
         roles: RoleWatch::new(&history_dir, model.nodes),
+        until_overtaken: None,
+        overtake: None,
         died: Vec::new(),
         played: Vec::new(),
     };
@@ -369,6 +377,7 @@ impl Runner<'_> {
                 self.act(action)?;
             }
             self.notice_stalls();
+            self.notice_overtaking();
             self.notice_exits();
             for status in self.tools.failed() {
                 self.died.push((now_us(), Actor::Resource, format!("a backup or restore tool: {status}")));
@@ -520,8 +529,13 @@ impl Runner<'_> {
                     self.pause(Actor::Server(leader), ms);
                 }
             }
-            Fault::StallHolder { ms } | Fault::StallUntilOvertaken(UntilOvertaken { ms_max: ms, .. }) => {
+            Fault::StallHolder { ms } => {
+                self.until_overtaken = None;
                 write_atomically(&self.control, "stall-armed", &ms.to_string())?;
+            }
+            Fault::StallUntilOvertaken(stall) => {
+                self.until_overtaken = Some(stall);
+                write_atomically(&self.control, "stall-armed", &stall.ms_max.to_string())?;
             }
             _ => {}
         }
@@ -699,6 +713,7 @@ impl Runner<'_> {
     fn heal(&mut self) -> Result<(), String> {
         self.heal_network()?;
         let _ = std::fs::remove_file(self.control.join("stall-armed"));
+        self.until_overtaken = None;
         // The runner's pauses end now; a worker's own stall runs its length, as in the simulator.
         let paused: Vec<Actor> = self.paused.iter().copied().collect();
         for actor in paused {
@@ -713,7 +728,10 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// Workers that stopped themselves for a stall: the runner sends SIGCONT when its length has passed.
+    /// Workers that stopped themselves for a stall: the runner sends SIGCONT
+    /// when its length has passed, or for the armed `StallUntilOvertaken`,
+    /// once the histories show the overtaking (and at its longest length in
+    /// any case).
     fn notice_stalls(&mut self) {
         for c in 0..self.model.clients {
             let note = self.control.join(format!("stopped-{c}"));
@@ -724,10 +742,37 @@ impl Runner<'_> {
             if !self.procs.stopped_itself(actor) {
                 continue;
             }
-            let ms: u64 = std::fs::read_to_string(&note).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0);
+            let note_text = std::fs::read_to_string(&note).unwrap_or_default();
             let _ = std::fs::remove_file(&note);
-            self.at(now_us() + ms * 1_000, Action::EndStall(actor));
+            let StopNote { ms, armed, held } = StopNote::parse(&note_text);
+            let deadline_us = now_us() + ms * 1_000;
+            self.at(deadline_us, Action::EndStall(actor));
+            let until = if armed { self.until_overtaken.take() } else { None };
+            if let (Some(stall), Some(held)) = (until, held) {
+                let dir = self.options.dir.join("history");
+                let sizes = (self.model.nodes, self.model.clients);
+                let (on, after_ms) = (stall.on, stall.after_ms);
+                self.overtake = Some(OvertakeWatch::new(&dir, sizes, ClientId(c), held, on, after_ms, deadline_us));
+            }
         }
+    }
+
+    /// Ends the watched stall `after_ms` past the overtaking, where that
+    /// comes before its longest length.
+    fn notice_overtaking(&mut self) {
+        let Some(watch) = &mut self.overtake else { return };
+        let now = now_us();
+        if now >= watch.deadline_us {
+            self.overtake = None;
+            return;
+        }
+        if !watch.overtaken() {
+            return;
+        }
+        let (actor, end_us) = (watch.actor, (now + watch.after_ms * 1_000).min(watch.deadline_us));
+        self.overtake = None;
+        self.queue.retain(|_, action| !matches!(action, Action::EndStall(stalled) if *stalled == actor));
+        self.at(end_us, Action::EndStall(actor));
     }
 
     fn notice_exits(&mut self) {
