@@ -18,14 +18,14 @@
 //! - `links-N` (`to=0,2 from=1`): the links between this worker and the
 //!   servers that are cut, at the worker's end (`client::Links`), read at
 //!   every message.
-//! - `stall-armed` (milliseconds): the next worker of the run to pass its
-//!   lease check with a lock in hand takes it (an atomic rename to
-//!   `stall-taken-N`, so exactly one does) and stalls that long: the
-//!   simulator's `StallHolder`.
+//! - `stall-armed` (milliseconds, then the stall's number on a line of its
+//!   own): the next worker of the run to pass its lease check with a lock
+//!   in hand takes it (an atomic rename to `stall-taken-N`, so exactly one
+//!   does) and stalls that long: the simulator's `StallHolder`.
 //!
 //! A stall is a real stop: the worker writes `stopped-N` (the length in ms,
-//! `armed` or `drawn`, the number of the token it holds and its key, a line
-//! each), records `Stalled`, and sends itself SIGSTOP; the runner sees it
+//! `armed` and the armed stall's number, or `drawn`, then the number of the
+//! token it holds and its key, a line each), records `Stalled`, and sends itself SIGSTOP; the runner sees it
 //! stopped, and sends SIGCONT when the length has passed (or, for an armed
 //! stall until overtaken, when the histories show the overtaking). Without
 //! a control directory a stall is a sleep.
@@ -197,7 +197,8 @@ impl Worker {
     /// if this worker takes it, or one the workload draws.
     async fn stall_maybe(&mut self, lease_ms: u64, key: &Key, token: Token) -> Result<(), String> {
         let armed = self.take_armed_stall();
-        let how = if armed.is_some() { "armed" } else { "drawn" };
+        let how = armed.map_or("drawn".to_string(), |(_, number)| format!("armed {number}"));
+        let armed = armed.map(|(ms, _)| ms);
         let drawn = self.options.stall_ms_max.and_then(|longest| {
             self.rng.gen_bool(0.25).then(|| self.rng.gen_range(lease_ms.min(longest) / 2..=longest.max(1)))
         });
@@ -221,14 +222,17 @@ impl Worker {
         self.follow_control()
     }
 
-    /// Claims the run's armed stall, if there is one and no other worker took it first.
-    fn take_armed_stall(&self) -> Option<u64> {
+    /// Claims the run's armed stall, if there is one and no other worker
+    /// took it first: its length, and its number (0 where the file names none).
+    fn take_armed_stall(&self) -> Option<(u64, u64)> {
         let dir = self.options.control.as_ref()?;
         let taken = dir.join(format!("stall-taken-{}", self.options.client.0));
         std::fs::rename(dir.join("stall-armed"), &taken).ok()?;
         let text = std::fs::read_to_string(&taken).ok()?;
         let _ = std::fs::remove_file(&taken);
-        text.trim().parse().ok()
+        let mut lines = text.lines();
+        let ms = lines.next()?.trim().parse().ok()?;
+        Some((ms, lines.next().and_then(|number| number.trim().parse().ok()).unwrap_or(0)))
     }
 
     /// One write under `token`, retried with the same request id while the

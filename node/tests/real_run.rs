@@ -110,7 +110,7 @@ fn a_real_run_is_judged_and_the_stopped_workers_stale_write_is_rejected() {
     let late = writes_after.iter().find(|w| w.1 == stalled.0).expect("the stopped worker wrote after its stall");
     // The situation the test is about: another worker's higher token was
     // accepted while the stopped one slept (one key, three workers, a stall
-    // of six leases: the others take the key as soon as its lease runs out).
+    // until then: the others take the key as soon as its lease runs out).
     let overtaken = writes_after.iter().any(|w| w.0 < late.0 && w.1 != stalled.0 && w.3 == WriteVerdict::Accepted);
     assert!(overtaken, "no other write was accepted during the stall (too slow a machine?): {writes_after:?}");
     // The runner ended the stall at the overtaking, not at its longest length.

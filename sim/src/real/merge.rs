@@ -141,10 +141,11 @@ impl Tail {
         Tail { path, offset: 0, partial: String::new() }
     }
 
-    /// Calls `each` with every whole line the file gained, with its event's
-    /// kind where the line holds `needle` (a cheap look before the parse) and
-    /// parses. A file not there yet has gained nothing.
-    pub fn gained(&mut self, needle: &str, mut each: impl FnMut(EventKind)) {
+    /// Calls `each` with every whole line the file gained, with its instant
+    /// (CLOCK_MONOTONIC µs) and its event's kind, where the line holds
+    /// `needle` (a cheap look before the parse) and parses. A file not there
+    /// yet has gained nothing.
+    pub fn gained(&mut self, needle: &str, mut each: impl FnMut(u64, EventKind)) {
         let Ok(mut file) = std::fs::File::open(&self.path) else { return };
         if file.seek(SeekFrom::Start(self.offset)).is_err() {
             return;
@@ -160,7 +161,7 @@ impl Tail {
             }
             let Ok(parsed) = serde_json::from_str::<Line>(&line) else { continue };
             if let Ok(kind) = serde_json::from_value::<EventKind>(parsed.kind) {
-                each(kind);
+                each(parsed.at_us, kind);
             }
         }
     }
@@ -185,7 +186,7 @@ impl RoleWatch {
     pub fn leader(&mut self) -> Option<NodeId> {
         for (node, tail) in &mut self.files {
             let role_of = &mut self.roles[usize::from(node.0)];
-            tail.gained("\"Role\"", |kind| {
+            tail.gained("\"Role\"", |_, kind| {
                 if let EventKind::Role { role, term, .. } = kind {
                     *role_of = Some((role, term));
                 }

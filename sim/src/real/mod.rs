@@ -46,7 +46,7 @@ use crate::run::seed::{judge, Outcome};
 use crate::world::RunRecord;
 use fencelock::{ClientId, NodeId};
 use merge::{RoleWatch, Stamped};
-use overtake::{OvertakeWatch, StopNote};
+use overtake::{stalled_at, OvertakeWatch, StopNote};
 use procs::Procs;
 use restores::Tools;
 use std::collections::{BTreeMap, BTreeSet};
@@ -233,10 +233,12 @@ struct Runner<'a> {
     paused: BTreeSet<Actor>,
     incarnations: BTreeMap<ClientId, u64>,
     roles: RoleWatch,
-    /// The armed `StallUntilOvertaken` no worker has taken yet.
-    until_overtaken: Option<UntilOvertaken>,
-    /// The stall it became, while no history shows the overtaking.
-    overtake: Option<OvertakeWatch>,
+    /// Stalls armed so far (`stall-armed` names each by its number).
+    stalls_armed: u64,
+    /// The armed `StallUntilOvertaken`s by number, until a worker takes one.
+    until_overtaken: BTreeMap<u64, UntilOvertaken>,
+    /// The stalls they became, while no history shows the overtaking.
+    overtaken: BTreeMap<ClientId, OvertakeWatch>,
     /// Processes that ended on their own: the run's own `panic`.
     died: Vec<(u64, Actor, String)>,
     played: Vec<FaultEvent>,
@@ -325,8 +327,9 @@ pub fn prepare(options: &RealOptions) -> Result<Prepared<'_>, String> {
         paused: BTreeSet::new(),
         incarnations: BTreeMap::new(),
         roles: RoleWatch::new(&history_dir, model.nodes),
-        until_overtaken: None,
-        overtake: None,
+        stalls_armed: 0,
+        until_overtaken: BTreeMap::new(),
+        overtaken: BTreeMap::new(),
         died: Vec::new(),
         played: Vec::new(),
     };
@@ -529,13 +532,10 @@ impl Runner<'_> {
                     self.pause(Actor::Server(leader), ms);
                 }
             }
-            Fault::StallHolder { ms } => {
-                self.until_overtaken = None;
-                write_atomically(&self.control, "stall-armed", &ms.to_string())?;
-            }
+            Fault::StallHolder { ms } => self.arm_stall(ms)?,
             Fault::StallUntilOvertaken(stall) => {
-                self.until_overtaken = Some(stall);
-                write_atomically(&self.control, "stall-armed", &stall.ms_max.to_string())?;
+                self.arm_stall(stall.ms_max)?;
+                self.until_overtaken.insert(self.stalls_armed, stall);
             }
             _ => {}
         }
@@ -713,7 +713,6 @@ impl Runner<'_> {
     fn heal(&mut self) -> Result<(), String> {
         self.heal_network()?;
         let _ = std::fs::remove_file(self.control.join("stall-armed"));
-        self.until_overtaken = None;
         // The runner's pauses end now; a worker's own stall runs its length, as in the simulator.
         let paused: Vec<Actor> = self.paused.iter().copied().collect();
         for actor in paused {
@@ -745,34 +744,46 @@ impl Runner<'_> {
             let note_text = std::fs::read_to_string(&note).unwrap_or_default();
             let _ = std::fs::remove_file(&note);
             let StopNote { ms, armed, held } = StopNote::parse(&note_text);
-            let deadline_us = now_us() + ms * 1_000;
+            let now = now_us();
+            let deadline_us = now + ms * 1_000;
             self.at(deadline_us, Action::EndStall(actor));
-            let until = if armed { self.until_overtaken.take() } else { None };
+            let until = armed.and_then(|number| self.until_overtaken.remove(&number));
             if let (Some(stall), Some(held)) = (until, held) {
                 let dir = self.options.dir.join("history");
                 let sizes = (self.model.nodes, self.model.clients);
-                let (on, after_ms) = (stall.on, stall.after_ms);
-                self.overtake = Some(OvertakeWatch::new(&dir, sizes, ClientId(c), held, on, after_ms, deadline_us));
+                let since_us = stalled_at(&dir, ClientId(c)).unwrap_or(now);
+                let on = (stall.on, stall.after_ms);
+                let watch = OvertakeWatch::new(&dir, sizes, ClientId(c), held, on, (since_us, deadline_us));
+                self.overtaken.insert(ClientId(c), watch);
             }
         }
+    }
+
+    /// Arms the next stall (`stall-armed`: its length, then its number).
+    fn arm_stall(&mut self, ms: u64) -> Result<(), String> {
+        self.stalls_armed += 1;
+        write_atomically(&self.control, "stall-armed", &format!("{ms}\n{}\n", self.stalls_armed))
     }
 
     /// Ends the watched stall `after_ms` past the overtaking, where that
     /// comes before its longest length.
     fn notice_overtaking(&mut self) {
-        let Some(watch) = &mut self.overtake else { return };
         let now = now_us();
-        if now >= watch.deadline_us {
-            self.overtake = None;
-            return;
+        let mut ended = Vec::new();
+        self.overtaken.retain(|_, watch| {
+            if now >= watch.deadline_us {
+                return false;
+            }
+            if !watch.overtaken() {
+                return true;
+            }
+            ended.push((watch.actor, (now + watch.after_ms * 1_000).min(watch.deadline_us)));
+            false
+        });
+        for (actor, end_us) in ended {
+            self.queue.retain(|_, action| !matches!(action, Action::EndStall(stalled) if *stalled == actor));
+            self.at(end_us, Action::EndStall(actor));
         }
-        if !watch.overtaken() {
-            return;
-        }
-        let (actor, end_us) = (watch.actor, (now + watch.after_ms * 1_000).min(watch.deadline_us));
-        self.overtake = None;
-        self.queue.retain(|_, action| !matches!(action, Action::EndStall(stalled) if *stalled == actor));
-        self.at(end_us, Action::EndStall(actor));
     }
 
     fn notice_exits(&mut self) {
