@@ -48,8 +48,8 @@ impl<K, V> Default for PackedMap<K, V> {
 
 impl<K: Step, V: Pack> PackedMap<K, V> {
     pub fn get(&self, key: K) -> Option<V> {
-        if let Some(value) = self.open_get(key) {
-            return Some(value);
+        if let Some(place) = self.open_place(key) {
+            return Some(self.open[place].1);
         }
         if self.sealed_max.is_none_or(|max| key > max) {
             return None;
@@ -77,18 +77,16 @@ impl<K: Step, V: Pack> PackedMap<K, V> {
                     None => *self.sealed.keys().next().expect("a packed key has a block"),
                 };
                 let block = self.sealed.remove(&first).expect("the block just found");
-                let count = unpack::<K, V>(&block).count() + 1;
-                let below = unpack::<K, V>(&block).take_while(|(k, _)| *k < key);
-                let above = unpack::<K, V>(&block).skip_while(|(k, _)| *k < key);
-                let mut records = below.chain([(key, value)]).chain(above).peekable();
+                let mut records: Vec<(K, V)> = unpack(&block).collect();
+                let place = records.partition_point(|(k, _)| *k < key);
+                records.insert(place, (key, value));
                 // A block that late records have doubled is split, so each
                 // late insert costs one block of bounded size.
-                if count > 2 * BLOCK_RECORDS {
-                    let lowest = records.peek().expect("a block's records").0;
-                    self.sealed.insert(lowest, pack(records.by_ref().take(count / 2)));
+                if records.len() > 2 * BLOCK_RECORDS {
+                    let upper = records.split_off(records.len() / 2);
+                    self.sealed.insert(upper[0].0, pack(upper));
                 }
-                let lowest = records.peek().expect("a block's records").0;
-                self.sealed.insert(lowest, pack(records));
+                self.sealed.insert(records[0].0, pack(records));
             }
             _ => {
                 let place = self.open.partition_point(|(k, _)| *k < key);
@@ -105,7 +103,7 @@ impl<K: Step, V: Pack> PackedMap<K, V> {
 
     /// Records `value` under `key`, in place of the one it had, if any.
     pub fn set(&mut self, key: K, value: V) {
-        if let Ok(place) = self.open.binary_search_by_key(&key, |(k, _)| *k) {
+        if let Some(place) = self.open_place(key) {
             self.open[place].1 = value;
             return;
         }
@@ -134,9 +132,9 @@ impl<K: Step, V: Pack> PackedMap<K, V> {
         self.open.get(place).map(|(key, _)| *key)
     }
 
-    fn open_get(&self, key: K) -> Option<V> {
-        let place = self.open.binary_search_by_key(&key, |(k, _)| *k).ok()?;
-        Some(self.open[place].1)
+    /// Where `key` is among the open records, if it is.
+    fn open_place(&self, key: K) -> Option<usize> {
+        self.open.binary_search_by_key(&key, |(k, _)| *k).ok()
     }
 
     /// Forgets the packed blocks whose keys are all below `bound`: what a
