@@ -35,7 +35,21 @@ thread_local! {
     /// The time source of the run on this thread, while a [`TrueTime`]
     /// lives: every reading of the clock (several per message) then skips
     /// madsim's runtime lookup and the clone of its handle.
-    static TRUE_TIME: RefCell<Option<madsim::time::TimeHandle>> = const { RefCell::new(None) };
+    static TRUE_TIME: RefCell<Option<RunClock>> = const { RefCell::new(None) };
+}
+
+/// madsim's shortest sleep: a timer set for sooner rings this long after it was set.
+pub const SLEEP_MIN: Duration = Duration::from_millis(1);
+
+/// The run's clock at hand, and one madsim sleep that sets every timer
+/// registered through [`wake_at`]: a timer set by a fresh `Sleep` also
+/// cloned the handle and read the clock twice more, once per packet sent.
+struct RunClock {
+    time: madsim::time::TimeHandle,
+    /// madsim's instant at true time zero.
+    zero: madsim::time::Instant,
+    /// Its deadline is reset to each timer's before it is polled.
+    setter: madsim::time::Sleep,
 }
 
 /// True simulated time in microseconds since the runtime started.
@@ -43,19 +57,48 @@ thread_local! {
 /// Derived from madsim's own clock (elapsed time since the runtime was built),
 /// so it needs no per-run state and is deterministic. Panics outside a madsim runtime.
 pub fn now_us() -> u64 {
-    let elapsed = TRUE_TIME
-        .with_borrow(|time| time.as_ref().map(madsim::time::TimeHandle::elapsed))
-        .unwrap_or_else(|| madsim::time::TimeHandle::current().elapsed());
-    u64::try_from(elapsed.as_micros()).expect("simulated time fits in u64 microseconds")
+    u64::try_from(elapsed().as_micros()).expect("simulated time fits in u64 microseconds")
+}
+
+/// True simulated time since the runtime started, to the nanosecond
+/// (madsim's own reading; [`now_us`] is it in whole microseconds).
+pub fn elapsed() -> Duration {
+    TRUE_TIME
+        .with_borrow(|clock| clock.as_ref().map(|clock| clock.time.elapsed()))
+        .unwrap_or_else(|| madsim::time::TimeHandle::current().elapsed())
 }
 
 /// A madsim sleep of `duration` in true time, made on the run's clock at
 /// hand (what `madsim::time::sleep` does after looking the runtime up and
-/// cloning its handle: one sleep is set per packet delivered).
+/// cloning its handle).
 pub fn sleep(duration: Duration) -> madsim::time::Sleep {
     TRUE_TIME
-        .with_borrow(|time| time.as_ref().map(|time| time.sleep(duration)))
+        .with_borrow(|clock| clock.as_ref().map(|clock| clock.time.sleep(duration)))
         .unwrap_or_else(|| madsim::time::sleep(duration))
+}
+
+/// Sets a madsim timer that wakes `waker` at true time `at` (since the
+/// runtime started; at least [`SLEEP_MIN`] from now, as madsim's sleeps
+/// are), exactly the timer a `Sleep` ending then sets when first polled.
+/// Nothing is left to poll or drop: the timer rings once, whatever becomes
+/// of the waker's task.
+pub fn wake_at(at: Duration, waker: &Waker) {
+    debug_assert!(at >= elapsed() + SLEEP_MIN, "a timer is set at least madsim's shortest sleep ahead");
+    let mut cx = Context::from_waker(waker);
+    let polled = TRUE_TIME.with_borrow_mut(|clock| {
+        clock.as_mut().map(|clock| {
+            let deadline = clock.zero + at;
+            let mut setter = Pin::new(&mut clock.setter);
+            setter.as_mut().reset(deadline);
+            setter.poll(&mut cx)
+        })
+    });
+    if polled.is_none() {
+        let time = madsim::time::TimeHandle::current();
+        let zero = time.now_instant() - time.elapsed();
+        let mut sleep = std::pin::pin!(time.sleep_until(zero + at));
+        let _ = sleep.as_mut().poll(&mut cx);
+    }
 }
 
 /// A run's hold on its true time, from [`init_true_time`] until dropped.
@@ -77,7 +120,9 @@ impl Drop for TrueTime {
 pub fn init_true_time() -> TrueTime {
     let time = madsim::time::TimeHandle::try_current()
         .expect("init_true_time must be called inside a madsim runtime's block_on");
-    TRUE_TIME.set(Some(time));
+    let zero = time.now_instant() - time.elapsed();
+    let setter = time.sleep_until(zero);
+    TRUE_TIME.set(Some(RunClock { time, zero, setter }));
     TrueTime(())
 }
 
@@ -144,7 +189,9 @@ impl LocalClock {
         };
         let at = i128::from(self.true_ref_us) + elapsed_true;
         let at = u64::try_from(at.max(0)).unwrap_or(u64::MAX).max(now_true_us);
-        assert!(self.local_us(at) >= local_us, "true_us_when must reach the local target");
+        // Held by `true_us_when_is_the_earliest_instant` over rates and
+        // targets; checked here in debug builds (a read per server round).
+        debug_assert!(self.local_us(at) >= local_us, "true_us_when must reach the local target");
         at
     }
 

@@ -5,22 +5,24 @@
 //! never removes one. A sleep raced against a busy mailbox is polled on every
 //! delivery, so its deadline piles up timers that each wake the task again
 //! for nothing (and every loop round that builds a fresh `timeout` adds one
-//! more). [`Deadline`] polls its sleep once, to register, and afterwards only
-//! reads the clock; a loop keeps one `Deadline` for as long as its instant
-//! stays the same.
+//! more). [`Deadline`] sets its timer once, on its first poll (the timer a
+//! sleep ending then sets, through the run's one reused sleep:
+//! `clock::wake_at`), and afterwards only reads the clock; a loop keeps one
+//! `Deadline` for as long as its instant stays the same.
 
-use crate::machine::clock::{now_us, sleep};
-use madsim::time::Sleep;
+use crate::machine::clock::{elapsed, wake_at, SLEEP_MIN};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-/// Resolves at a true instant (at least 1 ms after it was made, as madsim's
-/// sleeps do). Poll it from one task only: the first poll's waker is the one
-/// the timer wakes.
+/// Resolves at a true instant (at least madsim's shortest sleep after it was
+/// made, as madsim's sleeps do). Poll it from one task only: the first
+/// poll's waker is the one the timer wakes.
 pub struct Deadline {
-    sleep: Sleep,
+    /// When it resolves, in true time since the runtime started: the
+    /// instant asked for, or madsim's shortest sleep after it was made.
+    at: Duration,
     registered: bool,
     /// The true instant asked for (µs), which names the deadline in [`refresh`].
     at_us: u64,
@@ -29,11 +31,14 @@ pub struct Deadline {
 impl Deadline {
     /// At true instant `at_us` (at least 1 ms from now).
     pub fn at_us(at_us: u64) -> Deadline {
-        Deadline { sleep: sleep(Duration::from_micros(at_us.saturating_sub(now_us()))), registered: false, at_us }
+        let now = elapsed();
+        let now_us = u64::try_from(now.as_micros()).expect("simulated time fits in u64 microseconds");
+        let asked = Duration::from_micros(at_us.saturating_sub(now_us));
+        Deadline { at: now + asked.max(SLEEP_MIN), registered: false, at_us }
     }
 
     pub fn passed(&self) -> bool {
-        self.sleep.is_elapsed()
+        elapsed() >= self.at
     }
 }
 
@@ -41,14 +46,14 @@ impl Future for Deadline {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.sleep.is_elapsed() {
+        if self.passed() {
             return Poll::Ready(());
         }
-        if self.registered {
-            return Poll::Pending;
+        if !self.registered {
+            self.registered = true;
+            wake_at(self.at, cx.waker());
         }
-        self.registered = true;
-        Pin::new(&mut self.sleep).poll(cx)
+        Poll::Pending
     }
 }
 
@@ -79,8 +84,7 @@ pub fn keep_earliest(slot: &mut Option<Deadline>, at_us: u64) -> &mut Deadline {
 /// when polled and keeps it when dropped. For a task woken on another's
 /// behalf (a packet's receiver, armed by its sender).
 pub fn wake_after(waker: &Waker, after_us: u64) {
-    let mut sleep = std::pin::pin!(sleep(Duration::from_micros(after_us)));
-    let _ = sleep.as_mut().poll(&mut Context::from_waker(waker));
+    wake_at(elapsed() + Duration::from_micros(after_us).max(SLEEP_MIN), waker);
 }
 
 /// `future`'s output, or `None` once `deadline` passes first (`future` is
@@ -101,8 +105,8 @@ pub async fn race<F: Future>(future: F, deadline: &mut Deadline) -> Option<F::Ou
 
 #[cfg(test)]
 mod tests {
-    use super::{race, refresh, Deadline};
-    use crate::machine::clock::now_us;
+    use super::{race, refresh, wake_after, Deadline};
+    use crate::machine::clock::{elapsed, init_true_time, now_us};
     use std::future::Future;
     use std::pin::Pin;
     use std::sync::atomic::{AtomicUsize, Ordering};
@@ -148,6 +152,50 @@ mod tests {
             let sleep = std::pin::pin!(madsim::time::sleep(Duration::from_millis(5)));
             assert_eq!(wakes_after_polls(sleep, 50), 50);
         });
+    }
+
+    /// How long after `register` ran `waker` was first woken, madsim's clock
+    /// advanced 7 µs at a time (`None`: not within 10 ms).
+    fn rings_after(register: impl FnOnce(&Waker)) -> Option<Duration> {
+        let counter = Arc::new(Counter(AtomicUsize::new(0)));
+        let start = elapsed();
+        register(&Waker::from(counter.clone()));
+        while elapsed() < start + Duration::from_millis(10) {
+            madsim::time::TimeHandle::current().advance(Duration::from_micros(7));
+            if counter.0.load(Ordering::SeqCst) > 0 {
+                return Some(elapsed() - start);
+            }
+        }
+        None
+    }
+
+    /// What determinism rests on: a deadline and a wake-up set through the
+    /// run's reused sleep ring when a fresh madsim sleep made in the same
+    /// instant for the same span does, madsim's shortest sleep (1 ms)
+    /// included, with the run's clock at hand or without it.
+    #[test]
+    fn timers_ring_when_madsims_own_sleeps_ring() {
+        for with_run_clock in [false, true] {
+            run(move || async move {
+                let _run_clock = with_run_clock.then(init_true_time);
+                madsim::time::TimeHandle::current().advance(Duration::from_nanos(12_345_678));
+                for span_us in [0, 1, 999, 1_000, 1_001, 4_321] {
+                    let sleep = rings_after(|waker| {
+                        let mut sleep = std::pin::pin!(madsim::time::sleep(Duration::from_micros(span_us)));
+                        assert!(sleep.as_mut().poll(&mut Context::from_waker(waker)).is_pending());
+                    });
+                    let woken = rings_after(|waker| wake_after(waker, span_us));
+                    let deadline = rings_after(|waker| {
+                        let mut deadline = Box::pin(Deadline::at_us(now_us() + span_us));
+                        assert!(deadline.as_mut().poll(&mut Context::from_waker(waker)).is_pending());
+                    });
+                    let sleep = sleep.expect("a sleep of at most 5 ms rings within 10");
+                    assert!(sleep >= Duration::from_micros(span_us.max(1_000)), "{span_us} µs: {sleep:?}");
+                    assert_eq!(woken, Some(sleep), "wake_after({span_us} µs)");
+                    assert_eq!(deadline, Some(sleep), "a deadline {span_us} µs ahead");
+                }
+            });
+        }
     }
 
     #[test]
