@@ -379,18 +379,25 @@ impl RaftNode {
     /// The highest index a majority stores, the leader counting its own
     /// persisted log (a leader's view: its followers' match indexes).
     pub(super) fn majority_stored(&self) -> LogIndex {
-        let mut stored: Vec<LogIndex> = self
-            .config
-            .voters
-            .iter()
-            .map(|id| {
-                if *id == self.config.id {
-                    self.log.persisted
-                } else {
-                    self.progress.get(id).expect("the leader tracks every peer").match_index
-                }
-            })
-            .collect();
+        // Sorted in place on the stack for a cluster of up to nine (every
+        // one the simulator's model allows), in a vector beyond: this runs
+        // on every acknowledgement a leader gets.
+        let voters = self.config.voters.len();
+        let mut on_stack = [LogIndex(0); 9];
+        let mut on_heap = Vec::new();
+        let stored = if voters <= on_stack.len() {
+            &mut on_stack[..voters]
+        } else {
+            on_heap.resize(voters, LogIndex(0));
+            &mut on_heap[..]
+        };
+        for (slot, id) in stored.iter_mut().zip(&self.config.voters) {
+            *slot = if *id == self.config.id {
+                self.log.persisted
+            } else {
+                self.progress.get(id).expect("the leader tracks every peer").match_index
+            };
+        }
         stored.sort_unstable_by(|a, b| b.cmp(a));
         stored[self.quorum() - 1]
     }

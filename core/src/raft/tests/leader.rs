@@ -117,6 +117,59 @@ fn propose(node: &mut RaftNode, token: u64) {
     node.propose(Command::Expire { key: Key::new("k"), token: Token(token) }).expect("the leader takes proposals");
 }
 
+/// Node 0 of `voters`, elected leader with the pre-votes and votes of
+/// nodes 1 up to a majority; its no-op (index 1) is persisted, not yet
+/// acknowledged.
+fn leader_of(voters: u8) -> RaftNode {
+    let config = Config::standard(NodeId(0), (0..voters).map(NodeId).collect());
+    let mut node = RaftNode::new(config, DurableState::default(), 7).expect("valid config");
+    for _ in 0..TICKS_MAX {
+        if node.soft_state().role == Role::PreCandidate {
+            break;
+        }
+        node.tick();
+    }
+    let term = node.soft_state().term.0 + 1;
+    let majority = voters / 2;
+    for body in [MessageBody::PreVoteResponse { granted: true }, MessageBody::RequestVoteResponse { granted: true }] {
+        for peer in 1..=majority {
+            node.step(from(NodeId(peer), term, body.clone()));
+        }
+    }
+    assert_eq!(node.soft_state().role, Role::Leader);
+    drain(&mut node);
+    node
+}
+
+/// An entry commits once a majority stores it, the leader's own persisted
+/// log counted: in a cluster of five (sorted on the stack) and of eleven
+/// (beyond the stack's nine, in a vector), one acknowledgement short of a
+/// majority commits nothing, and out of order the lower acknowledgements
+/// bound what commits.
+#[test]
+fn an_entry_commits_once_a_majority_stores_it_in_any_cluster_size() {
+    for voters in [5u8, 11] {
+        let mut node = leader_of(voters);
+        let term = node.soft_state().term.0;
+        let majority = u64::from(voters / 2 + 1);
+        for token in 2..=3 {
+            propose(&mut node, token);
+        }
+        drain(&mut node);
+        // Followers store 3, 2, 1, 3, 2, 1, ...: the leader holds all three.
+        let stored = |peer: u8| 3 - (u64::from(peer) - 1) % 3;
+        let mut acks = 0;
+        for peer in 1..voters {
+            node.step(ack(NodeId(peer), term, stored(peer), 0));
+            acks += 1;
+            // With the leader, acks + 1 voters store at least 1; how many store at least 2 and 3.
+            let at_least = |index: u64| 1 + (1..=peer).filter(|&p| stored(p) >= index).count() as u64;
+            let expected = (1..=3).rev().find(|&index| at_least(index) >= majority).unwrap_or(0);
+            assert_eq!(node.commit_index(), LogIndex(expected), "{voters} voters, {acks} acks");
+        }
+    }
+}
+
 /// Each broadcast sends a follower everything its window allows. A late
 /// snapshot answer frees slots and sends one append; the next proposal's
 /// broadcast must fill the rest, or entries wait for the follower's next

@@ -26,6 +26,7 @@
 
 use crate::machine::clock::now_us;
 use fencelock::{ClientId, NodeId};
+use rand::distributions::Bernoulli;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -118,6 +119,22 @@ impl NetConfig {
             assert!((0.0..=1.0).contains(&rate), "net: {name} must be in 0.0..=1.0, got {rate}");
         }
     }
+
+    /// Checks the rates and makes their rolls.
+    fn rolls(&self) -> Rolls {
+        self.validate();
+        let roll = |rate| Bernoulli::new(rate).expect("validate keeps a rate in 0.0..=1.0");
+        Rolls { loss: roll(self.loss_rate), dup: roll(self.dup_rate), corrupt: roll(self.corrupt_rate) }
+    }
+}
+
+/// The config's rates as the distributions every send draws from, made
+/// when a rate is set: what `gen_bool` would build for each roll of each
+/// packet, with the same draws.
+struct Rolls {
+    loss: Bernoulli,
+    dup: Bernoulli,
+    corrupt: Bernoulli,
 }
 
 /// What a mailbox receives.
@@ -301,6 +318,7 @@ impl Packet {
 
 struct Inner {
     config: NetConfig,
+    rolls: Rolls,
     rng: ChaCha8Rng,
     bindings: AddrTable<Inbox>,
     binding_next: u64,
@@ -342,8 +360,8 @@ pub struct Net {
 
 impl Net {
     pub fn new(config: NetConfig, rng: ChaCha8Rng) -> Net {
-        config.validate();
         let inner = Inner {
+            rolls: config.rolls(),
             config,
             rng,
             bindings: AddrTable::default(),
@@ -534,19 +552,19 @@ impl Net {
     pub fn set_loss_rate(&self, rate: f64) {
         let mut inner = self.lock();
         inner.config.loss_rate = rate;
-        inner.config.validate();
+        inner.rolls = inner.config.rolls();
     }
 
     pub fn set_dup_rate(&self, rate: f64) {
         let mut inner = self.lock();
         inner.config.dup_rate = rate;
-        inner.config.validate();
+        inner.rolls = inner.config.rolls();
     }
 
     pub fn set_corrupt_rate(&self, rate: f64) {
         let mut inner = self.lock();
         inner.config.corrupt_rate = rate;
-        inner.config.validate();
+        inner.rolls = inner.config.rolls();
     }
 
     pub fn set_latency(&self, min_us: u64, max_us: u64) {
@@ -596,8 +614,8 @@ impl Inner {
         }
         // Always draw the same rolls, whatever the rates, so changing one rate
         // does not shift the stream for the decisions that follow.
-        let lost = self.rng.gen_bool(self.config.loss_rate);
-        let duplicated = self.rng.gen_bool(self.config.dup_rate);
+        let lost = self.rng.sample(self.rolls.loss);
+        let duplicated = self.rng.sample(self.rolls.dup);
         if lost {
             self.stats.lost += 1;
             return;
@@ -606,7 +624,7 @@ impl Inner {
         let duplicate = duplicated.then(|| bytes.clone());
         self.stats.duplicated += u64::from(duplicated);
         for mut bytes in std::iter::once(bytes).chain(duplicate) {
-            if self.rng.gen_bool(self.config.corrupt_rate) {
+            if self.rng.sample(self.rolls.corrupt) {
                 crate::machine::wire::corrupt(&mut bytes, &mut self.rng);
                 self.stats.corrupted += 1;
             }
