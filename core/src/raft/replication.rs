@@ -20,6 +20,10 @@ pub(super) struct AppendAnswer {
     pub incarnation: u64,
 }
 
+/// Voters whose stored indexes a leader sorts without allocating: every
+/// cluster the simulator's model allows (odd, up to nine).
+const VOTERS_ON_STACK: usize = 9;
+
 impl RaftNode {
     pub(super) fn propose_payload(&mut self, payload: Payload) -> Result<(LogIndex, Term), ProposeError> {
         if self.role != Role::Leader {
@@ -379,11 +383,11 @@ impl RaftNode {
     /// The highest index a majority stores, the leader counting its own
     /// persisted log (a leader's view: its followers' match indexes).
     pub(super) fn majority_stored(&self) -> LogIndex {
-        // Sorted in place on the stack for a cluster of up to nine (every
-        // one the simulator's model allows), in a vector beyond: this runs
-        // on every acknowledgement a leader gets.
+        // Sorted in place on the stack for a cluster of up to
+        // `VOTERS_ON_STACK`, in a vector beyond: this runs on every
+        // acknowledgement a leader gets.
         let voters = self.config.voters.len();
-        let mut on_stack = [LogIndex(0); 9];
+        let mut on_stack = [LogIndex(0); VOTERS_ON_STACK];
         let mut on_heap = Vec::new();
         let stored = if voters <= on_stack.len() {
             &mut on_stack[..voters]

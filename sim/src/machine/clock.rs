@@ -38,7 +38,7 @@ thread_local! {
     static TRUE_TIME: RefCell<Option<RunClock>> = const { RefCell::new(None) };
 }
 
-/// madsim's shortest sleep: a timer set for sooner rings this long after it was set.
+/// madsim's shortest sleep: a sleep made for less ends this long after it was made.
 pub const SLEEP_MIN: Duration = Duration::from_millis(1);
 
 /// The run's clock at hand, and one madsim sleep that sets every timer
@@ -48,7 +48,8 @@ struct RunClock {
     time: madsim::time::TimeHandle,
     /// madsim's instant at true time zero.
     zero: madsim::time::Instant,
-    /// Its deadline is reset to each timer's before it is polled.
+    /// A placeholder made for time zero: its deadline is reset to each
+    /// timer's instant before it is polled ([`set_timer`]).
     setter: madsim::time::Sleep,
 }
 
@@ -77,28 +78,32 @@ pub fn sleep(duration: Duration) -> madsim::time::Sleep {
         .unwrap_or_else(|| madsim::time::sleep(duration))
 }
 
-/// Sets a madsim timer that wakes `waker` at true time `at` (since the
-/// runtime started; at least [`SLEEP_MIN`] from now, as madsim's sleeps
-/// are), exactly the timer a `Sleep` ending then sets when first polled.
-/// Nothing is left to poll or drop: the timer rings once, whatever becomes
-/// of the waker's task.
+/// Sets a madsim timer that wakes `waker` once at true time `at` (since
+/// the runtime started; still ahead): the timer a `Sleep` with that
+/// deadline sets when first polled. Nothing is left to poll or drop. A
+/// caller that owes madsim's shortest sleep ([`SLEEP_MIN`]) adds it when it
+/// makes the instant, as madsim does when it makes a sleep, not here: a
+/// deadline first polled later keeps its instant.
 pub fn wake_at(at: Duration, waker: &Waker) {
-    debug_assert!(at >= elapsed() + SLEEP_MIN, "a timer is set at least madsim's shortest sleep ahead");
+    debug_assert!(at > elapsed(), "a timer is set for an instant still ahead");
     let mut cx = Context::from_waker(waker);
-    let polled = TRUE_TIME.with_borrow_mut(|clock| {
-        clock.as_mut().map(|clock| {
-            let deadline = clock.zero + at;
-            let mut setter = Pin::new(&mut clock.setter);
-            setter.as_mut().reset(deadline);
-            setter.poll(&mut cx)
-        })
+    let set_on_run_clock = TRUE_TIME.with_borrow_mut(|clock| {
+        clock.as_mut().map(|clock| set_timer(&mut clock.setter, clock.zero + at, &mut cx)).is_some()
     });
-    if polled.is_none() {
+    if !set_on_run_clock {
         let time = madsim::time::TimeHandle::current();
         let zero = time.now_instant() - time.elapsed();
-        let mut sleep = std::pin::pin!(time.sleep_until(zero + at));
-        let _ = sleep.as_mut().poll(&mut cx);
+        set_timer(&mut time.sleep_until(zero), zero + at, &mut cx);
     }
+}
+
+/// Resets `setter` to `deadline` (no shortest sleep applied: that is done
+/// when a sleep is made) and polls it, which sets its timer.
+fn set_timer(setter: &mut madsim::time::Sleep, deadline: madsim::time::Instant, cx: &mut Context<'_>) {
+    let mut setter = Pin::new(setter);
+    setter.as_mut().reset(deadline);
+    let polled = setter.poll(cx);
+    debug_assert!(polled.is_pending(), "a timer ahead is set, not rung");
 }
 
 /// A run's hold on its true time, from [`init_true_time`] until dropped.

@@ -29,7 +29,8 @@ pub struct Deadline {
 }
 
 impl Deadline {
-    /// At true instant `at_us` (at least 1 ms from now).
+    /// At true instant `at_us`, or [`SLEEP_MIN`] from now if that is later
+    /// (fixed now, as madsim fixes a sleep's when it makes it).
     pub fn at_us(at_us: u64) -> Deadline {
         let now = elapsed();
         let now_us = u64::try_from(now.as_micros()).expect("simulated time fits in u64 microseconds");
@@ -79,10 +80,10 @@ pub fn keep_earliest(slot: &mut Option<Deadline>, at_us: u64) -> &mut Deadline {
     slot.as_mut().expect("just filled")
 }
 
-/// Has madsim wake `waker` in `after_us` (1 ms at the soonest, madsim's
-/// shortest sleep) with nothing left to poll: a `Sleep` registers its timer
-/// when polled and keeps it when dropped. For a task woken on another's
-/// behalf (a packet's receiver, armed by its sender).
+/// Has madsim wake `waker` in `after_us` (madsim's shortest sleep,
+/// [`SLEEP_MIN`], at the soonest, as for a sleep made now), with nothing
+/// left to poll. For a task woken on another's behalf (a packet's
+/// receiver, armed by its sender).
 pub fn wake_after(waker: &Waker, after_us: u64) {
     wake_at(elapsed() + Duration::from_micros(after_us).max(SLEEP_MIN), waker);
 }
@@ -154,45 +155,61 @@ mod tests {
         });
     }
 
-    /// How long after `register` ran `waker` was first woken, madsim's clock
-    /// advanced 7 µs at a time (`None`: not within 10 ms).
-    fn rings_after(register: impl FnOnce(&Waker)) -> Option<Duration> {
+    /// A waker that counts its wake-ups, and that count.
+    fn counted() -> (Waker, Arc<Counter>) {
         let counter = Arc::new(Counter(AtomicUsize::new(0)));
-        let start = elapsed();
-        register(&Waker::from(counter.clone()));
-        while elapsed() < start + Duration::from_millis(10) {
-            madsim::time::TimeHandle::current().advance(Duration::from_micros(7));
-            if counter.0.load(Ordering::SeqCst) > 0 {
-                return Some(elapsed() - start);
-            }
-        }
-        None
+        (Waker::from(counter.clone()), counter)
     }
 
-    /// What determinism rests on: a deadline and a wake-up set through the
-    /// run's reused sleep ring when a fresh madsim sleep made in the same
-    /// instant for the same span does, madsim's shortest sleep (1 ms)
-    /// included, with the run's clock at hand or without it.
+    /// Whether `counter` was woken once exactly at `at` (true time since the
+    /// runtime started), not a nanosecond sooner, and not again for 10 ms.
+    fn rings_once_at(counter: &Counter, at: Duration) -> bool {
+        let time = madsim::time::TimeHandle::current();
+        time.advance(at - elapsed() - Duration::from_nanos(1));
+        let before = counter.0.load(Ordering::SeqCst);
+        time.advance(Duration::from_nanos(1));
+        let at_it = counter.0.load(Ordering::SeqCst);
+        time.advance(Duration::from_millis(10));
+        (before, at_it, counter.0.load(Ordering::SeqCst)) == (0, 1, 1)
+    }
+
+    /// What determinism rests on: a wake-up and a deadline set through the
+    /// run's reused sleep ring once, to the nanosecond, when a madsim sleep
+    /// made and polled at the same moments rings, madsim's shortest sleep
+    /// included and a deadline first polled late keeping its instant; with
+    /// the run's clock at hand or without it.
     #[test]
     fn timers_ring_when_madsims_own_sleeps_ring() {
         for with_run_clock in [false, true] {
             run(move || async move {
                 let _run_clock = with_run_clock.then(init_true_time);
-                madsim::time::TimeHandle::current().advance(Duration::from_nanos(12_345_678));
+                let time = madsim::time::TimeHandle::current();
+                time.advance(Duration::from_nanos(12_345_678));
                 for span_us in [0, 1, 999, 1_000, 1_001, 4_321] {
-                    let sleep = rings_after(|waker| {
-                        let mut sleep = std::pin::pin!(madsim::time::sleep(Duration::from_micros(span_us)));
-                        assert!(sleep.as_mut().poll(&mut Context::from_waker(waker)).is_pending());
-                    });
-                    let woken = rings_after(|waker| wake_after(waker, span_us));
-                    let deadline = rings_after(|waker| {
-                        let mut deadline = Box::pin(Deadline::at_us(now_us() + span_us));
-                        assert!(deadline.as_mut().poll(&mut Context::from_waker(waker)).is_pending());
-                    });
-                    let sleep = sleep.expect("a sleep of at most 5 ms rings within 10");
-                    assert!(sleep >= Duration::from_micros(span_us.max(1_000)), "{span_us} µs: {sleep:?}");
-                    assert_eq!(woken, Some(sleep), "wake_after({span_us} µs)");
-                    assert_eq!(deadline, Some(sleep), "a deadline {span_us} µs ahead");
+                    // Where madsim's own sleep made now for the span rings.
+                    let made = elapsed();
+                    let sleep_at = made + Duration::from_micros(span_us).max(Duration::from_millis(1));
+                    let (waker, counter) = counted();
+                    let mut sleep = std::pin::pin!(madsim::time::sleep(Duration::from_micros(span_us)));
+                    assert!(sleep.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+                    assert!(rings_once_at(&counter, sleep_at), "a madsim sleep of {span_us} µs");
+
+                    let made = elapsed();
+                    let (waker, counter) = counted();
+                    wake_after(&waker, span_us);
+                    let at = made + Duration::from_micros(span_us).max(Duration::from_millis(1));
+                    assert!(rings_once_at(&counter, at), "wake_after({span_us} µs)");
+
+                    // A deadline made now and first polled 0.6 ms later, as
+                    // a round that found a delivery first polls it later.
+                    let made = elapsed();
+                    let (waker, counter) = counted();
+                    let mut deadline = Box::pin(Deadline::at_us(now_us() + span_us));
+                    time.advance(Duration::from_micros(600));
+                    assert!(deadline.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+                    assert!(deadline.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
+                    let at = made + Duration::from_micros(span_us).max(Duration::from_millis(1));
+                    assert!(rings_once_at(&counter, at), "a deadline {span_us} µs ahead, polled late");
                 }
             });
         }

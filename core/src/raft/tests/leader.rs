@@ -1,6 +1,7 @@
 //! A leader at the level of one node, driven by hand-made answers from its
-//! two followers: how it fills their windows, when it answers read-index
-//! rounds, and when it sends a lost snapshot again.
+//! followers (two, in most of these tests): how it fills their windows,
+//! when it commits and answers read-index rounds, and when it sends a lost
+//! snapshot again.
 
 use crate::lock::LockState;
 use crate::raft::{Config, DurableState, Entry, HardState, Message, MessageBody, Payload, RaftNode, ReadState, Role};
@@ -142,13 +143,14 @@ fn leader_of(voters: u8) -> RaftNode {
 }
 
 /// An entry commits once a majority stores it, the leader's own persisted
-/// log counted: in a cluster of five (sorted on the stack) and of eleven
-/// (beyond the stack's nine, in a vector), one acknowledgement short of a
-/// majority commits nothing, and out of order the lower acknowledgements
-/// bound what commits.
+/// log counted: in clusters of four and five (sorted on the stack) and of
+/// ten and eleven (beyond the stack, in a vector), one acknowledgement
+/// short of a majority commits nothing, and out of order the lower
+/// acknowledgements bound what commits (even sizes tell a descending sort
+/// from an ascending one).
 #[test]
 fn an_entry_commits_once_a_majority_stores_it_in_any_cluster_size() {
-    for voters in [5u8, 11] {
+    for voters in [4u8, 5, 10, 11] {
         let mut node = leader_of(voters);
         let term = node.soft_state().term.0;
         let majority = u64::from(voters / 2 + 1);
@@ -158,14 +160,12 @@ fn an_entry_commits_once_a_majority_stores_it_in_any_cluster_size() {
         drain(&mut node);
         // Followers store 3, 2, 1, 3, 2, 1, ...: the leader holds all three.
         let stored = |peer: u8| 3 - (u64::from(peer) - 1) % 3;
-        let mut acks = 0;
         for peer in 1..voters {
             node.step(ack(NodeId(peer), term, stored(peer), 0));
-            acks += 1;
-            // With the leader, acks + 1 voters store at least 1; how many store at least 2 and 3.
+            // How many store at least `index`: the leader and the peers heard so far.
             let at_least = |index: u64| 1 + (1..=peer).filter(|&p| stored(p) >= index).count() as u64;
             let expected = (1..=3).rev().find(|&index| at_least(index) >= majority).unwrap_or(0);
-            assert_eq!(node.commit_index(), LogIndex(expected), "{voters} voters, {acks} acks");
+            assert_eq!(node.commit_index(), LogIndex(expected), "{voters} voters, {peer} acks");
         }
     }
 }

@@ -613,7 +613,8 @@ impl Inner {
             return;
         }
         // Always draw the same rolls, whatever the rates, so changing one rate
-        // does not shift the stream for the decisions that follow.
+        // does not shift the stream for the decisions that follow (a rate
+        // of exactly 1.0 draws nothing: rand's Bernoulli is then sure).
         let lost = self.rng.sample(self.rolls.loss);
         let duplicated = self.rng.sample(self.rolls.dup);
         if lost {
