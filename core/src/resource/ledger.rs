@@ -51,6 +51,13 @@ impl Page {
         self.ends.push(u32::try_from(self.text.len()).expect("a page's text is under 4 GiB"));
     }
 
+    /// Empties it, keeping its buffers.
+    fn clear(&mut self) {
+        self.tokens.clear();
+        self.ends.clear();
+        self.text.clear();
+    }
+
     fn iter(&self) -> impl Iterator<Item = (Token, &str)> + '_ {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
         let spans = starts.zip(self.ends.iter().copied());
@@ -66,9 +73,7 @@ impl Ledger {
             // A copy is exactly as long as its lines; the open page keeps
             // its buffers for the next.
             self.full.push(Arc::new(self.open.clone()));
-            self.open.tokens.clear();
-            self.open.ends.clear();
-            self.open.text.clear();
+            self.open.clear();
         }
     }
 

@@ -58,7 +58,12 @@ struct RunClock {
 /// Derived from madsim's own clock (elapsed time since the runtime was built),
 /// so it needs no per-run state and is deterministic. Panics outside a madsim runtime.
 pub fn now_us() -> u64 {
-    u64::try_from(elapsed().as_micros()).expect("simulated time fits in u64 microseconds")
+    whole_us(elapsed())
+}
+
+/// A true time ([`elapsed`]'s) in whole microseconds, as [`now_us`] reads it.
+pub fn whole_us(time: Duration) -> u64 {
+    u64::try_from(time.as_micros()).expect("simulated time fits in u64 microseconds")
 }
 
 /// True simulated time since the runtime started, to the nanosecond

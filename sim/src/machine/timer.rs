@@ -10,7 +10,7 @@
 //! `clock::wake_at`), and afterwards only reads the clock; a loop keeps one
 //! `Deadline` for as long as its instant stays the same.
 
-use crate::machine::clock::{elapsed, wake_at, SLEEP_MIN};
+use crate::machine::clock::{elapsed, wake_at, whole_us, SLEEP_MIN};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -33,8 +33,7 @@ impl Deadline {
     /// (fixed now, as madsim fixes a sleep's when it makes it).
     pub fn at_us(at_us: u64) -> Deadline {
         let now = elapsed();
-        let now_us = u64::try_from(now.as_micros()).expect("simulated time fits in u64 microseconds");
-        let asked = Duration::from_micros(at_us.saturating_sub(now_us));
+        let asked = Duration::from_micros(at_us.saturating_sub(whole_us(now)));
         Deadline { at: now + asked.max(SLEEP_MIN), registered: false, at_us }
     }
 
@@ -186,19 +185,18 @@ mod tests {
                 let time = madsim::time::TimeHandle::current();
                 time.advance(Duration::from_nanos(12_345_678));
                 for span_us in [0, 1, 999, 1_000, 1_001, 4_321] {
-                    // Where madsim's own sleep made now for the span rings.
+                    // Where a madsim sleep made at `made` for the span ends.
+                    let ends = |made: Duration| made + Duration::from_micros(span_us).max(Duration::from_millis(1));
                     let made = elapsed();
-                    let sleep_at = made + Duration::from_micros(span_us).max(Duration::from_millis(1));
                     let (waker, counter) = counted();
                     let mut sleep = std::pin::pin!(madsim::time::sleep(Duration::from_micros(span_us)));
                     assert!(sleep.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
-                    assert!(rings_once_at(&counter, sleep_at), "a madsim sleep of {span_us} µs");
+                    assert!(rings_once_at(&counter, ends(made)), "a madsim sleep of {span_us} µs");
 
                     let made = elapsed();
                     let (waker, counter) = counted();
                     wake_after(&waker, span_us);
-                    let at = made + Duration::from_micros(span_us).max(Duration::from_millis(1));
-                    assert!(rings_once_at(&counter, at), "wake_after({span_us} µs)");
+                    assert!(rings_once_at(&counter, ends(made)), "wake_after({span_us} µs)");
 
                     // A deadline made now and first polled 0.6 ms later, as
                     // a round that found a delivery first polls it later.
@@ -208,8 +206,7 @@ mod tests {
                     time.advance(Duration::from_micros(600));
                     assert!(deadline.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
                     assert!(deadline.as_mut().poll(&mut Context::from_waker(&waker)).is_pending());
-                    let at = made + Duration::from_micros(span_us).max(Duration::from_millis(1));
-                    assert!(rings_once_at(&counter, at), "a deadline {span_us} µs ahead, polled late");
+                    assert!(rings_once_at(&counter, ends(made)), "a deadline {span_us} µs ahead, polled late");
                 }
             });
         }
