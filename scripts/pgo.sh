@@ -7,11 +7,13 @@
 #
 # It builds the simulator instrumented (its own target directory,
 # target/pgo-gen), runs the main job's work with it (a hunt on the standard
-# model, and one on drawn models), and merges what the runs counted. Run it
+# model, and one on drawn models) and `bench` (so that bare madsim, the
+# yardstick of its `overhead_ratio`, is optimised as the full stack is),
+# and merges what the runs counted. Run it
 # again when the hot path has changed much: a function whose code changed
 # since the profile was taken is optimised as if there were none, so the
 # build stays correct and only the gain fades. Installs rustup's llvm-tools
-# (for llvm-profdata) if missing. Takes about five minutes on two cores.
+# (for llvm-profdata) if missing. Takes about ten minutes on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -26,13 +28,31 @@ fi
 
 gen="$root/target/pgo-gen"
 raw="$gen/raw"
-rm -rf "$raw"
 # RUSTFLAGS replaces config.toml's flags, and the empty RUSTC_WRAPPER its
 # wrapper: the instrumented build must not be optimised by the old profile.
-RUSTC_WRAPPER="" RUSTFLAGS="--cfg madsim -Cprofile-generate=$raw" \
-    cargo build --release --locked -p fencesim --target-dir "$gen"
-"$gen/release/fencesim" hunt --seeds 0..300 --jobs 2 >/dev/null
-"$gen/release/fencesim" hunt --swarm --seeds 0..150 --jobs 2 >/dev/null
+instrumented() {
+    RUSTC_WRAPPER="" RUSTFLAGS="--cfg madsim -Cprofile-generate=$raw" \
+        cargo build --release --locked --target-dir "$gen" "$@"
+}
+workload() {
+    "$1" hunt --seeds 0..300 --jobs 2 >/dev/null
+    "$1" hunt --swarm --seeds 0..150 --jobs 2 >/dev/null
+    "$1" bench --seeds 0..20 >/dev/null
+}
+# The profile names each function by its crate's hash, which cargo makes of
+# the crate's features among other things, and a workspace-wide build (as
+# `cargo test` makes) turns on more of some dependencies' features (tokio's
+# for the node) than `-p fencesim` (the README's, deploy/'s and results.sh's
+# builds): the same work is counted with the binary of each build, and the
+# profile holds both.
+instrumented -p fencesim
+cp "$gen/release/fencesim" "$gen/fencesim-alone"
+instrumented --workspace --all-targets
+# Only the runs' counts: the builds' scripts and proc-macros, instrumented
+# too, wrote theirs while they ran.
+rm -rf "$raw"
+workload "$gen/fencesim-alone"
+workload "$gen/release/fencesim"
 
 mkdir -p .cargo/pgo
 rm -f .cargo/pgo/llvm-*.profdata

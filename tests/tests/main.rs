@@ -3,6 +3,7 @@
 //! Each module is one file of this folder; `cargo test --release -p
 //! fencesim-tests --test suite regression::` runs one of them.
 
+mod build;
 mod code_map;
 mod coverage;
 mod determinism;
