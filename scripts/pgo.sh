@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Writes the release build's optimisation profile, .cargo/pgo/llvm-N.profdata
-# (N: the major version of rustc's LLVM, which alone reads it), and its digest
-# in .cargo/config.toml (`fencesim_pgo`), so that cargo rebuilds with it.
+# Writes the release build's optimisation profile,
+# .cargo/pgo/rustc-RELEASE-COMMIT.profdata (rustc's release and commit: only
+# that rustc's builds name their functions as the profile does), and its
+# digest in .cargo/config.toml (`fencesim_pgo`), so that cargo rebuilds with it.
 #
 #   scripts/pgo.sh
 #
@@ -18,8 +19,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-llvm=$(rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
-host=$(rustc -vV | sed -n 's/^host: //p')
+version=$(rustc -vV)
+release=$(sed -n 's/^release: //p' <<<"$version")
+commit=$(sed -n 's/^commit-hash: \(.\{9\}\).*/\1/p' <<<"$version")
+host=$(sed -n 's/^host: //p' <<<"$version")
+if [[ -z "$release" || -z "$commit" || -z "$host" ]]; then
+    echo "pgo.sh: rustc -vV names no release, commit or host:" >&2
+    echo "$version" >&2
+    exit 1
+fi
 profdata="$(rustc --print sysroot)/lib/rustlib/$host/bin/llvm-profdata"
 if [[ ! -x "$profdata" ]]; then
     echo "pgo.sh: installing rustup's llvm-tools (llvm-profdata)" >&2
@@ -28,10 +36,11 @@ fi
 
 gen="$root/target/pgo-gen"
 raw="$gen/raw"
-# RUSTFLAGS replaces config.toml's flags, and the empty RUSTC_WRAPPER its
-# wrapper: the instrumented build must not be optimised by the old profile.
+# CARGO_ENCODED_RUSTFLAGS (flags apart by 0x1f, so a path may hold spaces)
+# replaces config.toml's flags, and the empty RUSTC_WRAPPER its wrapper: the
+# instrumented build must not be optimised by the old profile.
 instrumented() {
-    RUSTC_WRAPPER="" RUSTFLAGS="--cfg madsim -Cprofile-generate=$raw" \
+    RUSTC_WRAPPER="" RUSTFLAGS="" CARGO_ENCODED_RUSTFLAGS="$(printf '%s\x1f%s\x1f%s' --cfg madsim "-Cprofile-generate=$raw")" \
         cargo build --release --locked --target-dir "$gen" "$@"
 }
 workload() {
@@ -54,12 +63,14 @@ rm -rf "$raw"
 workload "$gen/fencesim-alone"
 workload "$gen/release/fencesim"
 
-mkdir -p .cargo/pgo
-rm -f .cargo/pgo/llvm-*.profdata
 # Sparse: a function the runs never entered gets no entry (and is optimised
 # as if unprofiled) instead of one of zeros: a quarter of the file, as fast.
-out=".cargo/pgo/llvm-$llvm.profdata"
-"$profdata" merge --sparse -o "$out" "$raw"
+# Merged aside first: a failed merge leaves the committed profile as it was.
+"$profdata" merge --sparse -o "$gen/merged.profdata" "$raw"
+mkdir -p .cargo/pgo
+rm -f .cargo/pgo/*.profdata
+out=".cargo/pgo/rustc-$release-$commit.profdata"
+mv "$gen/merged.profdata" "$out"
 digest=$(sha256sum "$out" | cut -c1-16)
 sed -i "s/'fencesim_pgo=\"[^\"]*\"'/'fencesim_pgo=\"$digest\"'/" .cargo/config.toml
 grep -q "fencesim_pgo=\"$digest\"" .cargo/config.toml ||

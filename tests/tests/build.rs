@@ -21,6 +21,13 @@ fn profiles() -> Vec<String> {
     names
 }
 
+/// The rustc release a profile's name says wrote it (`rustc-1.95.0-59807616e.profdata`).
+fn profile_rustc(name: &str) -> Option<&str> {
+    let (release, commit) = name.strip_prefix("rustc-")?.strip_suffix(".profdata")?.rsplit_once('-')?;
+    let is_commit = commit.len() == 9 && commit.chars().all(|c| c.is_ascii_hexdigit());
+    (is_commit && !release.is_empty()).then_some(release)
+}
+
 /// The digest `.cargo/config.toml` names in `fencesim_pgo="…"`.
 fn named_digest(config: &str) -> Option<&str> {
     let (_, rest) = config.split_once("fencesim_pgo=\"")?;
@@ -30,8 +37,8 @@ fn named_digest(config: &str) -> Option<&str> {
 #[test]
 fn the_flags_name_the_digest_of_the_one_committed_profile() {
     let profiles = profiles();
-    assert_eq!(profiles.len(), 1, "one profile, for one LLVM: {profiles:?}");
-    assert!(profiles[0].starts_with("llvm-"), "the name carries LLVM's major version: {}", profiles[0]);
+    assert_eq!(profiles.len(), 1, "one profile, for one rustc: {profiles:?}");
+    assert!(profile_rustc(&profiles[0]).is_some(), "the name carries rustc's release and commit: {}", profiles[0]);
     let output =
         Command::new("sha256sum").arg(cargo_dir().join("pgo").join(&profiles[0])).output().expect("sha256sum runs");
     let sum = String::from_utf8(output.stdout).expect("text");
@@ -40,6 +47,26 @@ fn the_flags_name_the_digest_of_the_one_committed_profile() {
     assert_eq!(digest.len(), 16, "scripts/pgo.sh writes 16 hex digits: {digest}");
     assert!(sum.starts_with(digest), "config.toml names {digest}, the profile's sha256 is {sum} (run scripts/pgo.sh)");
     assert!(config.contains("rustc-wrapper = \".cargo/rustc-pgo\""), "cargo runs rustc through the wrapper");
+}
+
+/// The launchers build with the rustc that wrote the profile: with another,
+/// the image's binary would be built plainly.
+#[test]
+fn the_launchers_pin_the_rustc_that_wrote_the_profile() {
+    let release = profile_rustc(&profiles()[0]).expect("a profile name").to_string();
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy");
+    let dockerfile = std::fs::read_to_string(deploy.join("Dockerfile")).expect("deploy/Dockerfile");
+    assert!(dockerfile.contains(&format!("FROM rust:{release}-")), "deploy/Dockerfile builds with rustc {release}");
+    let workflow = std::fs::read_to_string(deploy.join("github-actions/fencesim-hunt.yml")).expect("the workflow");
+    assert!(workflow.contains(&format!("toolchain: \"{release}\"")), "the workflow builds with rustc {release}");
+}
+
+#[test]
+fn a_profiles_name_says_its_rustc() {
+    assert_eq!(profile_rustc("rustc-1.95.0-59807616e.profdata"), Some("1.95.0"));
+    assert_eq!(profile_rustc("rustc-1.97.0-nightly-0123abcde.profdata"), Some("1.97.0-nightly"));
+    assert_eq!(profile_rustc("llvm-22.profdata"), None);
+    assert_eq!(profile_rustc("rustc-1.95.0-5980.profdata"), None);
 }
 
 #[test]
