@@ -19,6 +19,14 @@ use std::time::Instant;
 const CYCLES_DEFAULT: usize = 1_000;
 const CLIENTS: usize = 4;
 const KEYS: usize = 3;
+/// A lease far longer than a cycle (about a millisecond): the test is about
+/// token order, not lease timing. With 2 s, one stall of the machine's disk
+/// or scheduler longer than that (seen once in CI) let a holder's lease run
+/// out before its release, which the service rightly refused.
+const LEASE_MS: u64 = 20_000;
+/// How long an acquire waits in the key's queue: shorter than the lease, so
+/// a grant is still believed when it arrives (the belief counts from the send).
+const WAIT_MS: u64 = 10_000;
 
 /// The "resource": tokens written per key, in the order the writes happened.
 type Writes = Arc<Mutex<BTreeMap<Key, Vec<Token>>>>;
@@ -40,7 +48,7 @@ fn concurrent_clients_get_increasing_tokens() {
                     for i in 0..cycles {
                         let key = Key::new(format!("key-{}", (c + i) % KEYS));
                         let grant = loop {
-                            match client.acquire(&key, 2_000, 5_000).await {
+                            match client.acquire(&key, LEASE_MS, WAIT_MS).await {
                                 Ok(grant) => break grant,
                                 Err(LockError::Busy { .. } | LockError::WaitTimedOut) => continue,
                                 Err(e) => panic!("client {c} cycle {i}: {e}"),
