@@ -19,15 +19,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-version=$(rustc -vV)
-release=$(sed -n 's/^release: //p' <<<"$version")
-commit=$(sed -n 's/^commit-hash: \(.\{9\}\).*/\1/p' <<<"$version")
-host=$(sed -n 's/^host: //p' <<<"$version")
-if [[ -z "$release" || -z "$commit" || -z "$host" ]]; then
-    echo "pgo.sh: rustc -vV names no release, commit or host:" >&2
-    echo "$version" >&2
-    exit 1
-fi
+# The wrapper names the profile, as it looks for it when it compiles.
+out=$(.cargo/rustc-pgo --profile-for rustc) ||
+    { echo "pgo.sh: rustc -vV names no release or commit" >&2; exit 1; }
+host=$(rustc -vV | sed -n 's/^host: //p')
 profdata="$(rustc --print sysroot)/lib/rustlib/$host/bin/llvm-profdata"
 if [[ ! -x "$profdata" ]]; then
     echo "pgo.sh: installing rustup's llvm-tools (llvm-profdata)" >&2
@@ -69,7 +64,6 @@ workload "$gen/release/fencesim"
 "$profdata" merge --sparse -o "$gen/merged.profdata" "$raw"
 mkdir -p .cargo/pgo
 rm -f .cargo/pgo/*.profdata
-out=".cargo/pgo/rustc-$release-$commit.profdata"
 mv "$gen/merged.profdata" "$out"
 digest=$(sha256sum "$out" | cut -c1-16)
 sed -i "s/'fencesim_pgo=\"[^\"]*\"'/'fencesim_pgo=\"$digest\"'/" .cargo/config.toml

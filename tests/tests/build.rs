@@ -61,6 +61,45 @@ fn the_launchers_pin_the_rustc_that_wrote_the_profile() {
     assert!(workflow.contains(&format!("toolchain: \"{release}\"")), "the workflow builds with rustc {release}");
 }
 
+/// The wrapper, given a stand-in compiler that answers `-vV` as rustc does
+/// and otherwise prints its arguments and one environment variable whose
+/// name is no shell's: the profile is added at opt-level 3 exactly when it
+/// is this rustc's (the committed file), never below; the variable survives.
+#[test]
+fn the_wrapper_hands_rustc_its_profile_at_opt_level_3_only() {
+    let wrapper = cargo_dir().join("rustc-pgo");
+    let dir = std::env::temp_dir().join(format!("fencesim-rustc-pgo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    let compiler = dir.join("compiler");
+    let script =
+        "#!/usr/bin/env bash\n[[ $1 == -vV ]] && exec rustc -vV\nprintf '%s\\n' \"$@\"\nprintenv HYPHENATED-NAME\n";
+    std::fs::write(&compiler, script).expect("the stand-in compiler");
+    std::fs::set_permissions(&compiler, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("executable");
+    let compiled = |opt_level: &str| {
+        let output = Command::new(&wrapper)
+            .args([compiler.to_str().expect("a path"), "-C", opt_level, "main.rs"])
+            .env("HYPHENATED-NAME", "kept")
+            .output()
+            .expect("the wrapper runs");
+        String::from_utf8(output.stdout).expect("text")
+    };
+    let named = Command::new(&wrapper).args(["--profile-for", "rustc"]).output().expect("the wrapper runs");
+    let named = PathBuf::from(String::from_utf8(named.stdout).expect("text").trim());
+    let committed = cargo_dir().join("pgo").join(&profiles()[0]);
+    let ours = named.canonicalize().ok() == committed.canonicalize().ok();
+    let optimised = compiled("opt-level=3");
+    let plain = compiled("opt-level=1");
+    std::fs::remove_dir_all(&dir).expect("the scratch folder goes");
+    let profile_use = format!("-Cprofile-use={}", named.display());
+    assert_eq!(
+        optimised.lines().any(|arg| arg == profile_use),
+        ours,
+        "opt-level 3 (this rustc's profile: {ours}): {optimised}"
+    );
+    assert!(!plain.contains("-Cprofile-use"), "opt-level 1 runs as asked: {plain}");
+    assert!(optimised.ends_with("kept\n") && plain.ends_with("kept\n"), "the environment passes whole: {plain}");
+}
+
 #[test]
 fn a_profiles_name_says_its_rustc() {
     assert_eq!(profile_rustc("rustc-1.95.0-59807616e.profdata"), Some("1.95.0"));
