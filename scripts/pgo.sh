@@ -14,7 +14,7 @@
 # again when the hot path has changed much: a function whose code changed
 # since the profile was taken is optimised as if there were none, so the
 # build stays correct and only the gain fades. Installs rustup's llvm-tools
-# (for llvm-profdata) if missing. Takes about ten minutes on two cores.
+# (for llvm-profdata) if missing. Takes about five minutes on two cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -44,18 +44,13 @@ workload() {
     "$1" bench --seeds 0..20 >/dev/null
 }
 # The profile names each function by its crate's hash, which cargo makes of
-# the crate's features among other things, and a workspace-wide build (as
-# `cargo test` makes) turns on more of some dependencies' features (tokio's
-# for the node) than `-p fencesim` (the README's, deploy/'s and results.sh's
-# builds): the same work is counted with the binary of each build, and the
-# profile holds both.
+# the crate's features among other things: this is the one build of the
+# README's main job, deploy/, results.sh and `cargo test --release` (they
+# turn on the same features, sim/Cargo.toml).
 instrumented -p fencesim
-cp "$gen/release/fencesim" "$gen/fencesim-alone"
-instrumented --workspace --all-targets
 # Only the runs' counts: the builds' scripts and proc-macros, instrumented
 # too, wrote theirs while they ran.
 rm -rf "$raw"
-workload "$gen/fencesim-alone"
 workload "$gen/release/fencesim"
 
 # Sparse: a function the runs never entered gets no entry (and is optimised

@@ -1,8 +1,11 @@
 //! The release build's profile (`.cargo/`, ARCHITECTURE.md "how the code is
 //! built"): cargo rebuilds with a new profile only because the flags name
 //! its digest, so a profile replaced without its digest would leave builds
-//! optimised by the old one, unnoticed.
+//! optimised by the old one, unnoticed. And the main job and the tests are
+//! one build: `cargo test --release` compiles none of the dependencies that
+//! `cargo run --release -p fencesim` compiled.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -112,4 +115,49 @@ fn a_profiles_name_says_its_rustc() {
 fn a_digest_is_read_from_between_its_quotes() {
     assert_eq!(named_digest(r#"rustflags = ["--cfg", 'fencesim_pgo="0123456789abcdef"']"#), Some("0123456789abcdef"));
     assert_eq!(named_digest("rustflags = []"), None);
+}
+
+/// Each package of a build as `cargo tree` resolves it (`name vX.Y.Z` to the
+/// feature sets it is built with: a proc-macro's dependency may be built
+/// twice, for the host and the target).
+fn resolved(args: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(cargo)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .args(["tree", "--locked", "--offline", "--prefix", "none", "--format", "{p} [{f}]"])
+        .args(args)
+        .output()
+        .expect("cargo tree runs");
+    assert!(output.status.success(), "cargo tree {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    let mut packages: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    // A blank line between the trees of the workspace's packages.
+    for line in
+        String::from_utf8(output.stdout).expect("cargo tree prints UTF-8").lines().filter(|line| !line.is_empty())
+    {
+        let (package, features) = line.split_once(" [").expect("a package and its features");
+        let name_and_version = package.split(' ').take(2).collect::<Vec<_>>().join(" ");
+        let features = features.split_once(']').expect("features end with ]").0;
+        packages.entry(name_and_version).or_default().insert(features.to_string());
+    }
+    packages
+}
+
+/// `cargo test --release` reuses the main job's build (`cargo run --release
+/// -p fencesim`) only if every package the simulator needs is built with the
+/// same features in both: sim/Cargo.toml's "One build for the main job and
+/// the tests" asks for them. A feature the workspace adds without the
+/// simulator asking for it too fails here, naming the package.
+#[test]
+fn the_main_jobs_build_is_the_tests_build() {
+    let main_job = resolved(&["-p", "fencesim", "--edges", "normal,build"]);
+    let tests = resolved(&["--workspace", "--edges", "normal,build,dev"]);
+    assert!(main_job.contains_key("madsim v0.2.34"), "the tree is read: {main_job:?}");
+    let differing: Vec<String> = main_job
+        .iter()
+        .filter(|(package, features)| tests.get(*package) != Some(features))
+        .map(|(package, features)| {
+            format!("{package}: {features:?} for the main job, {:?} for the tests", tests.get(package))
+        })
+        .collect();
+    assert!(differing.is_empty(), "built twice:\n{}", differing.join("\n"));
 }
