@@ -1,9 +1,10 @@
 //! The release build's profile (`.cargo/`, ARCHITECTURE.md "how the code is
 //! built"): cargo rebuilds with a new profile only because the flags name
 //! its digest, so a profile replaced without its digest would leave builds
-//! optimised by the old one, unnoticed. And the main job and the tests are
-//! one build: `cargo test --release` compiles none of the dependencies that
-//! `cargo run --release -p fencesim` compiled.
+//! optimised by the old one, unnoticed. And the README's builds and the
+//! tests' are one: `cargo test --release` compiles none of the dependencies
+//! that `cargo run --release -p fencesim` compiled, nor does `cargo build
+//! --release -p fencelock-node` after it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -143,21 +144,24 @@ fn resolved(args: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
 }
 
 /// `cargo test --release` reuses the main job's build (`cargo run --release
-/// -p fencesim`) only if every package the simulator needs is built with the
-/// same features in both: sim/Cargo.toml's "One build for the main job and
-/// the tests" asks for them. A feature the workspace adds without the
-/// simulator asking for it too fails here, naming the package.
+/// -p fencesim`) and the real service's (`cargo build --release -p
+/// fencelock-node`, both in the README) only if every package each needs is
+/// built with the same features in it: the "One build" sections of
+/// sim/Cargo.toml and node/Cargo.toml ask for them. A feature the workspace
+/// adds without the package asking for it too fails here, naming both.
 #[test]
-fn the_main_jobs_build_is_the_tests_build() {
-    let main_job = resolved(&["-p", "fencesim", "--edges", "normal,build"]);
+fn the_readmes_builds_are_the_tests_build() {
     let tests = resolved(&["--workspace", "--edges", "normal,build,dev"]);
-    assert!(main_job.contains_key("madsim v0.2.34"), "the tree is read: {main_job:?}");
-    let differing: Vec<String> = main_job
-        .iter()
-        .filter(|(package, features)| tests.get(*package) != Some(features))
-        .map(|(package, features)| {
-            format!("{package}: {features:?} for the main job, {:?} for the tests", tests.get(package))
-        })
-        .collect();
-    assert!(differing.is_empty(), "built twice:\n{}", differing.join("\n"));
+    for package in ["fencesim", "fencelock-node"] {
+        let own = resolved(&["-p", package, "--edges", "normal,build"]);
+        assert!(own.contains_key("tokio v1.54.1"), "the tree of {package} is read: {own:?}");
+        let differing: Vec<String> = own
+            .iter()
+            .filter(|(dependency, features)| tests.get(*dependency) != Some(features))
+            .map(|(dependency, features)| {
+                format!("{dependency}: {features:?} for -p {package}, {:?} for the tests", tests.get(dependency))
+            })
+            .collect();
+        assert!(differing.is_empty(), "built twice:\n{}", differing.join("\n"));
+    }
 }
