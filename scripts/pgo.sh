@@ -33,25 +33,19 @@ gen="$root/target/pgo-gen"
 raw="$gen/raw"
 # CARGO_ENCODED_RUSTFLAGS (flags apart by 0x1f, so a path may hold spaces)
 # replaces config.toml's flags, and the empty RUSTC_WRAPPER its wrapper: the
-# instrumented build must not be optimised by the old profile.
-instrumented() {
-    RUSTC_WRAPPER="" RUSTFLAGS="" CARGO_ENCODED_RUSTFLAGS="$(printf '%s\x1f%s\x1f%s' --cfg madsim "-Cprofile-generate=$raw")" \
-        cargo build --release --locked --target-dir "$gen" "$@"
-}
-workload() {
-    "$1" hunt --seeds 0..300 --jobs 2 >/dev/null
-    "$1" hunt --swarm --seeds 0..150 --jobs 2 >/dev/null
-    "$1" bench --seeds 0..20 >/dev/null
-}
-# The profile names each function by its crate's hash, which cargo makes of
-# the crate's features among other things: this is the one build of the
-# README's main job, deploy/, results.sh and `cargo test --release` (they
-# turn on the same features, sim/Cargo.toml).
-instrumented -p fencesim
-# Only the runs' counts: the builds' scripts and proc-macros, instrumented
+# instrumented build must not be optimised by the old profile. The profile
+# names each function by its crate's hash, which cargo makes of the crate's
+# features among other things: this is the one build of the README's main
+# job, deploy/, results.sh and `cargo test --release` (they turn on the same
+# features, sim/Cargo.toml).
+RUSTC_WRAPPER="" RUSTFLAGS="" CARGO_ENCODED_RUSTFLAGS="$(printf '%s\x1f%s\x1f%s' --cfg madsim "-Cprofile-generate=$raw")" \
+    cargo build --release --locked --target-dir "$gen" -p fencesim
+# Only the runs' counts: the build's scripts and proc-macros, instrumented
 # too, wrote theirs while they ran.
 rm -rf "$raw"
-workload "$gen/release/fencesim"
+"$gen/release/fencesim" hunt --seeds 0..300 --jobs 2 >/dev/null
+"$gen/release/fencesim" hunt --swarm --seeds 0..150 --jobs 2 >/dev/null
+"$gen/release/fencesim" bench --seeds 0..20 >/dev/null
 
 # Sparse: a function the runs never entered gets no entry (and is optimised
 # as if unprofiled) instead of one of zeros: a quarter of the file, as fast.

@@ -93,6 +93,14 @@ fn the_wrapper_hands_rustc_its_profile_at_opt_level_3_only() {
     let named = PathBuf::from(String::from_utf8(named.stdout).expect("text").trim());
     let committed = cargo_dir().join("pgo").join(&profiles()[0]);
     let ours = named.canonicalize().ok() == committed.canonicalize().ok();
+    // Read here apart from the wrapper: a wrapper that misnamed the profile
+    // would otherwise only look like another rustc's build.
+    let version = Command::new("rustc").arg("-vV").output().expect("rustc runs");
+    let version = String::from_utf8(version.stdout).expect("text");
+    let field = |name: &str| version.lines().find_map(|line| line.strip_prefix(name)).unwrap_or_default().to_string();
+    let commit = field("commit-hash: ").chars().take(9).collect::<String>();
+    let written_by_this_rustc = profiles()[0] == format!("rustc-{}-{commit}.profdata", field("release: "));
+    assert_eq!(ours, written_by_this_rustc, "the wrapper names {} for this rustc", named.display());
     let optimised = compiled("opt-level=3");
     let plain = compiled("opt-level=1");
     std::fs::remove_dir_all(&dir).expect("the scratch folder goes");
@@ -154,7 +162,7 @@ fn resolved(args: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
 #[test]
 fn the_readmes_builds_are_the_tests_build() {
     let tests = resolved(&["--workspace", "--edges", "normal,build,dev"]);
-    for package in ["fencesim", "fencelock-node"] {
+    for (package, folder) in [("fencesim", "sim"), ("fencelock-node", "node")] {
         let own = resolved(&["-p", package, "--edges", "normal,build"]);
         assert!(
             own.keys().any(|dependency| dependency.starts_with("tokio v")),
@@ -173,8 +181,7 @@ fn the_readmes_builds_are_the_tests_build() {
             .collect();
         assert!(
             differing.is_empty(),
-            "built twice (ask for the tests' features in the \"One build\" section of {}/Cargo.toml):\n{}",
-            if package == "fencesim" { "sim" } else { "node" },
+            "built twice (ask for the tests' features in the \"One build\" section of {folder}/Cargo.toml):\n{}",
             differing.join("\n")
         );
     }
