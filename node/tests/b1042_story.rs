@@ -166,14 +166,14 @@ async fn story(url: &str, between: Between) {
 }
 
 fn sqlite(between: Between) {
-    let _shared = shared();
+    shared();
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite:{}", dir.path().join("shop.db").display());
     bounded(story(&url, between));
 }
 
 fn postgres(between: Between) {
-    let _shared = shared();
+    shared();
     bounded(async {
         let Some(base) = support::postgres_url() else { return };
         let schema = format!("b1042_story_{between:?}").to_lowercase();

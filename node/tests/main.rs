@@ -3,12 +3,12 @@
 //! is one file of this folder (`in_process/` a folder of its own); they
 //! share `common` (a cluster of processes, stopped by PID however the test
 //! ends). The real runs, which mostly sleep, start with the binary's first
-//! test and run in the background; the tests of `in_process` (the resource
-//! and the storage log in this process) take the cores meanwhile; the
-//! B-1042 stories run beside them and beside each other
-//! (`common::shared`), a test that drives a cluster beside them but beside
-//! no other such test (`common::serial`), and the load test alone
-//! (`common::alone`). `cargo test --release -p fencelock-node --test
+//! test and run in the background, and so does the load test's load; the
+//! tests of `in_process` (the resource and the storage log in this process)
+//! take the cores meanwhile; the B-1042 stories run beside them and beside
+//! each other (`common::shared`), and a test that drives a cluster and
+//! times it beside them but beside no other such test and not beside the
+//! load (`common::serial`). `cargo test --release -p fencelock-node --test
 //! integration real_run::` runs one module's tests.
 
 mod b1042_story;

@@ -1,13 +1,14 @@
 //! Real processes on 127.0.0.1 under load: four clients take, write under
 //! and release keys of a 3-node cluster as fast as it answers, and every key's
-//! tokens strictly increase in the order of the writes. The test runs alone
-//! (`common::alone`), after the real runs; its module's name sorts it after
-//! their tests, so that it takes no test thread while it waits for them.
-//! Its throughput is printed (run with `--nocapture`), never asserted.
+//! tokens strictly increase in the order of the writes. In a whole run of the
+//! binary the load starts with the real runs, in the background, beside
+//! them and the B-1042 stories but beside no test that drives a cluster and
+//! times it (`common::load_run`); the test takes its result. Its throughput
+//! is printed (run with `--nocapture`), never asserted.
 
 use crate::common;
 
-use common::{alone, bounded, TestCluster};
+use common::{bounded, TestCluster};
 use fencelock::{ClientId, Key, Token};
 use fencelock_node::client::{ClientOptions, LockClient, LockError};
 use std::collections::BTreeMap;
@@ -33,9 +34,14 @@ type Writes = Arc<Mutex<BTreeMap<Key, Vec<Token>>>>;
 
 #[test]
 fn concurrent_clients_get_increasing_tokens() {
-    let _alone = alone();
+    println!("{}", common::load_run());
+}
+
+/// The load: every client's cycles, checked; its throughput as a line.
+pub fn load() -> String {
     let cycles = std::env::var("FENCELOCK_CYCLES").ok().and_then(|c| c.parse().ok()).unwrap_or(CYCLES_DEFAULT);
-    bounded(async move {
+    let mut report = String::new();
+    bounded(async {
         let cluster = TestCluster::up(3);
         let writes: Writes = Arc::default();
         let start = Instant::now();
@@ -75,10 +81,11 @@ fn concurrent_clients_get_increasing_tokens() {
         let elapsed = start.elapsed();
         let total: usize = writes.lock().expect("writes").values().map(Vec::len).sum();
         assert_eq!(total, CLIENTS * cycles);
-        println!(
+        report = format!(
             "{CLIENTS} clients x {cycles} acquire/write/release cycles on {KEYS} keys: {:.2} s ({:.0} cycles/s)",
             elapsed.as_secs_f64(),
             total as f64 / elapsed.as_secs_f64()
         );
     });
+    report
 }

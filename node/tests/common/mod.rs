@@ -10,7 +10,7 @@ use fencelock_node::config::Cluster;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 /// The longest any test may run.
@@ -21,45 +21,51 @@ pub const TEST_TIMEOUT: Duration = Duration::from_secs(120);
 ///   planned faults (its servers and workers use a few per cent of a core),
 ///   and so do the B-1042 stories (each holds an idle cluster for a second,
 ///   most of it asleep past a lease, and times nothing): they run beside
-///   anything but the load test, [`shared`];
+///   anything, [`shared`];
 /// - a test that drives a cluster itself (it times an election, stops a
 ///   leader) runs beside those, but beside no other such test, [`serial`];
-/// - the load test keeps a cluster busy with clients; it runs beside none
-///   of the above, [`alone`] (the real runs' planned timings were never
-///   tried beside it).
+/// - the load test keeps a cluster busy with clients: it is timed by
+///   nobody, so it runs beside the real runs and the stories, but beside no
+///   test that times a cluster ([`load_run`] holds [`serial`]'s lock).
 ///
 /// The tests of `in_process` start no process and take no guard: they use
 /// the cores while the real runs sleep. In a whole run of the binary the
-/// real runs start with its first test, in the background
+/// real runs and the load start with its first test, in the background
 /// ([`start_real_runs`]), so that the tests before them in name order take
-/// their turn meanwhile.
-static CLUSTERS: RwLock<()> = RwLock::new(());
-
-/// One cluster-driving test at a time (besides [`CLUSTERS`]).
+/// their turn meanwhile, and the binary takes about as long as its longest
+/// real run.
 static DRIVEN: Mutex<()> = Mutex::new(());
 
-/// No real run, B-1042 story or other cluster test runs until the guard is dropped.
-pub fn alone() -> RwLockWriteGuard<'static, ()> {
-    // Waits for the real runs without blocking the lock: other tests take
-    // their turns beside the runs meanwhile, where a writer waiting for the
-    // lock would hold them all back.
-    if start_real_runs() {
-        real_runs();
+/// No other cluster-driving test, nor the load, runs until the guard is dropped.
+pub fn serial() -> MutexGuard<'static, ()> {
+    start_real_runs();
+    DRIVEN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// For a test that runs beside anything: starts the background runs of a
+/// whole run, so that they do not wait for a test that asks for one.
+pub fn shared() {
+    start_real_runs();
+}
+
+/// The load test's report line, its load played the first time any caller
+/// asks (in a whole run, [`start_real_runs`], beside the real runs); later
+/// callers wait for it and get the same line, or its panic's message.
+pub fn load_run() -> String {
+    static LOAD: OnceLock<Result<String, String>> = OnceLock::new();
+    let ran = LOAD.get_or_init(|| {
+        let _serial = serial();
+        std::panic::catch_unwind(crate::throughput::load).map_err(|panic| panic_message(&*panic))
+    });
+    match ran {
+        Ok(report) => report.clone(),
+        Err(message) => panic!("the load failed: {message}"),
     }
-    CLUSTERS.write().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// No other cluster-driving test, nor the load test, runs until the guard is dropped.
-pub fn serial() -> (RwLockReadGuard<'static, ()>, MutexGuard<'static, ()>) {
-    start_real_runs();
-    let shared = CLUSTERS.read().unwrap_or_else(PoisonError::into_inner);
-    (shared, DRIVEN.lock().unwrap_or_else(PoisonError::into_inner))
-}
-
-/// Only the load test is kept out until the guard is dropped.
-pub fn shared() -> RwLockReadGuard<'static, ()> {
-    start_real_runs();
-    CLUSTERS.read().unwrap_or_else(PoisonError::into_inner)
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    let message = panic.downcast_ref::<String>().map(String::as_str).or(panic.downcast_ref::<&str>().copied());
+    message.unwrap_or("a panic without a message").to_string()
 }
 
 /// Runs `test` on a two-thread runtime (the machine has two cores), bounded
@@ -259,10 +265,7 @@ pub fn planned_run(test: &str) -> Ran {
     let taken = real_runs().lock().unwrap_or_else(PoisonError::into_inner).remove(test);
     match taken {
         Some(Ok(ran)) => ran,
-        Some(Err(panic)) => {
-            let message = panic.downcast_ref::<String>().map(String::as_str).or(panic.downcast_ref::<&str>().copied());
-            panic!("the real run of {test} failed: {}", message.unwrap_or("a panic without a message"))
-        }
+        Some(Err(panic)) => panic!("the real run of {test} failed: {}", panic_message(&*panic)),
         None => panic!("no real run is planned for {test}, or another test took it"),
     }
 }
@@ -271,7 +274,6 @@ pub fn planned_run(test: &str) -> Ran {
 /// callers wait until they have all ended.
 fn real_runs() -> &'static Mutex<BTreeMap<&'static str, std::thread::Result<Ran>>> {
     REAL_RUNS.get_or_init(|| {
-        let _shared = CLUSTERS.read().unwrap_or_else(PoisonError::into_inner);
         let planned: Vec<Planned> =
             crate::real_run::planned().into_iter().chain(crate::real_restore::planned()).collect();
         let ran = std::thread::scope(|scope| {
@@ -284,21 +286,21 @@ fn real_runs() -> &'static Mutex<BTreeMap<&'static str, std::thread::Result<Ran>
 }
 
 /// In a whole run of this binary (no test names, no `--skip`, only the
-/// options [`whole_run`] knows), starts the real runs in the background and
-/// says so; in any other, does nothing and says no, and the first real-run
-/// test starts them. Only a whole run is sure to take every real-run test,
-/// and so to wait for the runs (and their processes' ends) before it exits.
-fn start_real_runs() -> bool {
-    static BACKGROUND: OnceLock<bool> = OnceLock::new();
-    *BACKGROUND.get_or_init(|| {
+/// options [`whole_run`] knows), starts the real runs and the load in the
+/// background; in any other, does nothing, and the first test that asks
+/// for a real run (or the load) starts them. Only a whole run is sure to
+/// take every such test, and so to wait for the runs (and their processes'
+/// ends) before it exits.
+fn start_real_runs() {
+    static BACKGROUND: std::sync::Once = std::sync::Once::new();
+    BACKGROUND.call_once(|| {
         // A name that is not UTF-8 is a filter this file cannot read: not a whole run.
         let args: Option<Vec<String>> = std::env::args_os().skip(1).map(|arg| arg.into_string().ok()).collect();
-        let whole = args.is_some_and(|args| whole_run(args.into_iter()));
-        if whole {
+        if args.is_some_and(|args| whole_run(args.into_iter())) {
             std::thread::spawn(real_runs);
+            std::thread::spawn(load_run);
         }
-        whole
-    })
+    });
 }
 
 /// Whether a test binary's arguments select every test: each is an
