@@ -3,16 +3,16 @@
 //! tokens strictly increase in the order of the writes. In a whole run of the
 //! binary the load starts with the real runs, in the background, beside
 //! them and the B-1042 stories but beside no test that drives a cluster and
-//! times it (`common::load_run`); the test takes its result. Its throughput
+//! times it (it holds `common::serial`'s lock); the test takes its result. Its throughput
 //! is printed (run with `--nocapture`), never asserted.
 
 use crate::common;
 
-use common::{bounded, TestCluster};
+use common::{bounded, Report, TestCluster};
 use fencelock::{ClientId, Key, Token};
 use fencelock_node::client::{ClientOptions, LockClient, LockError};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 /// Cycles per client in `concurrent_clients_get_increasing_tokens` (the
@@ -32,13 +32,17 @@ const WAIT_MS: u64 = 10_000;
 /// The "resource": tokens written per key, in the order the writes happened.
 type Writes = Arc<Mutex<BTreeMap<Key, Vec<Token>>>>;
 
+/// The load's report, once (`common::done_once`).
+pub static LOAD: OnceLock<Report> = OnceLock::new();
+
 #[test]
 fn concurrent_clients_get_increasing_tokens() {
-    println!("{}", common::load_run());
+    println!("{}", common::report_once(&LOAD, load));
 }
 
 /// The load: every client's cycles, checked; its throughput as a line.
 pub fn load() -> String {
+    let _serial = common::serial();
     let cycles = std::env::var("FENCELOCK_CYCLES").ok().and_then(|c| c.parse().ok()).unwrap_or(CYCLES_DEFAULT);
     let mut report = String::new();
     bounded(async {

@@ -26,14 +26,14 @@ pub const TEST_TIMEOUT: Duration = Duration::from_secs(120);
 ///   leader) runs beside those, but beside no other such test, [`serial`];
 /// - the load test keeps a cluster busy with clients: it is timed by
 ///   nobody, so it runs beside the real runs and the stories, but beside no
-///   test that times a cluster ([`load_run`] holds [`serial`]'s lock).
+///   test that times a cluster (the load holds [`serial`]'s lock).
 ///
 /// The tests of `in_process` start no process and take no guard: they use
 /// the cores while the real runs sleep. In a whole run of the binary the
-/// real runs and the load start with its first test, in the background
-/// ([`start_real_runs`]), so that the tests before them in name order take
-/// their turn meanwhile, and the binary takes about as long as its longest
-/// real run.
+/// real runs, the load and the differential runs against the databases
+/// start with its first test, in the background ([`start_real_runs`]), so
+/// that the tests before theirs in name order take their turn meanwhile,
+/// and the binary takes about as long as its longest real run.
 static DRIVEN: Mutex<()> = Mutex::new(());
 
 /// No other cluster-driving test, nor the load, runs until the guard is dropped.
@@ -48,18 +48,21 @@ pub fn shared() {
     start_real_runs();
 }
 
-/// The load test's report line, its load played the first time any caller
-/// asks (in a whole run, [`start_real_runs`], beside the real runs); later
-/// callers wait for it and get the same line, or its panic's message.
-pub fn load_run() -> String {
-    static LOAD: OnceLock<Result<String, String>> = OnceLock::new();
-    let ran = LOAD.get_or_init(|| {
-        let _serial = serial();
-        std::panic::catch_unwind(crate::throughput::load).map_err(|panic| panic_message(&*panic))
-    });
-    match ran {
+/// What a test's work said: its report line, or its panic's message.
+pub type Report = Result<String, String>;
+
+/// The work of a test done once, by the first caller: the test itself, or
+/// the background of a whole run ([`start_real_runs`]) before it asks.
+/// Later callers wait for it and get the same report.
+pub fn done_once(cell: &'static OnceLock<Report>, work: fn() -> String) -> &'static Report {
+    cell.get_or_init(|| std::panic::catch_unwind(work).map_err(|panic| panic_message(&*panic)))
+}
+
+/// [`done_once`] for the test itself: its report line, or its work's panic.
+pub fn report_once(cell: &'static OnceLock<Report>, work: fn() -> String) -> String {
+    match done_once(cell, work) {
         Ok(report) => report.clone(),
-        Err(message) => panic!("the load failed: {message}"),
+        Err(message) => panic!("{message}"),
     }
 }
 
@@ -286,9 +289,10 @@ fn real_runs() -> &'static Mutex<BTreeMap<&'static str, std::thread::Result<Ran>
 }
 
 /// In a whole run of this binary (no test names, no `--skip`, only the
-/// options [`whole_run`] knows), starts the real runs and the load in the
-/// background; in any other, does nothing, and the first test that asks
-/// for a real run (or the load) starts them. Only a whole run is sure to
+/// options [`whole_run`] knows), starts the real runs, the load and the
+/// differential runs in the background; in any other, does nothing, and
+/// the first test that asks for a real run starts them (a load or
+/// differential test plays its own). Only a whole run is sure to
 /// take every such test, and so to wait for the runs (and their processes'
 /// ends) before it exits.
 fn start_real_runs() {
@@ -298,7 +302,8 @@ fn start_real_runs() {
         let args: Option<Vec<String>> = std::env::args_os().skip(1).map(|arg| arg.into_string().ok()).collect();
         if args.is_some_and(|args| whole_run(args.into_iter())) {
             std::thread::spawn(real_runs);
-            std::thread::spawn(load_run);
+            std::thread::spawn(|| done_once(&crate::throughput::LOAD, crate::throughput::load));
+            std::thread::spawn(crate::in_process::resource_differential::play_all);
         }
     });
 }

@@ -2,9 +2,11 @@
 //! and PostgreSQL, and the storage log. They start no process and sleep on
 //! nothing, so they take the cores while the real runs sleep between their
 //! faults (this module's name sorts before the real runs' tests, which wait
-//! for the runs to end).
+//! for the runs to end). The differential runs, the longest, start in the
+//! background with the binary's first test, one after another
+//! (`resource_differential::play_all`).
 
 mod b1042_resource;
 mod resource_concurrent;
-mod resource_differential;
+pub mod resource_differential;
 mod storage;

@@ -11,6 +11,7 @@
 //!
 //! One seed alone: `FENCELOCK_SEED=17 cargo test -p fencelock-node --test integration in_process::resource_differential::`.
 
+use crate::common::{self, Report};
 use crate::support;
 
 use fencelock::resource::{Fence, LockFloor, ResourceState, Write, WritePath, WriteVerdict};
@@ -19,6 +20,7 @@ use fencelock_node::resource::{Backup, SqlResource};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 use std::time::Instant;
 
 /// Seeds run on SQLite under the default rule.
@@ -174,10 +176,12 @@ enum Target {
     Postgres(String),
 }
 
-/// One differential test at a time, so that beside the real runs they take
-/// one test thread, not both: with both cores also kept busy from outside,
-/// the real runs' planned timings failed in 2 of 4 runs two at a time, in 1
-/// of 4 one at a time (too few runs to call it more than a lean).
+/// One differential run at a time, also when a filtered run of the binary
+/// has two tests ask for theirs at once: with both cores also kept busy
+/// from outside, the real runs' planned timings failed in 2 of 4 runs two
+/// at a time, in 1 of 4 one at a time (too few runs to call it more than a
+/// lean). Two at a time also took longer than one after another: the
+/// PostgreSQL server's backends take most of the CPU they cost.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Runs every seed on `target` under `variant`, [`CASES_IN_FLIGHT`] at a time;
@@ -359,39 +363,89 @@ fn the_workload_draws_every_verdict() {
     }
 }
 
-#[tokio::test]
-async fn sqlite_matches_core_on_every_seed() {
-    let started = Instant::now();
-    let seeds = seeds(SQLITE_SEEDS);
-    run_cases(Target::Sqlite, &seeds, Variant::Default).await;
-    println!("sqlite: {} seeds x {STEPS} steps in {:.1?}", seeds.len(), started.elapsed());
+/// Each run's report, once (`common::done_once`): a whole run of the binary
+/// plays them in the background from its start, one after another
+/// ([`play_all`]), and each test takes its run's report.
+static SQLITE: OnceLock<Report> = OnceLock::new();
+static SQLITE_VARIANTS: OnceLock<Report> = OnceLock::new();
+static POSTGRES: OnceLock<Report> = OnceLock::new();
+static POSTGRES_VARIANTS: OnceLock<Report> = OnceLock::new();
+
+/// Every run of this file against a database, one after another. A whole
+/// run of the binary starts them with its first test, beside the real runs:
+/// they mostly wait for the databases, and by the time the tests' turn
+/// comes in name order they are done.
+pub fn play_all() {
+    common::done_once(&SQLITE, sqlite);
+    common::done_once(&SQLITE_VARIANTS, sqlite_variants);
+    common::done_once(&POSTGRES, postgres);
+    common::done_once(&POSTGRES_VARIANTS, postgres_variants);
 }
 
-#[tokio::test]
-async fn sqlite_matches_core_under_the_resource_variants() {
-    let seeds = seeds(SQLITE_VARIANT_SEEDS);
-    for variant in VARIANTS {
-        run_cases(Target::Sqlite, &seeds, variant).await;
-    }
+#[test]
+fn sqlite_matches_core_on_every_seed() {
+    println!("{}", common::report_once(&SQLITE, sqlite));
 }
 
-#[tokio::test]
-async fn postgres_matches_core_on_every_seed() {
-    let Some(base) = support::postgres_url() else { return };
-    let started = Instant::now();
-    let seeds = seeds(POSTGRES_SEEDS);
-    run_cases(Target::Postgres(base), &seeds, Variant::Default).await;
-    println!("postgres: {} seeds x {STEPS} steps in {:.1?}", seeds.len(), started.elapsed());
+#[test]
+fn sqlite_matches_core_under_the_resource_variants() {
+    println!("{}", common::report_once(&SQLITE_VARIANTS, sqlite_variants));
 }
 
-#[tokio::test]
-async fn postgres_matches_core_under_the_resource_variants() {
-    let Some(base) = support::postgres_url() else { return };
-    // Fewer seeds: the default rule above is the one that must hold.
-    let seeds = seeds(SQLITE_VARIANT_SEEDS / 3);
-    for variant in VARIANTS {
-        run_cases(Target::Postgres(base.clone()), &seeds, variant).await;
-    }
+#[test]
+fn postgres_matches_core_on_every_seed() {
+    println!("{}", common::report_once(&POSTGRES, postgres));
+}
+
+#[test]
+fn postgres_matches_core_under_the_resource_variants() {
+    println!("{}", common::report_once(&POSTGRES_VARIANTS, postgres_variants));
+}
+
+/// Runs `work` as `#[tokio::test]` would: on a runtime of one thread.
+fn on_one_thread(work: impl std::future::Future<Output = String>) -> String {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime").block_on(work)
+}
+
+fn sqlite() -> String {
+    on_one_thread(async {
+        let started = Instant::now();
+        let seeds = seeds(SQLITE_SEEDS);
+        run_cases(Target::Sqlite, &seeds, Variant::Default).await;
+        format!("sqlite: {} seeds x {STEPS} steps in {:.1?}", seeds.len(), started.elapsed())
+    })
+}
+
+fn sqlite_variants() -> String {
+    on_one_thread(async {
+        let seeds = seeds(SQLITE_VARIANT_SEEDS);
+        for variant in VARIANTS {
+            run_cases(Target::Sqlite, &seeds, variant).await;
+        }
+        format!("sqlite: {} seeds x {STEPS} steps under each of {} variants", seeds.len(), VARIANTS.len())
+    })
+}
+
+fn postgres() -> String {
+    let Some(base) = support::postgres_url() else { return "skipped: no PostgreSQL".to_string() };
+    on_one_thread(async {
+        let started = Instant::now();
+        let seeds = seeds(POSTGRES_SEEDS);
+        run_cases(Target::Postgres(base), &seeds, Variant::Default).await;
+        format!("postgres: {} seeds x {STEPS} steps in {:.1?}", seeds.len(), started.elapsed())
+    })
+}
+
+fn postgres_variants() -> String {
+    let Some(base) = support::postgres_url() else { return "skipped: no PostgreSQL".to_string() };
+    on_one_thread(async {
+        // Fewer seeds: the default rule above is the one that must hold.
+        let seeds = seeds(SQLITE_VARIANT_SEEDS / 3);
+        for variant in VARIANTS {
+            run_cases(Target::Postgres(base.clone()), &seeds, variant).await;
+        }
+        format!("postgres: {} seeds x {STEPS} steps under each of {} variants", seeds.len(), VARIANTS.len())
+    })
 }
 
 #[tokio::test]
