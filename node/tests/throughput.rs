@@ -3,8 +3,8 @@
 //! tokens strictly increase in the order of the writes. In a whole run of the
 //! binary the load starts with the real runs, in the background, beside
 //! them and the B-1042 stories but beside no test that drives a cluster and
-//! times it (it holds `common::serial`'s lock); the test takes its result. Its throughput
-//! is printed (run with `--nocapture`), never asserted.
+//! times it (it holds `common::serial`'s lock); the test takes its result.
+//! Its throughput is printed (run with `--nocapture`), never asserted.
 
 use crate::common;
 

@@ -31,28 +31,28 @@ pub const TEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// The tests of `in_process` start no process and take no guard: they use
 /// the cores while the real runs sleep. In a whole run of the binary the
 /// real runs, the load and the differential runs against the databases
-/// start with its first test, in the background ([`start_real_runs`]), so
+/// start with its first test, in the background ([`start_background`]), so
 /// that the tests before theirs in name order take their turn meanwhile,
 /// and the binary takes about as long as its longest real run.
 static DRIVEN: Mutex<()> = Mutex::new(());
 
 /// No other cluster-driving test, nor the load, runs until the guard is dropped.
 pub fn serial() -> MutexGuard<'static, ()> {
-    start_real_runs();
+    start_background();
     DRIVEN.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// For a test that runs beside anything: starts the background runs of a
 /// whole run, so that they do not wait for a test that asks for one.
 pub fn shared() {
-    start_real_runs();
+    start_background();
 }
 
 /// What a test's work said: its report line, or its panic's message.
 pub type Report = Result<String, String>;
 
 /// The work of a test done once, by the first caller: the test itself, or
-/// the background of a whole run ([`start_real_runs`]) before it asks.
+/// the background of a whole run ([`start_background`]) before it asks.
 /// Later callers wait for it and get the same report.
 pub fn done_once(cell: &'static OnceLock<Report>, work: fn() -> String) -> &'static Report {
     cell.get_or_init(|| std::panic::catch_unwind(work).map_err(|panic| panic_message(&*panic)))
@@ -258,7 +258,7 @@ pub type Ran = (tempfile::TempDir, PathBuf, fencesim::real::RealRun);
 static REAL_RUNS: OnceLock<Mutex<BTreeMap<&'static str, std::thread::Result<Ran>>>> = OnceLock::new();
 
 /// The real run planned for `test`. The first test to ask (or
-/// [`start_real_runs`], before it) starts every planned run of this binary
+/// [`start_background`], before it) starts every planned run of this binary
 /// (`real_run::planned`, `real_restore::planned`) side by side, and every
 /// test that asks waits for them all: each mostly sleeps between its
 /// faults, so together they take as long as the longest, where one after
@@ -295,7 +295,7 @@ fn real_runs() -> &'static Mutex<BTreeMap<&'static str, std::thread::Result<Ran>
 /// differential test plays its own). Only a whole run is sure to
 /// take every such test, and so to wait for the runs (and their processes'
 /// ends) before it exits.
-fn start_real_runs() {
+fn start_background() {
     static BACKGROUND: std::sync::Once = std::sync::Once::new();
     BACKGROUND.call_once(|| {
         // A name that is not UTF-8 is a filter this file cannot read: not a whole run.
