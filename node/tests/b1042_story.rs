@@ -17,7 +17,7 @@
 use crate::common;
 use crate::support;
 
-use common::{bounded, shared, TestCluster};
+use common::{bounded, TestCluster};
 use fencelock::resource::{Fence, Write, WritePath, WriteVerdict};
 use fencelock::{ClientId, Key, RequestId};
 use fencelock_node::client::{ClientOptions, FloorOptions, FloorReader, Grant, LockClient};
@@ -166,14 +166,14 @@ async fn story(url: &str, between: Between) {
 }
 
 fn sqlite(between: Between) {
-    shared();
+    common::start_background();
     let dir = tempfile::tempdir().expect("tempdir");
     let url = format!("sqlite:{}", dir.path().join("shop.db").display());
     bounded(story(&url, between));
 }
 
 fn postgres(between: Between) {
-    shared();
+    common::start_background();
     bounded(async {
         let Some(base) = support::postgres_url() else { return };
         let schema = format!("b1042_story_{between:?}").to_lowercase();

@@ -37,14 +37,13 @@ pub static LOAD: OnceLock<Report> = OnceLock::new();
 
 #[test]
 fn concurrent_clients_get_increasing_tokens() {
-    println!("{}", common::report_once(&LOAD, load));
+    println!("{}", common::report_once(&LOAD, load, "the load"));
 }
 
 /// The load: every client's cycles, checked; its throughput as a line.
 pub fn load() -> String {
     let _serial = common::serial();
     let cycles = std::env::var("FENCELOCK_CYCLES").ok().and_then(|c| c.parse().ok()).unwrap_or(CYCLES_DEFAULT);
-    let mut report = String::new();
     bounded(async {
         let cluster = TestCluster::up(3);
         let writes: Writes = Arc::default();
@@ -85,11 +84,10 @@ pub fn load() -> String {
         let elapsed = start.elapsed();
         let total: usize = writes.lock().expect("writes").values().map(Vec::len).sum();
         assert_eq!(total, CLIENTS * cycles);
-        report = format!(
+        format!(
             "{CLIENTS} clients x {cycles} acquire/write/release cycles on {KEYS} keys: {:.2} s ({:.0} cycles/s)",
             elapsed.as_secs_f64(),
             total as f64 / elapsed.as_secs_f64()
-        );
-    });
-    report
+        )
+    })
 }

@@ -21,7 +21,7 @@ pub const TEST_TIMEOUT: Duration = Duration::from_secs(120);
 ///   planned faults (its servers and workers use a few per cent of a core),
 ///   and so do the B-1042 stories (each holds an idle cluster for a second,
 ///   most of it asleep past a lease, and times nothing): they run beside
-///   anything, [`shared`];
+///   anything;
 /// - a test that drives a cluster itself (it times an election, stops a
 ///   leader) runs beside those, but beside no other such test, [`serial`];
 /// - the load test keeps a cluster busy with clients: it is timed by
@@ -42,43 +42,63 @@ pub fn serial() -> MutexGuard<'static, ()> {
     DRIVEN.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// For a test that runs beside anything: starts the background runs of a
-/// whole run, so that they do not wait for a test that asks for one.
-pub fn shared() {
-    start_background();
-}
-
-/// What a test's work said: its report line, or its panic's message.
+/// What a test's work said: its report line, or its panic's message and place.
 pub type Report = Result<String, String>;
 
 /// The work of a test done once, by the first caller: the test itself, or
 /// the background of a whole run ([`start_background`]) before it asks.
-/// Later callers wait for it and get the same report.
+/// Later callers wait for it and get the same report. A panic's message
+/// keeps where it happened: in the background its own output goes to the
+/// test that started the background, not to the one that fails.
 pub fn done_once(cell: &'static OnceLock<Report>, work: fn() -> String) -> &'static Report {
-    cell.get_or_init(|| std::panic::catch_unwind(work).map_err(|panic| panic_message(&*panic)))
+    record_panic_places();
+    cell.get_or_init(|| {
+        std::panic::catch_unwind(work).map_err(|panic| {
+            let place = PANICKED_AT.take().map(|at| format!(" (panicked at {at})")).unwrap_or_default();
+            format!("{}{place}", panic_message(&*panic))
+        })
+    })
 }
 
-/// [`done_once`] for the test itself: its report line, or its work's panic.
-pub fn report_once(cell: &'static OnceLock<Report>, work: fn() -> String) -> String {
+/// [`done_once`] for the test itself: its report line, or a panic that
+/// names `what` failed and why.
+pub fn report_once(cell: &'static OnceLock<Report>, work: fn() -> String, what: &str) -> String {
+    start_background();
     match done_once(cell, work) {
         Ok(report) => report.clone(),
-        Err(message) => panic!("{message}"),
+        Err(message) => panic!("{what} failed: {message}"),
     }
 }
 
+thread_local! {
+    /// Where the last panic on this thread happened ([`record_panic_places`]).
+    static PANICKED_AT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Adds to the panic hook a note of where each panic happened, for [`done_once`].
+fn record_panic_places() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICKED_AT.set(info.location().map(ToString::to_string));
+            previous(info);
+        }));
+    });
+}
+
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    let message = panic.downcast_ref::<String>().map(String::as_str).or(panic.downcast_ref::<&str>().copied());
+    let message = panic.downcast_ref::<String>().map(String::as_str).or_else(|| panic.downcast_ref::<&str>().copied());
     message.unwrap_or("a panic without a message").to_string()
 }
 
 /// Runs `test` on a two-thread runtime (the machine has two cores), bounded
 /// by [`TEST_TIMEOUT`]: on a timeout the test's future is dropped, and with it
 /// its `TestCluster`, whose Drop kills the processes.
-pub fn bounded<F: std::future::Future<Output = ()>>(test: F) {
+pub fn bounded<T>(test: impl std::future::Future<Output = T>) -> T {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
-    runtime.block_on(async {
-        tokio::time::timeout(TEST_TIMEOUT, test).await.expect("the test ends within TEST_TIMEOUT");
-    });
+    runtime
+        .block_on(async { tokio::time::timeout(TEST_TIMEOUT, test).await.expect("the test ends within TEST_TIMEOUT") })
 }
 
 pub fn exe() -> PathBuf {
@@ -265,6 +285,7 @@ static REAL_RUNS: OnceLock<Mutex<BTreeMap<&'static str, std::thread::Result<Ran>
 /// another they took their sum. A test run alone waits for them all too;
 /// every process of every run is stopped by its PID before any test goes on.
 pub fn planned_run(test: &str) -> Ran {
+    start_background();
     let taken = real_runs().lock().unwrap_or_else(PoisonError::into_inner).remove(test);
     match taken {
         Some(Ok(ran)) => ran,
@@ -292,12 +313,15 @@ fn real_runs() -> &'static Mutex<BTreeMap<&'static str, std::thread::Result<Ran>
 /// options [`whole_run`] knows), starts the real runs, the load and the
 /// differential runs in the background; in any other, does nothing, and
 /// the first test that asks for a real run starts them (a load or
-/// differential test plays its own). Only a whole run is sure to
-/// take every such test, and so to wait for the runs (and their processes'
-/// ends) before it exits.
-fn start_background() {
-    static BACKGROUND: std::sync::Once = std::sync::Once::new();
-    BACKGROUND.call_once(|| {
+/// differential test plays its own). Only a whole run is sure to take
+/// every such test, and so to wait for the runs (and their processes'
+/// ends) before it exits. Every test that starts processes or takes a
+/// background run's report calls it (a B-1042 story directly, the others
+/// through [`serial`], [`planned_run`] or [`report_once`]), so the background
+/// starts with the first of them, whatever the order of the tests.
+pub fn start_background() {
+    static BACKGROUND: OnceLock<()> = OnceLock::new();
+    BACKGROUND.get_or_init(|| {
         // A name that is not UTF-8 is a filter this file cannot read: not a whole run.
         let args: Option<Vec<String>> = std::env::args_os().skip(1).map(|arg| arg.into_string().ok()).collect();
         if args.is_some_and(|args| whole_run(args.into_iter())) {

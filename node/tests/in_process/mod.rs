@@ -2,8 +2,8 @@
 //! and PostgreSQL, and the storage log. They start no process and sleep on
 //! nothing, so they take the cores while the real runs sleep between their
 //! faults (this module's name sorts before the real runs' tests, which wait
-//! for the runs to end). The differential runs, the longest, start in the
-//! background with the binary's first test, one after another
+//! for the runs to end). In a run of every test the differential runs, the
+//! longest, start in the background with the binary's first test
 //! (`resource_differential::play_all`).
 
 mod b1042_resource;

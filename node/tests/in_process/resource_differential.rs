@@ -176,12 +176,14 @@ enum Target {
     Postgres(String),
 }
 
-/// One differential run at a time, also when a filtered run of the binary
-/// has two tests ask for theirs at once: with both cores also kept busy
-/// from outside, the real runs' planned timings failed in 2 of 4 runs two
-/// at a time, in 1 of 4 one at a time (too few runs to call it more than a
-/// lean). Two at a time also took longer than one after another: the
-/// PostgreSQL server's backends take most of the CPU they cost.
+/// One `run_cases` at a time: [`play_all`] plays the runs one after another,
+/// but a test may ask for a run [`play_all`] has not reached yet (and then
+/// plays it itself), and a filtered run plays each selected test's at once.
+/// Beside the real runs, with both cores also kept busy from outside, their
+/// planned timings failed in 2 of 4 runs two at a time, in 1 of 4 one at a
+/// time (too few runs to call it more than a lean); and two at a time took
+/// longer than one after another: the PostgreSQL server's backends take
+/// most of the CPU the runs cost.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Runs every seed on `target` under `variant`, [`CASES_IN_FLIGHT`] at a time;
@@ -364,17 +366,18 @@ fn the_workload_draws_every_verdict() {
 }
 
 /// Each run's report, once (`common::done_once`): a whole run of the binary
-/// plays them in the background from its start, one after another
-/// ([`play_all`]), and each test takes its run's report.
+/// plays them in the background from its start ([`play_all`]), and each
+/// test takes its run's report; in a filtered run each test plays its own.
 static SQLITE: OnceLock<Report> = OnceLock::new();
 static SQLITE_VARIANTS: OnceLock<Report> = OnceLock::new();
 static POSTGRES: OnceLock<Report> = OnceLock::new();
 static POSTGRES_VARIANTS: OnceLock<Report> = OnceLock::new();
 
-/// Every run of this file against a database, one after another. A whole
-/// run of the binary starts them with its first test, beside the real runs:
-/// they mostly wait for the databases, and by the time the tests' turn
-/// comes in name order they are done.
+/// Every run of this file against a database, one after another (a run a
+/// test already took is waited for, not played again). A whole run of the
+/// binary starts them with its first test, beside the real runs: begun
+/// when their tests' turn came in name order, they were the binary's
+/// longest stretch.
 pub fn play_all() {
     common::done_once(&SQLITE, sqlite);
     common::done_once(&SQLITE_VARIANTS, sqlite_variants);
@@ -384,27 +387,32 @@ pub fn play_all() {
 
 #[test]
 fn sqlite_matches_core_on_every_seed() {
-    println!("{}", common::report_once(&SQLITE, sqlite));
+    println!("{}", common::report_once(&SQLITE, sqlite, "the SQLite run"));
 }
 
 #[test]
 fn sqlite_matches_core_under_the_resource_variants() {
-    println!("{}", common::report_once(&SQLITE_VARIANTS, sqlite_variants));
+    println!("{}", common::report_once(&SQLITE_VARIANTS, sqlite_variants, "the SQLite variants' run"));
 }
 
 #[test]
 fn postgres_matches_core_on_every_seed() {
-    println!("{}", common::report_once(&POSTGRES, postgres));
+    println!("{}", common::report_once(&POSTGRES, postgres, "the PostgreSQL run"));
 }
 
 #[test]
 fn postgres_matches_core_under_the_resource_variants() {
-    println!("{}", common::report_once(&POSTGRES_VARIANTS, postgres_variants));
+    println!("{}", common::report_once(&POSTGRES_VARIANTS, postgres_variants, "the PostgreSQL variants' run"));
 }
 
-/// Runs `work` as `#[tokio::test]` would: on a runtime of one thread.
+/// Runs `work` as `#[tokio::test]` would, on a runtime of one thread,
+/// bounded by `common::TEST_TIMEOUT`: a test waiting for a background run
+/// that hung would otherwise wait with it, silently.
 fn on_one_thread(work: impl std::future::Future<Output = String>) -> String {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime").block_on(work)
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
+    runtime.block_on(async {
+        tokio::time::timeout(common::TEST_TIMEOUT, work).await.expect("the run ends within TEST_TIMEOUT")
+    })
 }
 
 fn sqlite() -> String {
@@ -427,7 +435,7 @@ fn sqlite_variants() -> String {
 }
 
 fn postgres() -> String {
-    let Some(base) = support::postgres_url() else { return "skipped: no PostgreSQL".to_string() };
+    let Some(base) = support::postgres_url() else { return "postgres: not run (no server)".to_string() };
     on_one_thread(async {
         let started = Instant::now();
         let seeds = seeds(POSTGRES_SEEDS);
@@ -437,7 +445,7 @@ fn postgres() -> String {
 }
 
 fn postgres_variants() -> String {
-    let Some(base) = support::postgres_url() else { return "skipped: no PostgreSQL".to_string() };
+    let Some(base) = support::postgres_url() else { return "postgres: not run (no server)".to_string() };
     on_one_thread(async {
         // Fewer seeds: the default rule above is the one that must hold.
         let seeds = seeds(SQLITE_VARIANT_SEEDS / 3);
