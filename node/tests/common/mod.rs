@@ -143,8 +143,34 @@ pub struct TestCluster {
     pub election_ms: u64,
 }
 
+/// Every live [`TestCluster`]'s processes, across its restarts: what a
+/// signal to this binary stops before it ends it ([`stop_clusters_on_signal`]).
+static CLUSTER_PIDS: Mutex<Vec<(NodeId, i32)>> = Mutex::new(Vec::new());
+
+/// On Ctrl-C (SIGINT), SIGTERM or SIGHUP: stops every live cluster's
+/// processes by PID, then ends the binary with 128 + the signal. A
+/// cluster's servers run in process groups of their own (as `cluster up`
+/// starts them for a service), so the terminal's Ctrl-C does not reach
+/// them, and a binary ended by a signal runs no `Drop`. The real runs'
+/// processes die with the binary by themselves (`fencesim::real`).
+fn stop_clusters_on_signal() {
+    static WATCH: OnceLock<()> = OnceLock::new();
+    WATCH.get_or_init(|| {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]).expect("signal handlers");
+        std::thread::spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let pids = CLUSTER_PIDS.lock().unwrap_or_else(PoisonError::into_inner).clone();
+                cluster::stop(&pids, Duration::from_millis(500));
+                std::process::exit(128 + signal);
+            }
+        });
+    });
+}
+
 impl TestCluster {
     pub fn up(nodes: usize) -> TestCluster {
+        stop_clusters_on_signal();
         let dir = tempfile::tempdir().expect("a temporary directory");
         // The cluster file (admin requests on) is written here, not by
         // `cluster up`: this process then never gives two of its clusters
@@ -170,6 +196,7 @@ impl TestCluster {
         let output = run(&["cluster", "up", "--nodes", &nodes.to_string(), "--dir", &dir]);
         // Record the PIDs before judging, so a failed start is still cleaned up.
         if let Ok(pids) = cluster::read_pids(self.path()) {
+            CLUSTER_PIDS.lock().unwrap_or_else(PoisonError::into_inner).extend(&pids);
             self.pids.extend(pids);
         }
         assert!(output.status.success(), "cluster up failed: {}", stderr(&output));
@@ -198,6 +225,7 @@ impl TestCluster {
 impl Drop for TestCluster {
     fn drop(&mut self) {
         cluster::stop(&self.pids, Duration::from_millis(500));
+        CLUSTER_PIDS.lock().unwrap_or_else(PoisonError::into_inner).retain(|pid| !self.pids.contains(pid));
     }
 }
 
