@@ -12,6 +12,7 @@ use fencelock::{ClientId, Key, NodeId, Token};
 use fencelock_node::client::{ClientOptions, LockClient};
 use fencelock_node::cluster;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -157,4 +158,52 @@ fn an_isolated_leader_is_replaced_and_garbage_on_the_wire_closes_only_its_connec
             assert_eq!(isolate(id, Vec::new()).await, Ok(AdminReply::Done));
         }
     });
+}
+
+/// Held by [`ctrl_c_stops_every_cluster_before_the_binary_ends`] in a run
+/// of this binary of its own: a cluster up, its directory printed, then a
+/// wait for the signal (bounded: it never ends by itself in a whole run,
+/// where it is ignored).
+#[test]
+#[ignore = "run by ctrl_c_stops_every_cluster_before_the_binary_ends, which interrupts it"]
+fn holds_a_cluster_until_interrupted() {
+    let cluster = TestCluster::up(3);
+    println!("cluster up in {}", cluster.dir_arg());
+    std::thread::sleep(common::TEST_TIMEOUT);
+}
+
+/// Ctrl-C of this binary stops its clusters' servers, which run in process
+/// groups of their own (as `cluster up` starts them) and so never see the
+/// terminal's signal: this binary is run again with only
+/// [`holds_a_cluster_until_interrupted`], interrupted once its cluster is
+/// up, and must end with 130 and leave no process naming the cluster's
+/// directory.
+#[test]
+fn ctrl_c_stops_every_cluster_before_the_binary_ends() {
+    use std::io::BufRead;
+    let test = "cluster::holds_a_cluster_until_interrupted";
+    let mut held = std::process::Command::new(std::env::current_exe().expect("this binary"))
+        .args(["--exact", test, "--ignored", "--nocapture", "--test-threads", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the binary starts");
+    let stdout = std::io::BufReader::new(held.stdout.take().expect("its stdout"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stdout.lines().map_while(Result::ok) {
+            // After libtest's "test NAME ... " on the same line.
+            if let Some((_, dir)) = line.split_once("cluster up in ") {
+                let _ = tx.send(PathBuf::from(dir));
+            }
+        }
+    });
+    let dir = rx.recv_timeout(Duration::from_secs(60));
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(held.id()).expect("a pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    let status = held.wait().expect("the binary ends");
+    let dir = dir.expect("the held cluster came up within 60 s");
+    assert_eq!(status.code(), Some(130), "SIGINT ends the binary with 130: {status:?}");
+    let left = common::processes_naming(&dir);
+    assert!(left.is_empty(), "processes of the interrupted binary's cluster still run: {left:?}");
 }
