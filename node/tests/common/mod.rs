@@ -354,7 +354,7 @@ pub fn start_background() {
         let args: Option<Vec<String>> = std::env::args_os().skip(1).map(|arg| arg.into_string().ok()).collect();
         if args.is_some_and(|args| whole_run(args.into_iter())) {
             std::thread::spawn(real_runs);
-            std::thread::spawn(|| done_once(&crate::throughput::LOAD, crate::throughput::load));
+            std::thread::spawn(crate::throughput::play);
             std::thread::spawn(crate::in_process::resource_differential::play_all);
         }
     });

@@ -176,6 +176,16 @@ enum Target {
     Postgres(String),
 }
 
+impl Target {
+    /// The name of its tests (and of its lines in their reports).
+    fn name(&self) -> &'static str {
+        match self {
+            Target::Sqlite => "sqlite",
+            Target::Postgres(_) => "postgres",
+        }
+    }
+}
+
 /// One `run_cases` at a time: [`play_all`] plays the runs one after another,
 /// but a test may ask for a run [`play_all`] has not reached yet (and then
 /// plays it itself), and a filtered run plays each selected test's at once.
@@ -230,12 +240,9 @@ async fn run_case(target: &Target, seed: u64, variant: Variant) {
             support::fresh_postgres_url(base, &format!("diff_{}_{seed}", variant.name().replace('-', "_"))).await
         }
     };
-    let where_ = match target {
-        Target::Sqlite => "sqlite",
-        Target::Postgres(_) => "postgres",
-    };
     let reproduce = format!(
-        "reproduce with: FENCELOCK_SEED={seed} cargo test -p fencelock-node --test integration in_process::resource_differential::{where_} (variant {})",
+        "reproduce with: FENCELOCK_SEED={seed} cargo test -p fencelock-node --test integration in_process::resource_differential::{} (variant {})",
+        target.name(),
         variant.name()
     );
     let mut db = SqlResource::open_variant(&url, variant).await.expect("open");
@@ -416,43 +423,49 @@ fn on_one_thread(work: impl std::future::Future<Output = String>) -> String {
 }
 
 fn sqlite() -> String {
-    on_one_thread(async {
-        let started = Instant::now();
-        let seeds = seeds(SQLITE_SEEDS);
-        run_cases(Target::Sqlite, &seeds, Variant::Default).await;
-        format!("sqlite: {} seeds x {STEPS} steps in {:.1?}", seeds.len(), started.elapsed())
-    })
+    default_rule(Target::Sqlite, SQLITE_SEEDS)
 }
 
 fn sqlite_variants() -> String {
-    on_one_thread(async {
-        let seeds = seeds(SQLITE_VARIANT_SEEDS);
-        for variant in VARIANTS {
-            run_cases(Target::Sqlite, &seeds, variant).await;
-        }
-        format!("sqlite: {} seeds x {STEPS} steps under each of {} variants", seeds.len(), VARIANTS.len())
-    })
+    under_variants(Target::Sqlite, SQLITE_VARIANT_SEEDS)
 }
 
+/// A PostgreSQL run's report without a server (`support` says how to start one).
+const NOT_RUN: &str = "postgres: not run (no server)";
+
 fn postgres() -> String {
-    let Some(base) = support::postgres_url() else { return "postgres: not run (no server)".to_string() };
-    on_one_thread(async {
-        let started = Instant::now();
-        let seeds = seeds(POSTGRES_SEEDS);
-        run_cases(Target::Postgres(base), &seeds, Variant::Default).await;
-        format!("postgres: {} seeds x {STEPS} steps in {:.1?}", seeds.len(), started.elapsed())
-    })
+    match support::postgres_url() {
+        Some(base) => default_rule(Target::Postgres(base), POSTGRES_SEEDS),
+        None => NOT_RUN.to_string(),
+    }
 }
 
 fn postgres_variants() -> String {
-    let Some(base) = support::postgres_url() else { return "postgres: not run (no server)".to_string() };
-    on_one_thread(async {
+    match support::postgres_url() {
         // Fewer seeds: the default rule above is the one that must hold.
-        let seeds = seeds(SQLITE_VARIANT_SEEDS / 3);
+        Some(base) => under_variants(Target::Postgres(base), SQLITE_VARIANT_SEEDS / 3),
+        None => NOT_RUN.to_string(),
+    }
+}
+
+/// `count` seeds (or `FENCELOCK_SEED`'s one) on `target` under the default rule.
+fn default_rule(target: Target, count: u64) -> String {
+    on_one_thread(async {
+        let started = Instant::now();
+        let seeds = seeds(count);
+        run_cases(target.clone(), &seeds, Variant::Default).await;
+        format!("{}: {} seeds x {STEPS} steps in {:.1?}", target.name(), seeds.len(), started.elapsed())
+    })
+}
+
+/// `count` seeds (or `FENCELOCK_SEED`'s one) on `target` under each of [`VARIANTS`].
+fn under_variants(target: Target, count: u64) -> String {
+    on_one_thread(async {
+        let seeds = seeds(count);
         for variant in VARIANTS {
-            run_cases(Target::Postgres(base.clone()), &seeds, variant).await;
+            run_cases(target.clone(), &seeds, variant).await;
         }
-        format!("postgres: {} seeds x {STEPS} steps under each of {} variants", seeds.len(), VARIANTS.len())
+        format!("{}: {} seeds x {STEPS} steps under each of {} variants", target.name(), seeds.len(), VARIANTS.len())
     })
 }
 
