@@ -110,7 +110,7 @@ fn a_seed_count_is_the_range_from_zero() {
 
 #[test]
 fn the_replay_line_runs_as_printed_from_a_clone() {
-    let text = ok(&["hunt", "--variant", "sink-unfenced", "--seeds", "3..4", "--set", "keys=1"]);
+    let text = ok(&["hunt", "--variant", "sink-unfenced", "--seeds", "9..10", "--set", "keys=1"]);
     let line = text.lines().find_map(|l| l.strip_prefix("  replay: ")).expect("a replay line");
     // A build under target/ without `fencesim` on the PATH: the line names its profile
     // (a target directory of another name, CARGO_TARGET_DIR: the binary's path).
@@ -121,7 +121,7 @@ fn the_replay_line_runs_as_printed_from_a_clone() {
         (true, false) => "cargo run -p fencesim --".to_string(),
         (false, _) => bin.display().to_string(),
     };
-    assert_eq!(line, format!("{cargo_run} replay --seed 3 --variant sink-unfenced --set keys=1"));
+    assert_eq!(line, format!("{cargo_run} replay --seed 9 --variant sink-unfenced --set keys=1"));
     assert!(text.contains("1 seed of variant sink-unfenced, 1 failing"), "{text}");
     // With the binary on the PATH, the line is its name.
     let bin = scratch("bin");
@@ -130,11 +130,11 @@ fn the_replay_line_runs_as_printed_from_a_clone() {
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_fencesim"), &link).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_fencesim"))
-        .args(["hunt", "--variant", "sink-unfenced", "--seeds", "3..4", "--set", "keys=1"])
+        .args(["hunt", "--variant", "sink-unfenced", "--seeds", "9..10", "--set", "keys=1"])
         .env("PATH", &bin)
         .output()
         .unwrap();
-    assert!(stdout(&output).contains("  replay: fencesim replay --seed 3 --variant sink-unfenced --set keys=1"));
+    assert!(stdout(&output).contains("  replay: fencesim replay --seed 9 --variant sink-unfenced --set keys=1"));
 }
 
 #[test]
@@ -170,7 +170,7 @@ fn run_takes_files_and_directories_and_says_what_it_found() {
     let pass = format!("name = \"quiet\"\nseed = 1\nexpect = \"pass\"\npostmortem = \"Nothing to see.\"\n{short}");
     std::fs::write(dir.join("a-pass.toml"), pass).unwrap();
     let wrong =
-        "name = \"wrong\"\nseed = 3\nvariant = \"sink-unfenced\"\nexpect = \"lease-exclusion\"\n[model]\nkeys = 1\n";
+        "name = \"wrong\"\nseed = 9\nvariant = \"sink-unfenced\"\nexpect = \"lease-exclusion\"\n[model]\nkeys = 1\n";
     let wrong_path = scratch("wrong.toml");
     std::fs::write(&wrong_path, wrong).unwrap();
     let output = fencesim(&["run", dir.to_str().unwrap(), wrong_path.to_str().unwrap(), "--postmortem"]);
@@ -211,14 +211,14 @@ fn counts_of_one_are_singular() {
 
 #[test]
 fn a_hunt_tells_a_linearizable_failure_in_one_line_and_replay_shows_its_table() {
-    let text = ok(&["hunt", "--variant", "released-before-commit", "--seeds", "0..1"]);
-    let fails: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL seed 0: linearizable")).collect();
+    let text = ok(&["hunt", "--variant", "released-before-commit", "--seeds", "1..2"]);
+    let fails: Vec<&str> = text.lines().filter(|l| l.starts_with("FAIL seed 1: linearizable")).collect();
     assert!(!fails.is_empty(), "{text}");
     for line in &fails {
         assert!(line.ends_with("; replay shows them"), "{line}");
     }
     assert!(!text.contains("client  request"), "no table in a hunt:\n{text}");
-    let replayed = ok(&["replay", "--seed", "0", "--variant", "released-before-commit"]);
+    let replayed = ok(&["replay", "--seed", "1", "--variant", "released-before-commit"]);
     assert!(replayed.contains("VIOLATION linearizable") && replayed.contains("client  request"), "{replayed}");
 }
 

@@ -84,14 +84,14 @@ fn lines_from_a_hunt_and_a_shrink_elsewhere_run_from_the_root_and_anywhere() {
     std::fs::create_dir_all(&elsewhere).unwrap();
     std::fs::write(elsewhere.join("m3.toml"), "keys = 1\n").unwrap();
     let model = elsewhere.join("m3.toml");
-    let hunt = ["hunt", "--variant", "sink-unfenced", "--seeds", "3..4", "--model", "m3.toml"];
+    let hunt = ["hunt", "--variant", "sink-unfenced", "--seeds", "9..10", "--model", "m3.toml"];
     let text = stdout(&fencesim_in(&elsewhere, &bin, &hunt));
     let replay = after(&text, "replay: ");
-    assert_eq!(replay, format!("fencesim replay --seed 3 --variant sink-unfenced --model {}", model.display()));
+    assert_eq!(replay, format!("fencesim replay --seed 9 --variant sink-unfenced --model {}", model.display()));
     let shrink = [
         "shrink",
         "--seed",
-        "3",
+        "9",
         "--variant",
         "sink-unfenced",
         "--model",
@@ -138,16 +138,16 @@ fn lines_from_a_hunt_and_a_shrink_elsewhere_run_from_the_root_and_anywhere() {
 fn hunt_save_says_what_it_wrote() {
     let dir = scratch("save");
     let bin = path_with_fencesim(&dir);
-    let hunt = ["hunt", "--variant", "sink-unfenced", "--seeds", "3..4", "--set", "keys=1", "--save", "saved"];
+    let hunt = ["hunt", "--variant", "sink-unfenced", "--seeds", "9..10", "--set", "keys=1", "--save", "saved"];
     let text = stdout(&fencesim_in(&dir, &bin, &hunt));
-    let saved = dir.join("saved").join("0003-fenced-write.toml");
+    let saved = dir.join("saved").join("0009-fenced-write.toml");
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[1].starts_with("  replay: "), "{text}");
     assert_eq!(lines[2], format!("  wrote {0} — replay: fencesim run {0} --trace", saved.display()), "{text}");
     let run = lines[2].split_once(" — replay: ").unwrap().1;
     for cwd in [root(), dir.join("bin")] {
         let ran = stdout(&run_pasted(run, &cwd, &bin));
-        assert!(ran.contains("scenario fenced-write-seed-3: expect fenced-write — matched"), "{ran}");
+        assert!(ran.contains("scenario fenced-write-seed-9: expect fenced-write — matched"), "{ran}");
     }
 }
 

@@ -202,7 +202,7 @@ fn merged_text_reads_like_the_unsharded_hunt() {
     }
     let whole = text(&run(&hunt));
     let merged = text(&run(&["merge", dir.to_str().unwrap()]));
-    assert!(whole.contains("FAIL seed 0: linearizable at "), "{whole}");
+    assert!(whole.contains("FAIL seed 1: linearizable at "), "{whole}");
     assert!(whole.contains("  the first is seed "), "an exposure line: {whole}");
     // The merge's own line comes before the last; the rest is the hunt's, line for line.
     let mut merged: Vec<&str> = merged.lines().filter(|l| !l.starts_with("merge: ")).collect();

@@ -3,7 +3,7 @@
 //!
 //! Seed 2 of `sink-unfenced`, with the 20 ms heartbeat it was recorded
 //! with, fails twice: c1 stalls holding tok41 of invoice/B-1042 and writes it
-//! at 6760 ms, after c0 wrote tok43.
+//! at 6759 ms, after c0 wrote tok48; the resource accepts it at 6763 ms.
 
 use std::process::{Command, Output};
 
@@ -93,18 +93,18 @@ fn a_filtered_trace_keeps_the_story_and_the_violation_on_one_screen() {
             .collect::<Vec<_>>()
     };
     assert_eq!(tail(&filtered), tail(&full));
-    assert!(filtered.contains("VIOLATION fenced-write at 6765ms"));
+    assert!(filtered.contains("VIOLATION fenced-write at 6763ms"));
     assert!(filtered.contains("trace-hash: "));
 }
 
 #[test]
 fn a_time_window_keeps_only_its_lines_and_implies_the_trace() {
-    let (_, window) = replay(&["--from", "6760", "--to", "6765"]);
+    let (_, window) = replay(&["--from", "6759", "--to", "6764"]);
     let lines = trace_lines(&window);
     assert!(!lines.is_empty(), "{window}");
     for line in &lines {
         let ms: f64 = line.trim_start().split("ms").next().unwrap().parse().unwrap();
-        assert!((6_760.0..=6_765.0).contains(&ms), "{line}");
+        assert!((6_759.0..=6_764.0).contains(&ms), "{line}");
     }
     let (_, none) = replay(&[]);
     assert!(trace_lines(&none).is_empty(), "no filter, no --trace: no trace");
@@ -152,7 +152,7 @@ fn the_json_trace_is_the_told_events() {
     assert!(fields.contains(&serde_json::json!(["token", "tok41"])), "{fields:?}");
     let violations = value["violations"].as_array().expect("a violations array");
     assert_eq!(violations[0]["property"], "fenced-write", "the stale write is the first violation");
-    assert_eq!(violations[0]["tokens"], serde_json::json!([41, 43]));
+    assert_eq!(violations[0]["tokens"], serde_json::json!([41, 48]));
     // Filters apply to the JSON trace too.
     let (_, filtered) = replay(&["--json", "--actor", "c1", "--key", "B-1042", "--to", "6800"]);
     let filtered: serde_json::Value = serde_json::from_str(filtered.trim()).expect("one JSON object");

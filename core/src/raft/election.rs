@@ -72,6 +72,9 @@ impl RaftNode {
         if self.heartbeat_elapsed >= self.config.heartbeat_ticks {
             self.heartbeat_elapsed = 0;
             self.tick_snapshot_waits();
+            for progress in self.progress.values_mut() {
+                progress.loss_check_sent = false;
+            }
             self.broadcast_heartbeat();
         }
     }

@@ -26,6 +26,14 @@ pub(super) struct Progress {
     inflight: VecDeque<LogIndex>,
     /// The follower answered during the current check-quorum window.
     pub(super) recent_active: bool,
+    /// An empty append to reveal lost appends went to the follower since
+    /// the last heartbeat: one per heartbeat interval (the leader's
+    /// `handle_append_response`).
+    pub(super) loss_check_sent: bool,
+    /// The highest commit index the appends sent to the follower could tell
+    /// it (each carries the leader's commit, clamped by the follower to what
+    /// the append covers).
+    pub(super) commit_told: LogIndex,
     /// The life of the follower whose flagged answers count, once it flagged
     /// one in this term (it restarted or was restored); unflagged answers
     /// are then from before that and no longer count.
@@ -72,6 +80,8 @@ impl Progress {
             probe_sent: false,
             inflight: VecDeque::new(),
             recent_active: false,
+            loss_check_sent: false,
+            commit_told: LogIndex(0),
             life: None,
         }
     }
@@ -221,5 +231,7 @@ impl Progress {
         self.next_index = next_index.max(LogIndex(match_index.0 + 1));
         self.probe_sent = false;
         self.inflight.clear();
+        // A new life of the follower knows no commit index yet.
+        self.commit_told = LogIndex(0);
     }
 }

@@ -92,6 +92,7 @@ impl RaftNode {
             read_ctx: self.reads.next_append_seq(),
         };
         self.send(to, body);
+        self.told_commit(to, last_sent);
         let progress = self.progress.get_mut(&to).expect("the leader tracks every peer");
         progress.sent_append(last_sent, entries_len, inflight_max);
         true
@@ -122,6 +123,15 @@ impl RaftNode {
             read_ctx: self.reads.next_append_seq(),
         };
         self.send(to, body);
+        self.told_commit(to, prev_index);
+    }
+
+    /// Notes the commit an append covering the follower's log through
+    /// `covered` tells it: the follower takes the commit only that far.
+    fn told_commit(&mut self, to: NodeId, covered: LogIndex) {
+        let told = self.log.committed.min(covered);
+        let progress = self.progress.get_mut(&to).expect("the leader tracks every peer");
+        progress.commit_told = progress.commit_told.max(told);
     }
 
     /// A snapshot that got no answer within two election timeouts is sent again.
@@ -343,10 +353,26 @@ impl RaftNode {
             // to send: the appends in flight may be lost (a crash, a cut
             // link), and no later append would reveal it. An empty append at
             // `next_index - 1` makes the follower reject and the leader probe
-            // again (etcd answers every heartbeat response so).
-            if !sent && !moved && match_index < self.log.last_index() {
+            // again. Once per heartbeat interval, as etcd does on heartbeat
+            // answers alone: after every answer, each check's own answer
+            // (which moves nothing while later appends are in flight) sent
+            // the next, and a busy leader exchanged about twenty empty
+            // appends per entry with each follower.
+            let progress = self.progress.get_mut(&from).expect("the leader tracks every peer");
+            if !sent && !moved && match_index < self.log.last_index() && !progress.loss_check_sent {
+                progress.loss_check_sent = true;
                 self.probe(Probe::EmptyAppendRevealsLoss);
                 self.send_append(from, true);
+            } else if !sent
+                && self.log.committed.min(progress.match_index) > progress.commit_told
+                && self.log.term(progress.match_index).is_some()
+            {
+                // The follower now holds committed entries that no append
+                // told it were committed (the commit went out while its
+                // append was in flight): tell it now rather than at the
+                // next heartbeat (etcd's `CanBumpCommit`). Not below a
+                // compaction: a heartbeat there is at index 0 and tells nothing.
+                self.send_heartbeat(from);
             }
         } else if progress.reject(match_index, probe_from) {
             self.send_append(from, true);

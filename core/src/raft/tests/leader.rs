@@ -391,3 +391,73 @@ fn an_answer_not_counted_for_replication_still_confirms_a_read() {
     node.step(ack(FOLLOWER_B, 1, 0, heartbeat));
     assert_eq!(drain(&mut node).read_states, vec![ReadState { ctx: 46, commit: LogIndex(1) }]);
 }
+
+/// The empty appends (heartbeats and checks) sent to `peer`, as
+/// (previous index, commit) pairs.
+fn empty_appends_to(drained: &Drained, peer: NodeId) -> Vec<(u64, u64)> {
+    let to_peer = drained.messages.iter().filter(|message| message.to == peer);
+    to_peer
+        .filter_map(|message| match &message.body {
+            MessageBody::Append { prev_index, entries, commit, .. } if entries.is_empty() => {
+                Some((prev_index.0, commit.0))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// While appends are in flight, an answer that moves nothing makes the
+/// leader check for lost appends with an empty one at the follower's next
+/// index, but once per heartbeat interval: the check's own answer moves
+/// nothing either while later appends are in flight, and answering it
+/// again made a busy leader trade about twenty empty appends per entry
+/// with each follower.
+#[test]
+fn a_busy_leader_checks_for_lost_appends_once_per_heartbeat() {
+    let mut node = leader(|_| {});
+    node.step(ack(FOLLOWER_A, 1, 1, 0));
+    drain(&mut node);
+    propose(&mut node, 2);
+    drain(&mut node);
+    // A's answer to an earlier heartbeat: entry 2 is in flight, unacknowledged.
+    node.step(ack(FOLLOWER_A, 1, 1, 0));
+    assert_eq!(empty_appends_to(&drain(&mut node), FOLLOWER_A), vec![(2, 1)], "one check, at entry 2");
+    for token in 3..=6 {
+        propose(&mut node, token);
+        drain(&mut node);
+        node.step(ack(FOLLOWER_A, 1, 1, 0));
+        assert_eq!(empty_appends_to(&drain(&mut node), FOLLOWER_A), vec![], "no second check before a heartbeat");
+    }
+    let heartbeat_ticks = Config::standard(NodeId(0), vec![NodeId(0), FOLLOWER_A, FOLLOWER_B]).heartbeat_ticks;
+    let mut ticked = Drained::default();
+    for _ in 0..heartbeat_ticks {
+        node.tick();
+        ticked.messages.extend(drain(&mut node).messages);
+    }
+    assert_eq!(empty_appends_to(&ticked, FOLLOWER_A), vec![(1, 1)], "the heartbeat, at A's match");
+    node.step(ack(FOLLOWER_A, 1, 1, 0));
+    assert_eq!(empty_appends_to(&drain(&mut node), FOLLOWER_A), vec![(6, 1)], "the next interval's check");
+}
+
+/// A follower whose append was in flight when its entry committed learns
+/// the commit as soon as it acknowledges the entry, not at the next
+/// heartbeat: the commit's broadcast reached it at its old match, which
+/// tells it nothing new.
+#[test]
+fn a_follower_that_acknowledges_after_the_commit_is_told_it_at_once() {
+    let mut node = leader(|_| {});
+    node.step(ack(FOLLOWER_A, 1, 1, 0));
+    node.step(ack(FOLLOWER_B, 1, 1, 0));
+    drain(&mut node);
+    propose(&mut node, 2);
+    drain(&mut node);
+    node.step(ack(FOLLOWER_A, 1, 2, 0));
+    assert_eq!(node.commit_index(), LogIndex(2));
+    let broadcast = drain(&mut node);
+    assert_eq!(empty_appends_to(&broadcast, FOLLOWER_B), vec![(1, 2)], "B gets the commit at its match, 1");
+    node.step(ack(FOLLOWER_B, 1, 2, 0));
+    assert_eq!(empty_appends_to(&drain(&mut node), FOLLOWER_B), vec![(2, 2)], "told at its new match");
+    // Told: a repeated answer sends nothing more.
+    node.step(ack(FOLLOWER_B, 1, 2, 0));
+    assert_eq!(empty_appends_to(&drain(&mut node), FOLLOWER_B), vec![]);
+}
