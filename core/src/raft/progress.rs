@@ -32,7 +32,7 @@ pub(super) struct Progress {
     pub(super) loss_check_sent: bool,
     /// The highest commit index the appends sent to the follower could tell
     /// it (each carries the leader's commit, clamped by the follower to what
-    /// the append covers).
+    /// the append covers): [`Progress::told_commit`].
     pub(super) commit_told: LogIndex,
     /// The life of the follower whose flagged answers count, once it flagged
     /// one in this term (it restarted or was restored); unflagged answers
@@ -113,6 +113,12 @@ impl Progress {
             }
             ProgressState::Snapshot { .. } => unreachable!("no append is sent while a snapshot is pending"),
         }
+    }
+
+    /// Notes that an append told the follower the commit `told` (the
+    /// leader's commit clamped to what the append covers).
+    pub(super) fn told_commit(&mut self, told: LogIndex) {
+        self.commit_told = self.commit_told.max(told);
     }
 
     /// A successful acknowledgement up to `index`; true if the match moved.

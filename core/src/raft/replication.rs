@@ -92,8 +92,9 @@ impl RaftNode {
             read_ctx: self.reads.next_append_seq(),
         };
         self.send(to, body);
-        self.told_commit(to, last_sent);
+        let committed = self.log.committed;
         let progress = self.progress.get_mut(&to).expect("the leader tracks every peer");
+        progress.told_commit(committed.min(last_sent));
         progress.sent_append(last_sent, entries_len, inflight_max);
         true
     }
@@ -110,11 +111,7 @@ impl RaftNode {
     /// (the follower clamps it to the match) and the latest read-index round.
     fn send_heartbeat(&mut self, to: NodeId) {
         let match_index = self.progress.get(&to).expect("the leader tracks every peer").match_index;
-        // Below a compaction the term is gone; index 0 always matches.
-        let (prev_index, prev_term) = match self.log.term(match_index) {
-            Some(term) => (match_index, term),
-            None => (LogIndex(0), Term(0)),
-        };
+        let (prev_index, prev_term) = self.heartbeat_prev(match_index);
         let body = MessageBody::Append {
             prev_index,
             prev_term,
@@ -123,15 +120,18 @@ impl RaftNode {
             read_ctx: self.reads.next_append_seq(),
         };
         self.send(to, body);
-        self.told_commit(to, prev_index);
+        let committed = self.log.committed;
+        self.progress.get_mut(&to).expect("the leader tracks every peer").told_commit(committed.min(prev_index));
     }
 
-    /// Notes the commit an append covering the follower's log through
-    /// `covered` tells it: the follower takes the commit only that far.
-    fn told_commit(&mut self, to: NodeId, covered: LogIndex) {
-        let told = self.log.committed.min(covered);
-        let progress = self.progress.get_mut(&to).expect("the leader tracks every peer");
-        progress.commit_told = progress.commit_told.max(told);
+    /// Where a heartbeat to a follower matching through `match_index` goes:
+    /// at the match, or below a compaction (its term gone) at index 0,
+    /// which always matches.
+    fn heartbeat_prev(&self, match_index: LogIndex) -> (LogIndex, Term) {
+        match self.log.term(match_index) {
+            Some(term) => (match_index, term),
+            None => (LogIndex(0), Term(0)),
+        }
     }
 
     /// A snapshot that got no answer within two election timeouts is sent again.
@@ -359,19 +359,16 @@ impl RaftNode {
             // the next, and a busy leader exchanged about twenty empty
             // appends per entry with each follower.
             let progress = self.progress.get_mut(&from).expect("the leader tracks every peer");
+            let (match_now, commit_told) = (progress.match_index, progress.commit_told);
             if !sent && !moved && match_index < self.log.last_index() && !progress.loss_check_sent {
                 progress.loss_check_sent = true;
                 self.probe(Probe::EmptyAppendRevealsLoss);
                 self.send_append(from, true);
-            } else if !sent
-                && self.log.committed.min(progress.match_index) > progress.commit_told
-                && self.log.term(progress.match_index).is_some()
-            {
+            } else if !sent && self.log.committed.min(self.heartbeat_prev(match_now).0) > commit_told {
                 // The follower now holds committed entries that no append
                 // told it were committed (the commit went out while its
-                // append was in flight): tell it now rather than at the
-                // next heartbeat (etcd's `CanBumpCommit`). Not below a
-                // compaction: a heartbeat there is at index 0 and tells nothing.
+                // append was in flight): a heartbeat tells it now rather
+                // than at the next interval (etcd's `CanBumpCommit`).
                 self.send_heartbeat(from);
             }
         } else if progress.reject(match_index, probe_from) {
