@@ -90,6 +90,9 @@ pub struct Status {
     pub token_last: Token,
     pub locks: Vec<LockRow>,
     pub local_ms: u64,
+    /// Raft messages this process has queued for its peers since it
+    /// started: with the commit index, what replication costs per entry.
+    pub raft_sent: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -186,6 +186,8 @@ struct Node {
     cut_to: BTreeSet<NodeId>,
     history: HistoryWriter,
     soft: SoftState,
+    /// Raft messages queued for peers since this process started (`Status::raft_sent`).
+    raft_sent: u64,
 }
 
 /// Runs the server until SIGTERM or SIGINT (then `Ok`) or a disk failure.
@@ -211,6 +213,7 @@ pub async fn run(prepared: Prepared) -> Result<(), ServeError> {
         cut_to: BTreeSet::new(),
         history,
         soft,
+        raft_sent: 0,
     };
     node.record(EventKind::Restarted { actor: format!("server {}", id.0) });
     node.record(EventKind::SnapshotInstalled { node: id, index: snapshot_index, token_last, locks });
@@ -433,6 +436,7 @@ impl Node {
                 })
                 .collect(),
             local_ms: self.now_local_ms(),
+            raft_sent: self.raft_sent,
         }
     }
 
@@ -520,7 +524,9 @@ impl Node {
             let Some(link) = self.peers.get(&message.to) else { continue };
             if let Some(bytes) = net::encode(&NodeFrame::Lock(Envelope::Raft(message))) {
                 // A full queue drops the message: Raft resends what matters.
-                let _ = link.send(bytes);
+                if link.send(bytes) {
+                    self.raft_sent += 1;
+                }
             }
         }
     }

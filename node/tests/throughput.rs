@@ -4,7 +4,8 @@
 //! binary the load starts with the real runs, in the background, beside
 //! them and the B-1042 stories but beside no test that drives a cluster and
 //! times it (it holds `common::serial`'s lock); the test takes its result.
-//! Its throughput is printed (run with `--nocapture`), never asserted.
+//! Its throughput is printed (run with `--nocapture`), never asserted; the
+//! Raft messages the servers sent per committed entry are printed and bounded.
 
 use crate::common;
 
@@ -28,6 +29,27 @@ const LEASE_MS: u64 = 20_000;
 /// How long an acquire waits in the key's queue: shorter than the lease, so
 /// a grant is still believed when it arrives (the belief counts from the send).
 const WAIT_MS: u64 = 10_000;
+
+/// The most Raft messages per committed entry the whole cluster may send
+/// under the load. An entry costs an append to each of the two followers
+/// and their answers, and the commit told to each (by the next append, or
+/// by a heartbeat and its answer); the load measures 10 to 12, heartbeats
+/// and checks for lost appends included. A leader that checked every
+/// follower with appends in flight for lost ones on every answer sent 80 to
+/// 110. A count, not a timing: it holds on a slow machine as on a fast one.
+const RAFT_MESSAGES_PER_ENTRY_MAX: f64 = 20.0;
+
+/// The Raft messages every server has sent since it started, per entry the
+/// leader has committed (its no-op and every grant, release and expiry).
+async fn raft_messages_per_entry(cluster: &TestCluster) -> f64 {
+    let statuses: Vec<_> = fencelock_node::cluster::statuses(&cluster.cluster).await;
+    let statuses: Vec<_> =
+        statuses.into_iter().map(|status| status.expect("every server answers its status")).collect();
+    let sent: u64 = statuses.iter().map(|status| status.raft_sent).sum();
+    let committed = statuses.iter().map(|status| status.commit_index.0).max().unwrap_or(0);
+    assert!(committed > 0, "the leader committed entries: {statuses:?}");
+    sent as f64 / committed as f64
+}
 
 /// The "resource": tokens written per key, in the order the writes happened.
 type Writes = Arc<Mutex<BTreeMap<Key, Vec<Token>>>>;
@@ -89,8 +111,15 @@ fn load() -> String {
         let elapsed = start.elapsed();
         let total: usize = writes.lock().expect("writes").values().map(Vec::len).sum();
         assert_eq!(total, CLIENTS * cycles);
+        let per_entry = raft_messages_per_entry(&cluster).await;
+        assert!(
+            per_entry <= RAFT_MESSAGES_PER_ENTRY_MAX,
+            "{per_entry:.1} Raft messages per committed entry, more than {RAFT_MESSAGES_PER_ENTRY_MAX}: \
+             the servers replicate with far more messages than an entry needs"
+        );
         format!(
-            "{CLIENTS} clients x {cycles} acquire/write/release cycles on {KEYS} keys: {:.2} s ({:.0} cycles/s)",
+            "{CLIENTS} clients x {cycles} acquire/write/release cycles on {KEYS} keys: {:.2} s ({:.0} cycles/s), \
+             {per_entry:.1} Raft messages per committed entry",
             elapsed.as_secs_f64(),
             total as f64 / elapsed.as_secs_f64()
         )
