@@ -19,6 +19,11 @@ const SCHEMA: &str = include_str!("../../sql/postgres.sql");
 const SELECT_META_SHARED: &str = "SELECT restored, stale_through_new FROM resource_meta WHERE id = 1 FOR SHARE";
 const SELECT_META_ALONE: &str = "SELECT restored, stale_through_new FROM resource_meta WHERE id = 1 FOR UPDATE";
 const SELECT_META: &str = "SELECT restored, stale_through_new FROM resource_meta WHERE id = 1";
+const SELECT_KEYS: &str =
+    "SELECT key, fence_token, fence_client, fence_request, stale_through, value FROM resource_key";
+const SELECT_LINES: &str = "SELECT key, token, line FROM ledger_line ORDER BY key, seq";
+const SELECT_CLIENTS: &str = "SELECT client, forgotten_max FROM answered_client";
+const SELECT_ANSWERS: &str = "SELECT client, request, verdict, highest FROM answered_write";
 const INSERT_CLIENT: &str = "INSERT INTO answered_client (client) VALUES ($1) ON CONFLICT DO NOTHING";
 const SELECT_CLIENT: &str = "SELECT forgotten_max FROM answered_client WHERE client = $1 FOR UPDATE";
 const SELECT_ANSWER: &str = "SELECT verdict, highest FROM answered_write WHERE client = $1 AND request = $2";
@@ -68,6 +73,8 @@ pub struct PostgresResource {
     client: Client,
     /// The write path's statements, prepared on this connection.
     statements: Statements,
+    /// The image's reads, prepared on this connection at its first image.
+    reads: Option<Reads>,
     variant: Variant,
 }
 
@@ -111,6 +118,30 @@ impl Statements {
     }
 }
 
+/// The statements that read the image (and whether it awaits a floor),
+/// prepared once per connection, at the first read: a connection that only
+/// writes never needs them, and one that reads the image after every step
+/// (the differential test) parses them once instead of on every read.
+struct Reads {
+    meta: Statement,
+    keys: Statement,
+    lines: Statement,
+    clients: Statement,
+    answers: Statement,
+}
+
+impl Reads {
+    async fn prepare(client: &Client) -> Result<Reads, tokio_postgres::Error> {
+        Ok(Reads {
+            meta: client.prepare(SELECT_META).await?,
+            keys: client.prepare(SELECT_KEYS).await?,
+            lines: client.prepare(SELECT_LINES).await?,
+            clients: client.prepare(SELECT_CLIENTS).await?,
+            answers: client.prepare(SELECT_ANSWERS).await?,
+        })
+    }
+}
+
 impl PostgresResource {
     pub(super) async fn open(url: &str, variant: Variant) -> Result<PostgresResource, ResourceError> {
         let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
@@ -123,7 +154,7 @@ impl PostgresResource {
         });
         client.batch_execute(SCHEMA).await?;
         let statements = Statements::prepare(&client).await?;
-        Ok(PostgresResource { client, statements, variant })
+        Ok(PostgresResource { client, statements, reads: None, variant })
     }
 
     pub(super) async fn write(&mut self, write: &Write) -> Result<WriteVerdict, ResourceError> {
@@ -223,8 +254,17 @@ impl PostgresResource {
         Ok(())
     }
 
+    /// The image's reads, prepared at the first call on this connection.
+    async fn reads(&mut self) -> Result<&Reads, tokio_postgres::Error> {
+        if self.reads.is_none() {
+            self.reads = Some(Reads::prepare(&self.client).await?);
+        }
+        Ok(self.reads.as_ref().expect("prepared just above"))
+    }
+
     pub(super) async fn awaiting_floor(&mut self) -> Result<Option<u64>, ResourceError> {
-        let restored: Option<i64> = self.client.query_one(SELECT_META, &[]).await?.get(0);
+        let meta = self.reads().await?.meta.clone();
+        let restored: Option<i64> = self.client.query_one(&meta, &[]).await?.get(0);
         restored.map(|restore| from_sql(restore, "restore")).transpose()
     }
 
@@ -256,6 +296,8 @@ impl PostgresResource {
     }
 
     pub(super) async fn image(&mut self) -> Result<Image, ResourceError> {
+        self.reads().await?;
+        let reads = self.reads.as_ref().expect("prepared just above");
         // One snapshot for every table, without blocking writes.
         let tx = self
             .client
@@ -264,7 +306,7 @@ impl PostgresResource {
             .read_only(true)
             .start()
             .await?;
-        let image = read_image(&tx).await?;
+        let image = read_image(&tx, reads).await?;
         tx.commit().await?;
         Ok(image)
     }
@@ -310,15 +352,14 @@ async fn remember(
 }
 
 /// Every table, read in one transaction.
-async fn read_image(tx: &Transaction<'_>) -> Result<Image, ResourceError> {
+async fn read_image(tx: &Transaction<'_>, reads: &Reads) -> Result<Image, ResourceError> {
     let mut image = Image::default();
-    let meta = tx.query_one(SELECT_META, &[]).await?;
+    let meta = tx.query_one(&reads.meta, &[]).await?;
     let (restored, stale_through_new): (Option<i64>, Option<i64>) = (meta.get(0), meta.get(1));
     image.restored = restored.map(|restore| from_sql(restore, "restore")).transpose()?;
     image.stale_through_new =
         stale_through_new.map(|token| from_sql(token, "stale_through_new")).transpose()?.map(Token);
-    let keys = "SELECT key, fence_token, fence_client, fence_request, stale_through, value FROM resource_key";
-    for row in tx.query(keys, &[]).await? {
+    for row in tx.query(&reads.keys, &[]).await? {
         let stale_through: Option<i64> = row.get(4);
         let record = KeyImage {
             fence: fence_of_row(row.get(1), row.get(2), row.get(3))?,
@@ -328,7 +369,7 @@ async fn read_image(tx: &Transaction<'_>) -> Result<Image, ResourceError> {
         };
         image.keys.insert(Key::new(row.get::<_, String>(0)), record);
     }
-    for row in tx.query("SELECT key, token, line FROM ledger_line ORDER BY key, seq", &[]).await? {
+    for row in tx.query(&reads.lines, &[]).await? {
         let token = Token(from_sql(row.get(1), "ledger token")?);
         let record = image
             .keys
@@ -336,12 +377,12 @@ async fn read_image(tx: &Transaction<'_>) -> Result<Image, ResourceError> {
             .ok_or_else(|| ResourceError::Corrupt("a line without its key".into()))?;
         record.ledger.push((token, row.get(2)));
     }
-    for row in tx.query("SELECT client, forgotten_max FROM answered_client", &[]).await? {
+    for row in tx.query(&reads.clients, &[]).await? {
         let forgotten_max: Option<i64> = row.get(1);
         let forgotten_max = forgotten_max.map(|request| from_sql(request, "forgotten_max")).transpose()?.map(RequestId);
         image.clients.insert(client_of(row.get(0))?, ClientImage { forgotten_max, ..ClientImage::default() });
     }
-    for row in tx.query("SELECT client, request, verdict, highest FROM answered_write", &[]).await? {
+    for row in tx.query(&reads.answers, &[]).await? {
         let request = RequestId(from_sql(row.get(1), "request")?);
         let verdict = verdict_of_row(row.get(2), row.get(3))?;
         image.clients.entry(client_of(row.get(0))?).or_default().verdicts.insert(request, verdict);

@@ -200,13 +200,22 @@ static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(())
 /// the first case that panics fails the test with its own message.
 async fn run_cases(target: Target, seeds: &[u64], variant: Variant) {
     let _one = ONE_AT_A_TIME.lock().await;
+    let urls = match &target {
+        Target::Sqlite => vec![None; seeds.len()],
+        Target::Postgres(base) => {
+            let schemas: Vec<String> =
+                seeds.iter().map(|seed| format!("diff_{}_{seed}", variant.name().replace('-', "_"))).collect();
+            let schemas: Vec<&str> = schemas.iter().map(String::as_str).collect();
+            support::fresh_postgres_urls(base, &schemas).await.into_iter().map(Some).collect()
+        }
+    };
     let mut running = tokio::task::JoinSet::new();
-    for &seed in seeds {
+    for (&seed, url) in seeds.iter().zip(urls) {
         if running.len() >= CASES_IN_FLIGHT {
             finish(running.join_next().await);
         }
         let target = target.clone();
-        running.spawn(async move { run_case(&target, seed, variant).await });
+        running.spawn(async move { run_case(&target, url, seed, variant).await });
     }
     while let Some(done) = running.join_next().await {
         finish(Some(done));
@@ -231,15 +240,11 @@ fn scratch_dir() -> tempfile::TempDir {
     dir.or_else(|_| tempfile::tempdir()).expect("a temporary directory")
 }
 
-/// Runs one seed on `target` under `variant`; panics with the line to reproduce it on a difference.
-async fn run_case(target: &Target, seed: u64, variant: Variant) {
+/// Runs one seed on `target` under `variant` (a PostgreSQL case at `url`,
+/// in its fresh schema); panics with the line to reproduce it on a difference.
+async fn run_case(target: &Target, url: Option<String>, seed: u64, variant: Variant) {
     let dir = scratch_dir();
-    let url = match target {
-        Target::Sqlite => format!("sqlite:{}", dir.path().join("shop.db").display()),
-        Target::Postgres(base) => {
-            support::fresh_postgres_url(base, &format!("diff_{}_{seed}", variant.name().replace('-', "_"))).await
-        }
-    };
+    let url = url.unwrap_or_else(|| format!("sqlite:{}", dir.path().join("shop.db").display()));
     let reproduce = format!(
         "reproduce with: FENCELOCK_SEED={seed} cargo test -p fencelock-node --test integration in_process::resource_differential::{} (variant {})",
         target.name(),

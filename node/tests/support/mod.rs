@@ -27,17 +27,30 @@ pub fn postgres_url() -> Option<String> {
 /// `schema`, so that tests running at once (and runs one after another) do
 /// not see each other's rows.
 pub async fn fresh_postgres_url(base: &str, schema: &str) -> String {
-    assert!(schema.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'), "a plain schema name");
+    let mut urls = fresh_postgres_urls(base, &[schema]).await;
+    urls.pop().expect("one schema, one URL")
+}
+
+/// [`fresh_postgres_url`] for each of `schemas`, made over one connection
+/// (a connection is a new server process: a run of many cases made one per
+/// case and spent a share of its time starting them).
+pub async fn fresh_postgres_urls(base: &str, schemas: &[&str]) -> Vec<String> {
+    let plain = |schema: &str| schema.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    assert!(schemas.iter().all(|schema| plain(schema)), "plain schema names: {schemas:?}");
     let (client, connection) = tokio_postgres::connect(base, tokio_postgres::NoTls)
         .await
         .unwrap_or_else(|error| panic!("cannot connect to {POSTGRES_URL_VAR}={base}: {error}"));
     let task = tokio::spawn(connection);
+    let statements: String = schemas
+        .iter()
+        .map(|schema| format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema};"))
+        .collect();
     client
-        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"))
+        .batch_execute(&statements)
         .await
-        .unwrap_or_else(|error| panic!("cannot create schema {schema}: {error}"));
+        .unwrap_or_else(|error| panic!("cannot create schemas {schemas:?}: {error}"));
     drop(client);
     let _ = task.await;
     let separator = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{separator}options=-c%20search_path%3D{schema}")
+    schemas.iter().map(|schema| format!("{base}{separator}options=-c%20search_path%3D{schema}")).collect()
 }
