@@ -4,58 +4,178 @@
 //!
 //! Every index above the state's horizon is held (`state.rs`, `Horizon`),
 //! a window of a few thousand whose width the faults decide (a server down
-//! or an old backup holds the horizon back), so each is held once and
-//! densely: a block of `BLOCK_INDICES` slots per stretch of the log, one
-//! slot an index with the entry's command and, where the node whose entry
-//! it is applied the first command there, that command's result. Two maps
-//! by index, one for the entries and one for the commands, each with its
-//! own copy of the command, took three times the memory.
+//! or an old backup holds the horizon back), and the longer a run, the
+//! wider the widest window it meets. So each index is one record of a
+//! [`PackedMap`] (`packed.rs`): the first applies come in index order, and
+//! an entry is a few small numbers close to the one before it (the same
+//! term, node and key, a request or token a little higher), about a dozen
+//! bytes where a slot holding the command took eighty. The newest records,
+//! the ones the other servers apply next, are kept unpacked.
 
-use fencelock::{ApplyResult, Command, LogIndex, NodeId, Term};
+use super::keys::Keys;
+use super::packed::{put, put_change, take_change, take_u32, Pack, PackedMap};
+use fencelock::{ApplyResult, ClientId, Command, Decline, Holder, LogIndex, NodeId, RequestId, Term, Token};
 use std::collections::BTreeMap;
 
-/// The log indices a block holds.
-const BLOCK_INDICES: u64 = 64;
-
 /// The first entry of an index, commands and no-ops alike.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct FirstEntry<'a> {
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct FirstEntry {
     pub node: NodeId,
     pub term: Term,
     /// `None` for a no-op.
-    pub command: Option<&'a Command>,
+    pub command: Option<Command>,
 }
 
-impl FirstEntry<'_> {
+impl FirstEntry {
     /// What was applied, for a violation's sentence.
     pub fn what(&self) -> String {
-        super::state::describe_payload(self.command, self.term)
+        super::state::describe_payload(self.command.as_ref(), self.term)
     }
 }
 
 /// The first command applied at an index, and its result.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct AppliedEntry<'a> {
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct AppliedEntry {
     pub node: NodeId,
-    pub command: &'a Command,
+    pub command: Command,
     pub result: ApplyResult,
 }
 
-/// One index's first entry.
-#[derive(Clone, Debug)]
-struct Slot {
+/// One index's first entry, its key by number in [`FirstEntries::keys`].
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Record {
     node: NodeId,
     term: Term,
-    command: Option<Command>,
+    /// What the entry is ([`Record::NOOP`], …) with its decline reason.
+    kind: u8,
+    key: u32,
+    client: u32,
+    request: u64,
+    /// A grant's lease, a release's or expiry's token.
+    number: u64,
     /// The result of the first command applied here, when that is this
-    /// entry's own apply (the first node to apply the index applied a command).
-    result: Option<ApplyResult>,
+    /// entry's own apply (the first node to apply the index applied a
+    /// command), as [`result_code`] writes it; 0 for none.
+    result: u8,
+    /// A granted result's token.
+    granted: u64,
+}
+
+impl Record {
+    const NOOP: u8 = 0;
+    const GRANT: u8 = 1;
+    const RELEASE: u8 = 2;
+    const EXPIRE: u8 = 3;
+    const DECLINE_BUSY: u8 = 4;
+    const DECLINE_TIMED_OUT: u8 = 5;
+
+    fn noop(node: NodeId, term: Term) -> Record {
+        Record { node, term, kind: Record::NOOP, ..Record::default() }
+    }
+
+    fn command(node: NodeId, term: Term, command: &Command, result: Option<ApplyResult>, keys: &mut Keys) -> Record {
+        let key = keys.number(command.key());
+        let (kind, holder, number) = match command {
+            Command::Grant { lease_ms, holder, .. } => (Record::GRANT, Some(holder), *lease_ms),
+            Command::Release { token, holder, .. } => (Record::RELEASE, Some(holder), token.0),
+            Command::Expire { token, .. } => (Record::EXPIRE, None, token.0),
+            Command::Decline { holder, reason: Decline::Busy, .. } => (Record::DECLINE_BUSY, Some(holder), 0),
+            Command::Decline { holder, reason: Decline::TimedOut, .. } => (Record::DECLINE_TIMED_OUT, Some(holder), 0),
+        };
+        let (client, request) = holder.map_or((0, 0), |holder| (holder.client.0, holder.request.0));
+        let (result, granted) = result.map_or((0, 0), result_code);
+        Record { node, term, kind, key, client, request, number, result, granted }
+    }
+
+    /// The command, `None` for a no-op.
+    fn to_command(self, keys: &Keys) -> Option<Command> {
+        if self.kind == Record::NOOP {
+            return None;
+        }
+        let key = keys.name(self.key).clone();
+        let holder = Holder { client: ClientId(self.client), request: RequestId(self.request) };
+        Some(match self.kind {
+            Record::GRANT => Command::Grant { key, lease_ms: self.number, holder },
+            Record::RELEASE => Command::Release { key, token: Token(self.number), holder },
+            Record::EXPIRE => Command::Expire { key, token: Token(self.number) },
+            Record::DECLINE_BUSY => Command::Decline { key, holder, reason: Decline::Busy },
+            _ => Command::Decline { key, holder, reason: Decline::TimedOut },
+        })
+    }
+
+    fn result(self) -> Option<ApplyResult> {
+        Some(match self.result {
+            0 => return None,
+            1 => ApplyResult::Granted { token: Token(self.granted) },
+            2 => ApplyResult::GrantRejected,
+            3 => ApplyResult::Released,
+            4 => ApplyResult::NotFound,
+            5 => ApplyResult::Expired { existed: true },
+            6 => ApplyResult::Expired { existed: false },
+            7 => ApplyResult::Declined { reason: Decline::Busy },
+            8 => ApplyResult::Declined { reason: Decline::TimedOut },
+            _ => ApplyResult::Noop,
+        })
+    }
+}
+
+/// A result as a code from 1 (what [`Record::result`] reads), and a granted token.
+fn result_code(result: ApplyResult) -> (u8, u64) {
+    match result {
+        ApplyResult::Granted { token } => (1, token.0),
+        ApplyResult::GrantRejected => (2, 0),
+        ApplyResult::Released => (3, 0),
+        ApplyResult::NotFound => (4, 0),
+        ApplyResult::Expired { existed: true } => (5, 0),
+        ApplyResult::Expired { existed: false } => (6, 0),
+        ApplyResult::Declined { reason: Decline::Busy } => (7, 0),
+        ApplyResult::Declined { reason: Decline::TimedOut } => (8, 0),
+        ApplyResult::Noop => (9, 0),
+    }
+}
+
+impl Pack for Record {
+    fn pack(&self, before: &Self, bytes: &mut Vec<u8>) {
+        bytes.extend([self.node.0, self.kind, self.result]);
+        put_change(bytes, self.term.0, before.term.0);
+        if self.kind == Record::NOOP {
+            return;
+        }
+        put(bytes, u64::from(self.key));
+        put(bytes, u64::from(self.client));
+        put_change(bytes, self.request, before.request);
+        put_change(bytes, self.number, before.number);
+        if self.result == 1 {
+            put_change(bytes, self.granted, before.granted);
+        }
+    }
+
+    fn unpack(before: &Self, bytes: &[u8], at: &mut usize) -> Self {
+        let [node, kind, result] = [bytes[*at], bytes[*at + 1], bytes[*at + 2]];
+        *at += 3;
+        let term = Term(take_change(bytes, at, before.term.0));
+        let mut record = Record { node: NodeId(node), term, kind, result, ..Record::default() };
+        if kind == Record::NOOP {
+            return record;
+        }
+        record.key = take_u32(bytes, at);
+        record.client = take_u32(bytes, at);
+        record.request = take_change(bytes, at, before.request);
+        record.number = take_change(bytes, at, before.number);
+        if result == 1 {
+            record.granted = take_change(bytes, at, before.granted);
+        }
+        record
+    }
 }
 
 #[derive(Debug, Default)]
 pub(crate) struct FirstEntries {
-    /// Slots by block (index / `BLOCK_INDICES`).
-    blocks: BTreeMap<u64, Box<[Option<Slot>]>>,
+    records: PackedMap<LogIndex, Record>,
+    /// The keys the records name, by number.
+    keys: Keys,
+    /// Indices at or below are forgotten (a block may still hold some).
+    forgotten_to: LogIndex,
     /// The first command applied at an index whose first entry is a no-op:
     /// the nodes disagree there, and later commands are still compared
     /// with the first command (rare: a faulty run's divergence).
@@ -63,44 +183,38 @@ pub(crate) struct FirstEntries {
 }
 
 impl FirstEntries {
-    fn slot(&self, index: LogIndex) -> Option<&Slot> {
-        let block = self.blocks.get(&(index.0 / BLOCK_INDICES))?;
-        block[(index.0 % BLOCK_INDICES) as usize].as_ref()
+    fn record(&self, index: LogIndex) -> Option<Record> {
+        (index > self.forgotten_to).then(|| self.records.get(index)).flatten()
     }
 
     /// The first entry applied at `index`.
-    pub fn entry(&self, index: LogIndex) -> Option<FirstEntry<'_>> {
-        let slot = self.slot(index)?;
-        Some(FirstEntry { node: slot.node, term: slot.term, command: slot.command.as_ref() })
+    pub fn entry(&self, index: LogIndex) -> Option<FirstEntry> {
+        let record = self.record(index)?;
+        Some(FirstEntry { node: record.node, term: record.term, command: record.to_command(&self.keys) })
     }
 
     /// The first command applied at `index`, and its result.
-    pub fn applied(&self, index: LogIndex) -> Option<AppliedEntry<'_>> {
-        if let Some(Slot { node, command: Some(command), result: Some(result), .. }) = self.slot(index) {
-            return Some(AppliedEntry { node: *node, command, result: *result });
+    pub fn applied(&self, index: LogIndex) -> Option<AppliedEntry> {
+        if let Some(record) = self.record(index) {
+            if let (Some(command), Some(result)) = (record.to_command(&self.keys), record.result()) {
+                return Some(AppliedEntry { node: record.node, command, result });
+            }
         }
         let (node, command, result) = self.applied_apart.get(&index)?;
-        Some(AppliedEntry { node: *node, command, result: *result })
+        Some(AppliedEntry { node: *node, command: command.clone(), result: *result })
     }
 
-    /// The slot of `index`, its block made if it has none.
-    fn slot_mut(&mut self, index: LogIndex) -> &mut Option<Slot> {
-        let block = self
-            .blocks
-            .entry(index.0 / BLOCK_INDICES)
-            .or_insert_with(|| vec![None; BLOCK_INDICES as usize].into_boxed_slice());
-        &mut block[(index.0 % BLOCK_INDICES) as usize]
+    /// Whether `index` has its first command applied: [`FirstEntries::applied`]
+    /// without making the command.
+    pub fn has_applied(&self, index: LogIndex) -> bool {
+        self.record(index).is_some_and(|record| record.kind != Record::NOOP && record.result != 0)
+            || self.applied_apart.contains_key(&index)
     }
 
     /// Records a no-op applied at `index` as its first entry, unless it has
     /// one; true if this is the first.
     pub fn record_noop(&mut self, index: LogIndex, node: NodeId, term: Term) -> bool {
-        let slot = self.slot_mut(index);
-        if slot.is_some() {
-            return false;
-        }
-        *slot = Some(Slot { node, term, command: None, result: None });
-        true
+        index > self.forgotten_to && self.records.insert(index, Record::noop(node, term))
     }
 
     /// Records `command` applied at `index` by `node`: as the index's first
@@ -115,11 +229,13 @@ impl FirstEntries {
         command: &Command,
         first_result: Option<ApplyResult>,
     ) -> bool {
-        debug_assert!(first_result.is_none() || self.applied(index).is_none(), "{index} has its first command");
-        let slot = self.slot_mut(index);
-        if slot.is_none() {
-            *slot = Some(Slot { node, term, command: Some(command.clone()), result: first_result });
-            return true;
+        debug_assert!(first_result.is_none() || !self.has_applied(index), "{index} has its first command");
+        if index <= self.forgotten_to {
+            return false;
+        }
+        if self.records.get(index).is_none() {
+            let record = Record::command(node, term, command, first_result, &mut self.keys);
+            return self.records.insert(index, record);
         }
         if let Some(result) = first_result {
             self.applied_apart.insert(index, (node, command.clone(), result));
@@ -127,43 +243,102 @@ impl FirstEntries {
         false
     }
 
-    /// Forgets every index at or below `to`.
+    /// Forgets every index at or below `to`: later applies there are not recorded.
     pub fn forget_to(&mut self, to: LogIndex) {
-        let above = to.0 + 1;
-        self.blocks = self.blocks.split_off(&(above / BLOCK_INDICES));
-        if let Some(block) = self.blocks.get_mut(&(above / BLOCK_INDICES)) {
-            block[..(above % BLOCK_INDICES) as usize].fill(None);
-        }
-        self.applied_apart = self.applied_apart.split_off(&LogIndex(above));
+        self.forgotten_to = self.forgotten_to.max(to);
+        self.records.forget_below(LogIndex(to.0 + 1));
+        self.applied_apart = self.applied_apart.split_off(&LogIndex(to.0 + 1));
     }
 
+    /// A new epoch: its indices start again.
     pub fn clear(&mut self) {
-        self.blocks.clear();
+        self.records = PackedMap::default();
+        self.forgotten_to = LogIndex(0);
         self.applied_apart.clear();
     }
 
     /// The indices held, for tests.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.blocks.values().flat_map(|block| block.iter()).filter(|slot| slot.is_some()).count()
+        self.records.iter().filter(|(index, _)| *index > self.forgotten_to).count()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fencelock::{ClientId, Holder, Key, RequestId};
+    use fencelock::Key;
 
-    fn grant(request: u64) -> Command {
-        let holder = Holder { client: ClientId(1), request: RequestId(request) };
-        Command::Grant { key: Key::new("k"), lease_ms: 2_000, holder }
+    fn grant_holder(request: u64) -> Holder {
+        Holder { client: ClientId(1), request: RequestId(request) }
     }
 
-    /// A slot is a few dozen bytes: the window of held indices costs a
-    /// block's worth of slots an index, not two map entries.
+    fn grant(request: u64) -> Command {
+        Command::Grant { key: Key::new("k"), lease_ms: 2_000, holder: grant_holder(request) }
+    }
+
+    /// A command's record packs into a dozen-odd bytes beside the one
+    /// before it, a no-op's into four: the window of held indices costs that
+    /// an index, not the command's eighty.
     #[test]
-    fn a_slot_is_small() {
-        assert!(std::mem::size_of::<Option<Slot>>() <= 80, "{}", std::mem::size_of::<Option<Slot>>());
+    fn a_record_packs_small_and_unpacks_as_it_was() {
+        let mut keys = Keys::default();
+        let first =
+            Record::command(NodeId(1), Term(7), &grant(40), Some(ApplyResult::Granted { token: Token(90) }), &mut keys);
+        let second =
+            Record::command(NodeId(1), Term(7), &grant(41), Some(ApplyResult::Granted { token: Token(91) }), &mut keys);
+        let noop = Record::noop(NodeId(2), Term(8));
+        let release = Command::Release { key: Key::new("k"), token: Token(91), holder: grant_holder(41) };
+        let third = Record::command(NodeId(2), Term(8), &release, None, &mut keys);
+        let mut bytes = Vec::new();
+        second.pack(&first, &mut bytes);
+        assert!(bytes.len() <= 12, "{} bytes", bytes.len());
+        let noop_at = bytes.len();
+        noop.pack(&second, &mut bytes);
+        assert_eq!(bytes.len() - noop_at, 4);
+        third.pack(&noop, &mut bytes);
+        let mut at = 0;
+        let unpacked_second = Record::unpack(&first, &bytes, &mut at);
+        assert_eq!(unpacked_second, second);
+        let unpacked_noop = Record::unpack(&unpacked_second, &bytes, &mut at);
+        assert_eq!(
+            (unpacked_noop.node, unpacked_noop.term, unpacked_noop.to_command(&keys)),
+            (NodeId(2), Term(8), None)
+        );
+        let unpacked_third = Record::unpack(&unpacked_noop, &bytes, &mut at);
+        assert_eq!((unpacked_third.to_command(&keys), unpacked_third.result()), (Some(release), None));
+        assert_eq!(at, bytes.len());
+    }
+
+    /// Every command and result comes back as it was recorded.
+    #[test]
+    fn every_kind_of_entry_comes_back_whole() {
+        let holder = grant_holder(5);
+        let key = Key::new("other");
+        let commands = [
+            (grant(5), ApplyResult::GrantRejected),
+            (Command::Release { key: key.clone(), token: Token(3), holder }, ApplyResult::NotFound),
+            (Command::Expire { key: key.clone(), token: Token(4) }, ApplyResult::Expired { existed: true }),
+            (Command::Expire { key: key.clone(), token: Token(2) }, ApplyResult::Expired { existed: false }),
+            (
+                Command::Decline { key: key.clone(), holder, reason: Decline::Busy },
+                ApplyResult::Declined { reason: Decline::Busy },
+            ),
+            (
+                Command::Decline { key, holder, reason: Decline::TimedOut },
+                ApplyResult::Declined { reason: Decline::TimedOut },
+            ),
+            (grant(6), ApplyResult::Noop),
+            (grant(7), ApplyResult::Released),
+        ];
+        let mut entries = FirstEntries::default();
+        for (index, (command, result)) in (1..).map(LogIndex).zip(&commands) {
+            assert!(entries.record_command(index, NodeId(0), Term(1), command, Some(*result)));
+        }
+        for (index, (command, result)) in (1..).map(LogIndex).zip(&commands) {
+            let applied = entries.applied(index).expect("recorded");
+            assert_eq!((&applied.command, applied.result), (command, *result));
+        }
     }
 
     #[test]
@@ -181,10 +356,10 @@ mod tests {
         let first = Some(ApplyResult::GrantRejected);
         assert!(!entries.record_command(LogIndex(201), NodeId(2), Term(3), &grant(7), first));
         let applied = entries.applied(LogIndex(201)).expect("kept apart");
-        assert_eq!((applied.node, applied.command), (NodeId(2), &grant(7)));
+        assert_eq!((applied.node, &applied.command), (NodeId(2), &grant(7)));
         assert_eq!(entries.entry(LogIndex(201)).map(|e| e.command), Some(None));
         let entry = entries.entry(LogIndex(100)).expect("held");
-        assert_eq!((entry.node, entry.term, entry.command), (NodeId(0), Term(2), Some(&grant(100))));
+        assert_eq!((entry.node, entry.term, entry.command), (NodeId(0), Term(2), Some(grant(100))));
         entries.forget_to(LogIndex(130));
         assert!(entries.entry(LogIndex(130)).is_none() && entries.applied(LogIndex(130)).is_none());
         assert!(entries.entry(LogIndex(131)).is_some() && entries.applied(LogIndex(131)).is_some());

@@ -150,7 +150,7 @@ impl RaftChecker {
     ) {
         let EntrySeen { seen: Seen { at_us, node }, index, .. } = entry;
         if let Some(first) = ctx.applied_at(index).filter(|_| !facts.first_apply) {
-            let differs = first.command != command || first.result != *result;
+            let differs = first.command != *command || first.result != *result;
             if differs && self.disagreements.insert((ctx.epoch, index)) {
                 let detail = format!(
                     "{node} applied {command:?} -> {result:?} at {index} where {} applied {:?} -> {:?}: \
@@ -225,7 +225,7 @@ impl RaftChecker {
         }
         let acked = Acked { node, client, command: command.clone(), token };
         // The first entry applied at the index, a no-op included, is the cluster's.
-        if let Some(first) = ctx.entry_at(*index).filter(|first| first.command != Some(command)) {
+        if let Some(first) = ctx.entry_at(*index).filter(|first| first.command.as_ref() != Some(command)) {
             if self.lost.insert((ctx.epoch, *index)) {
                 let detail = format!(
                     "{node} acknowledged {command:?} to {client} as committed at {index}, but {} applied {} \

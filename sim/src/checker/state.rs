@@ -241,12 +241,12 @@ impl Context {
     }
 
     /// The command first applied at `index` in this epoch, and its result.
-    pub fn applied_at(&self, index: LogIndex) -> Option<AppliedEntry<'_>> {
+    pub fn applied_at(&self, index: LogIndex) -> Option<AppliedEntry> {
         self.entries.applied(index)
     }
 
     /// The entry (term, and command or no-op) first applied at `index` in this epoch.
-    pub fn entry_at(&self, index: LogIndex) -> Option<FirstEntry<'_>> {
+    pub fn entry_at(&self, index: LogIndex) -> Option<FirstEntry> {
         self.entries.entry(index)
     }
 
@@ -322,7 +322,7 @@ impl Context {
             }
             removed.push((key, token));
         }
-        let first_apply = *index > self.horizon.forgotten_to && self.entries.applied(*index).is_none();
+        let first_apply = *index > self.horizon.forgotten_to && !self.entries.has_applied(*index);
         Facts { first_apply, slot_before: Some(slot_before), removed }
     }
 
