@@ -146,4 +146,7 @@ for kind, name in [("etcd", f"`etcdctl lock KEY -- true` ({etcd_version}; one pr
                    ("fencelock", "`fencelock-node lock acquire` + `lock release` (two processes per cycle)")]:
     rate, p50, p99 = stats(kind)
     print(f"| {name}, {ops} cycles per client | {rate:.0f} | {p50:.2f} | {p99:.2f} |")
+print()
+print(f"`fencelock-node bench` sent {bench['raft_messages_per_entry']:.1f} Raft messages per committed entry "
+      "(every server's, heartbeats included).")
 PY

@@ -4,7 +4,8 @@
 //! every round that writes a term, vote or entries) in a temporary
 //! directory, runs K clients in this process, each doing acquire → release
 //! round trips on its own key for S seconds, and reports round trips per
-//! second and the p50/p99 latency of one round trip. The cluster is stopped
+//! second, the p50/p99 latency of one round trip, and the Raft messages the
+//! servers sent per entry the leader committed. The cluster is stopped
 //! and its directory removed however the run ends (`ClusterGuard`).
 
 use crate::client::{ClientOptions, LockClient};
@@ -35,13 +36,16 @@ pub struct BenchReport {
     pub p99_ms: f64,
     pub errors: u64,
     pub election_ms: u64,
+    /// Raft messages every server sent since it started (its status's
+    /// `raft_sent`), per entry the leader committed: what replication costs.
+    pub raft_messages_per_entry: f64,
 }
 
 impl BenchReport {
     pub fn line(&self) -> String {
         format!(
             "bench: {} nodes (fsync on), {} clients, {:.1} s: {} acquire→release round trips, {:.1}/s, p50 {:.2} ms, \
-             p99 {:.2} ms, {} errors (leader elected in {} ms)",
+             p99 {:.2} ms, {} errors (leader elected in {} ms), {:.1} Raft messages per committed entry",
             self.nodes,
             self.clients,
             self.seconds,
@@ -50,7 +54,8 @@ impl BenchReport {
             self.p50_ms,
             self.p99_ms,
             self.errors,
-            self.election_ms
+            self.election_ms,
+            self.raft_messages_per_entry
         )
     }
 }
@@ -101,6 +106,7 @@ pub async fn run(exe: &Path, nodes: usize, clients: usize, seconds: u64) -> Resu
         errors += errs;
     }
     let elapsed = begin.elapsed().as_secs_f64();
+    let raft_messages_per_entry = raft_messages_per_entry(&cluster).await?;
     drop(started);
     drop(guard);
     latencies_us.sort_unstable();
@@ -121,7 +127,16 @@ pub async fn run(exe: &Path, nodes: usize, clients: usize, seconds: u64) -> Resu
         p99_ms: percentile(0.99),
         errors,
         election_ms,
+        raft_messages_per_entry,
     })
+}
+
+/// The Raft messages every server has sent, per entry the leader has committed.
+async fn raft_messages_per_entry(cluster: &Cluster) -> Result<f64, String> {
+    let statuses = cluster::statuses(cluster).await.into_iter().collect::<Result<Vec<_>, String>>()?;
+    let sent: u64 = statuses.iter().map(|status| status.raft_sent).sum();
+    let committed = statuses.iter().map(|status| status.commit_index.0).max().unwrap_or(0);
+    Ok(if committed == 0 { 0.0 } else { sent as f64 / committed as f64 })
 }
 
 /// One client: acquire → release on its own key until `deadline`.
