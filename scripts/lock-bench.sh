@@ -4,7 +4,8 @@
 #
 #   scripts/lock-bench.sh [--clients K] [--ops N] [--seconds S]
 #
-# Prints one table (markdown) on stdout:
+# Prints one table (markdown) on stdout, and under it the Raft messages
+# `fencelock-node bench`'s servers sent per committed entry:
 # - `fencelock-node bench`: K in-process clients doing acquire → release
 #   round trips for S seconds (one connection per client, no process start);
 # - the command line of each, K shell loops of N lock cycles on their own

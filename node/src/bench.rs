@@ -5,11 +5,11 @@
 //! directory, runs K clients in this process, each doing acquire → release
 //! round trips on its own key for S seconds, and reports round trips per
 //! second, the p50/p99 latency of one round trip, and the Raft messages the
-//! servers sent per entry the leader committed. The cluster is stopped
+//! servers sent per entry committed while the clients ran. The cluster is stopped
 //! and its directory removed however the run ends (`ClusterGuard`).
 
 use crate::client::{ClientOptions, LockClient};
-use crate::cluster::{self, Started};
+use crate::cluster::{self, Replication, Started};
 use crate::config::Cluster;
 use fencelock::{ClientId, Key, NodeId};
 use serde::Serialize;
@@ -36,8 +36,9 @@ pub struct BenchReport {
     pub p99_ms: f64,
     pub errors: u64,
     pub election_ms: u64,
-    /// Raft messages every server sent since it started (its status's
-    /// `raft_sent`), per entry the leader committed: what replication costs.
+    /// Raft messages the servers queued for their peers while the clients
+    /// ran, per entry committed meanwhile (0 when none was): what
+    /// replication costs.
     pub raft_messages_per_entry: f64,
 }
 
@@ -88,6 +89,7 @@ pub async fn run(exe: &Path, nodes: usize, clients: usize, seconds: u64) -> Resu
     }
     cluster::wait_for_leader(&cluster, &mut started, ELECTION_TIMEOUT).await?;
     let election_ms = up.elapsed().as_millis() as u64;
+    let replication_before = Replication::read(&cluster).await?;
     let deadline = Instant::now() + Duration::from_secs(seconds);
     let begin = Instant::now();
     let tasks: Vec<_> = (0..clients)
@@ -106,7 +108,8 @@ pub async fn run(exe: &Path, nodes: usize, clients: usize, seconds: u64) -> Resu
         errors += errs;
     }
     let elapsed = begin.elapsed().as_secs_f64();
-    let raft_messages_per_entry = raft_messages_per_entry(&cluster).await?;
+    let replication = Replication::read(&cluster).await?;
+    let raft_messages_per_entry = replication.per_entry_since(&replication_before).unwrap_or(0.0);
     drop(started);
     drop(guard);
     latencies_us.sort_unstable();
@@ -129,14 +132,6 @@ pub async fn run(exe: &Path, nodes: usize, clients: usize, seconds: u64) -> Resu
         election_ms,
         raft_messages_per_entry,
     })
-}
-
-/// The Raft messages every server has sent, per entry the leader has committed.
-async fn raft_messages_per_entry(cluster: &Cluster) -> Result<f64, String> {
-    let statuses = cluster::statuses(cluster).await.into_iter().collect::<Result<Vec<_>, String>>()?;
-    let sent: u64 = statuses.iter().map(|status| status.raft_sent).sum();
-    let committed = statuses.iter().map(|status| status.commit_index.0).max().unwrap_or(0);
-    Ok(if committed == 0 { 0.0 } else { sent as f64 / committed as f64 })
 }
 
 /// One client: acquire → release on its own key until `deadline`.

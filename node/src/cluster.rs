@@ -197,6 +197,52 @@ pub async fn statuses(cluster: &Cluster) -> Vec<Result<Status, String>> {
     out
 }
 
+/// What replication has cost a cluster so far: the Raft messages its
+/// servers have queued for their peers since each started (their statuses'
+/// `raft_sent`), and the highest commit index any of them knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Replication {
+    pub raft_sent: u64,
+    pub committed: u64,
+}
+
+/// Rounds of status requests [`Replication::read`] makes before it gives up
+/// on a server: a busy machine may keep one past `STATUS_TIMEOUT` once.
+const REPLICATION_READS: usize = 5;
+
+impl Replication {
+    /// Every server's count, each asked again (up to [`REPLICATION_READS`]
+    /// rounds) until all have answered.
+    pub async fn read(cluster: &Cluster) -> Result<Replication, String> {
+        let mut answers: Vec<Option<Status>> = vec![None; cluster.nodes.len()];
+        let mut last_error = String::new();
+        for _ in 0..REPLICATION_READS {
+            for (answer, asked) in answers.iter_mut().zip(statuses(cluster).await) {
+                match asked {
+                    Ok(status) if answer.is_none() => *answer = Some(status),
+                    Ok(_) => {}
+                    Err(error) => last_error = error,
+                }
+            }
+            if answers.iter().all(Option::is_some) {
+                let statuses = answers.iter().flatten();
+                let raft_sent = statuses.clone().map(|status| status.raft_sent).sum();
+                let committed = statuses.map(|status| status.commit_index.0).max().unwrap_or(0);
+                return Ok(Replication { raft_sent, committed });
+            }
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+        Err(format!("a server did not answer its status in {REPLICATION_READS} rounds: {last_error}"))
+    }
+
+    /// The Raft messages per entry committed since `before`; `None` when
+    /// none was.
+    pub fn per_entry_since(&self, before: &Replication) -> Option<f64> {
+        let committed = self.committed.checked_sub(before.committed).filter(|entries| *entries > 0)?;
+        Some(self.raft_sent.saturating_sub(before.raft_sent) as f64 / committed as f64)
+    }
+}
+
 /// The serving leader, if one server says it is one.
 pub async fn serving_leader(cluster: &Cluster) -> Option<Status> {
     statuses(cluster).await.into_iter().flatten().find(|s| s.serving && s.leader == Some(s.node))

@@ -73,7 +73,8 @@ pub struct PostgresResource {
     client: Client,
     /// The write path's statements, prepared on this connection.
     statements: Statements,
-    /// The image's reads, prepared on this connection at its first image.
+    /// The image's reads, prepared on this connection at its first read
+    /// (an image, or whether it awaits a floor).
     reads: Option<Reads>,
     variant: Variant,
 }

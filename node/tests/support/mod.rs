@@ -41,14 +41,14 @@ pub async fn fresh_postgres_urls(base: &str, schemas: &[&str]) -> Vec<String> {
         .await
         .unwrap_or_else(|error| panic!("cannot connect to {POSTGRES_URL_VAR}={base}: {error}"));
     let task = tokio::spawn(connection);
-    let statements: String = schemas
-        .iter()
-        .map(|schema| format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema};"))
-        .collect();
-    client
-        .batch_execute(&statements)
-        .await
-        .unwrap_or_else(|error| panic!("cannot create schemas {schemas:?}: {error}"));
+    // A transaction per schema: dropping one locks each of its objects, and
+    // all of a run's in one would fill the server's lock table.
+    for schema in schemas {
+        client
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"))
+            .await
+            .unwrap_or_else(|error| panic!("cannot create schema {schema}: {error}"));
+    }
     drop(client);
     let _ = task.await;
     let separator = if base.contains('?') { '&' } else { '?' };

@@ -99,7 +99,8 @@ impl Record {
             Record::RELEASE => Command::Release { key, token: Token(self.number), holder },
             Record::EXPIRE => Command::Expire { key, token: Token(self.number) },
             Record::DECLINE_BUSY => Command::Decline { key, holder, reason: Decline::Busy },
-            _ => Command::Decline { key, holder, reason: Decline::TimedOut },
+            Record::DECLINE_TIMED_OUT => Command::Decline { key, holder, reason: Decline::TimedOut },
+            kind => unreachable!("a record of kind {kind}"),
         })
     }
 
@@ -114,7 +115,8 @@ impl Record {
             6 => ApplyResult::Expired { existed: false },
             7 => ApplyResult::Declined { reason: Decline::Busy },
             8 => ApplyResult::Declined { reason: Decline::TimedOut },
-            _ => ApplyResult::Noop,
+            9 => ApplyResult::Noop,
+            code => unreachable!("a result of code {code}"),
         })
     }
 }
@@ -176,6 +178,11 @@ pub(crate) struct FirstEntries {
     keys: Keys,
     /// Indices at or below are forgotten (a block may still hold some).
     forgotten_to: LogIndex,
+    /// First entries applied at forgotten indices since the last forget (a
+    /// faulty variant's server that installs a snapshot older than the
+    /// horizon applies there again), compared with later applies there
+    /// until the next forget (rare).
+    below: BTreeMap<LogIndex, Record>,
     /// The first command applied at an index whose first entry is a no-op:
     /// the nodes disagree there, and later commands are still compared
     /// with the first command (rare: a faulty run's divergence).
@@ -184,7 +191,22 @@ pub(crate) struct FirstEntries {
 
 impl FirstEntries {
     fn record(&self, index: LogIndex) -> Option<Record> {
-        (index > self.forgotten_to).then(|| self.records.get(index)).flatten()
+        if index <= self.forgotten_to {
+            return self.below.get(&index).copied();
+        }
+        self.records.get(index)
+    }
+
+    /// Records `record` as the first entry at `index`, unless it has one; true if this is the first.
+    fn record_first(&mut self, index: LogIndex, record: Record) -> bool {
+        if index > self.forgotten_to {
+            return self.records.insert(index, record);
+        }
+        if self.below.contains_key(&index) {
+            return false;
+        }
+        self.below.insert(index, record);
+        true
     }
 
     /// The first entry applied at `index`.
@@ -212,9 +234,10 @@ impl FirstEntries {
     }
 
     /// Records a no-op applied at `index` as its first entry, unless it has
-    /// one; true if this is the first.
+    /// one (a forgotten index has none until it is applied again); true if
+    /// this is the first.
     pub fn record_noop(&mut self, index: LogIndex, node: NodeId, term: Term) -> bool {
-        index > self.forgotten_to && self.records.insert(index, Record::noop(node, term))
+        self.record_first(index, Record::noop(node, term))
     }
 
     /// Records `command` applied at `index` by `node`: as the index's first
@@ -230,12 +253,9 @@ impl FirstEntries {
         first_result: Option<ApplyResult>,
     ) -> bool {
         debug_assert!(first_result.is_none() || !self.has_applied(index), "{index} has its first command");
-        if index <= self.forgotten_to {
-            return false;
-        }
-        if self.records.get(index).is_none() {
+        if self.record(index).is_none() {
             let record = Record::command(node, term, command, first_result, &mut self.keys);
-            return self.records.insert(index, record);
+            return self.record_first(index, record);
         }
         if let Some(result) = first_result {
             self.applied_apart.insert(index, (node, command.clone(), result));
@@ -243,9 +263,10 @@ impl FirstEntries {
         false
     }
 
-    /// Forgets every index at or below `to`: later applies there are not recorded.
+    /// Forgets every index at or below `to`; a later apply there is its first entry again.
     pub fn forget_to(&mut self, to: LogIndex) {
         self.forgotten_to = self.forgotten_to.max(to);
+        self.below = self.below.split_off(&LogIndex(to.0 + 1));
         self.records.forget_below(LogIndex(to.0 + 1));
         self.applied_apart = self.applied_apart.split_off(&LogIndex(to.0 + 1));
     }
@@ -254,13 +275,14 @@ impl FirstEntries {
     pub fn clear(&mut self) {
         self.records = PackedMap::default();
         self.forgotten_to = LogIndex(0);
+        self.below.clear();
         self.applied_apart.clear();
     }
 
     /// The indices held, for tests.
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.records.iter().filter(|(index, _)| *index > self.forgotten_to).count()
+        self.records.iter().filter(|(index, _)| *index > self.forgotten_to).count() + self.below.len()
     }
 }
 
@@ -367,5 +389,26 @@ mod tests {
         entries.forget_to(LogIndex(201));
         assert_eq!(entries.len(), 0);
         assert!(entries.applied(LogIndex(201)).is_none());
+    }
+
+    /// A server that starts below the horizon applies forgotten indices
+    /// again: the first of them is the entry the others are compared with,
+    /// until the horizon is cut again.
+    #[test]
+    fn an_apply_at_a_forgotten_index_is_its_first_entry_until_the_next_forget() {
+        let mut entries = FirstEntries::default();
+        for index in 1..=100 {
+            entries.record_command(LogIndex(index), NodeId(0), Term(2), &grant(index), None);
+        }
+        entries.forget_to(LogIndex(90));
+        assert!(entries.entry(LogIndex(80)).is_none(), "forgotten, though its block is kept");
+        assert!(entries.record_command(LogIndex(80), NodeId(1), Term(2), &grant(7), None));
+        assert!(!entries.record_noop(LogIndex(80), NodeId(2), Term(3)));
+        let entry = entries.entry(LogIndex(80)).expect("applied again");
+        assert_eq!((entry.node, entry.command), (NodeId(1), Some(grant(7))));
+        assert_eq!(entries.len(), 11);
+        entries.forget_to(LogIndex(95));
+        assert!(entries.entry(LogIndex(80)).is_none());
+        assert_eq!(entries.len(), 5);
     }
 }

@@ -1,6 +1,7 @@
 //! A map packed: the records a violation may name at any later time, kept
 //! whole for the run (every token's first issue, a client's clock mappings),
-//! or the newest of them (the tellers of the newest tokens).
+//! or the newest of them (the tellers of the newest tokens, the first entry
+//! of each log index some server may still apply).
 //!
 //! Their keys come nearly in order (the service hands tokens out one after
 //! another; operations are numbered as they are sent) and their fields are
@@ -9,7 +10,8 @@
 //! string of LEB128 differences: ten-odd bytes a record where a map entry took
 //! seventy or more. Only the newest records are kept unpacked, until they
 //! fill a block. A map that needs only the newest records (a repeated
-//! token's first teller) drops whole blocks below a bound as it goes.
+//! token's first teller, the first entries) drops whole blocks below a
+//! bound as it goes.
 
 use super::index_runs::Step;
 use std::collections::BTreeMap;
