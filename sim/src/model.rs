@@ -165,6 +165,23 @@ pub struct Model {
     /// CLI.md); absent, workers never stop. `shrink` sets it to cut a story short.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jobs_max: Option<u32>,
+    /// How long a worker thinks before each job, at most (extension of
+    /// CLI.md): drawn from `0..=think_ms_max`. Absent, 20-300 ms. With
+    /// `work_ms_max`, 0 makes workers ask back to back, as a load does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub think_ms_max: Option<u64>,
+    /// How long a worker holds a lock before its write, at most (extension
+    /// of CLI.md): drawn from `0..=work_ms_max`, no job renewing. Absent, a
+    /// tenth to six tenths of a lease, and a quarter of the jobs longer than
+    /// a lease (renewing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub work_ms_max: Option<u64>,
+    /// The fsync latency of the servers' disks (extension of CLI.md); absent,
+    /// 1 ms (madsim's shortest sleep, and every packet's shortest wait too).
+    /// Real disks take milliseconds where a LAN's round trip takes tens of
+    /// microseconds: raised, it restores that ratio for what depends on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_fsync_ms: Option<u64>,
     /// How often every fault family strikes, relative to the standard model
     /// (extension of CLI.md): 0.25 stretches the gaps between a family's
     /// episodes fourfold. Swarm leaves it at this value (drawing it lower did
@@ -231,6 +248,9 @@ impl Default for Model {
             snapshot_entries: None,
             wait_queue_max: None,
             jobs_max: None,
+            think_ms_max: None,
+            work_ms_max: None,
+            server_fsync_ms: None,
             fault_rate: 1.0,
             swarm: false,
             swarm_bias: None,
@@ -401,6 +421,14 @@ pub const KEYS: &[KeyInfo] = &[
         "Waiters a leader queues per key; one more is turned away Unavailable. Absent, 8 (core's standard).",
     ),
     int("jobs_max", 1, 1_000_000, "Jobs each worker does before it idles; absent, workers never stop."),
+    int("think_ms_max", 0, 60_000, "A worker thinks 0..=this many ms before each job; absent, 20-300 ms."),
+    int(
+        "work_ms_max",
+        0,
+        600_000,
+        "A worker holds a lock 0..=this many ms before its write, never renewing; absent, 0.1-0.6 lease, or longer.",
+    ),
+    int("server_fsync_ms", 1, 1_000, "fsync latency of the servers' disks; absent, 1 ms (madsim's shortest sleep)."),
     rate("fault_rate", 0.01, 10.0, "How often every fault family strikes, relative to the standard model."),
     flag("swarm", "Swarm testing: each seed draws its configuration with this model's values as the limits."),
     KeyInfo {
@@ -773,6 +801,9 @@ mod tests {
     fn every_model_field_has_one_row_and_every_row_a_field() {
         let all = Model {
             jobs_max: Some(3),
+            think_ms_max: Some(0),
+            work_ms_max: Some(0),
+            server_fsync_ms: Some(16),
             drift_ppm_real_max: Some(800),
             stall_ms_max: Some(900),
             ack_crashes: Some(true),

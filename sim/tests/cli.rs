@@ -335,7 +335,7 @@ fn a_sweep_file_is_checked_like_a_model_file() {
 
 #[test]
 fn real_refuses_what_it_cannot_run_before_starting_anything() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (
             &["real", "--variant", "sink-max-in-memory"],
             "cannot run as real processes: it fakes the resource's durability",
@@ -348,6 +348,8 @@ fn real_refuses_what_it_cannot_run_before_starting_anything() {
             &["real", "--node-bin", "/nonexistent/fencelock-node"],
             "--node-bin /nonexistent/fencelock-node: no such file",
         ),
+        (&["real", "--set", "think_ms_max=0"], "model key `think_ms_max` sets the simulator's workers or disks"),
+        (&["real", "--set", "server_fsync_ms=16"], "model key `server_fsync_ms` sets the simulator's workers"),
     ];
     for (args, needle) in cases {
         assert_input_error(args, needle);

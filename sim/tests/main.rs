@@ -8,6 +8,7 @@ mod commands;
 mod deploy;
 mod explain;
 mod explore;
+mod load;
 mod pasted_lines;
 mod role_faults;
 mod shards;

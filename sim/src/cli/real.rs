@@ -58,6 +58,16 @@ pub fn real(args: &RealArgs) -> Result<ExitCode, InputError> {
     }
     model.safety_ms = safety_ms;
     model.validate().map_err(InputError)?;
+    let simulated = [
+        ("think_ms_max", model.think_ms_max.is_some()),
+        ("work_ms_max", model.work_ms_max.is_some()),
+        ("server_fsync_ms", model.server_fsync_ms.is_some()),
+    ];
+    if let Some((key, _)) = simulated.iter().find(|(_, set)| *set) {
+        return Err(InputError(format!(
+            "model key `{key}` sets the simulator's workers or disks; a real run has fencelock-node's workers and real disks"
+        )));
+    }
     if let Some(url) = &args.resource {
         let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
         if !postgres && !url.starts_with("sqlite:") {

@@ -190,7 +190,8 @@ impl Work {
 /// machine booted), so a backward step has room to go back.
 pub const LOCAL_START_US: u64 = 1_000_000_000;
 
-/// fsync latency of every simulated disk. madsim's minimum sleep is 1 ms.
+/// fsync latency of every simulated disk (the servers' unless the model sets
+/// `server_fsync_ms`). madsim's minimum sleep is 1 ms.
 pub const FSYNC_US: u64 = 1_000;
 
 impl Ctx {
@@ -201,6 +202,7 @@ impl Ctx {
             Arc::new(Mutex::new(LocalClock::new(0, LOCAL_START_US, rate_ppm)))
         };
         let nodes = model.nodes;
+        let server_fsync_us = model.server_fsync_ms.map_or(FSYNC_US, |ms| ms * 1_000);
         let resource_image = ResourceImage { state: ResourceState::default(), variant: model.variant };
         Ctx {
             seed,
@@ -208,7 +210,9 @@ impl Ctx {
             server_clocks: (0..nodes).map(|n| clock(Actor::Server(NodeId(n)))).collect(),
             client_clocks: (0..model.clients).map(|c| clock(Actor::Client(fencelock::ClientId(c)))).collect(),
             resource_clock: clock(Actor::Resource),
-            node_disks: (0..nodes).map(|_| Arc::new(Mutex::new(Disk::new(NodeImage::default(), FSYNC_US)))).collect(),
+            node_disks: (0..nodes)
+                .map(|_| Arc::new(Mutex::new(Disk::new(NodeImage::default(), server_fsync_us))))
+                .collect(),
             resource_disk: Arc::new(Mutex::new(Disk::new(resource_image, FSYNC_US))),
             shared: Arc::new(Mutex::new(Shared {
                 history,

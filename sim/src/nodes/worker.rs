@@ -41,7 +41,7 @@ const WRITE_UNAVAILABLE_RETRY_MS: u64 = 50;
 /// `Unavailable` answers one write takes before the worker gives up on it (3 s).
 const WRITE_UNAVAILABLE_MAX: u32 = 60;
 /// Jobs of one worker life when the model sets no `jobs_max`.
-const JOBS_PER_LIFE_MAX: u64 = 86_400_000 / 20;
+const JOBS_PER_LIFE_MAX: u64 = 86_400_000;
 /// A long job renews after each this many thousandths of its lease.
 const RENEW_EVERY_PERMILLE: u64 = 400;
 
@@ -67,8 +67,8 @@ pub async fn run(ctx: Arc<Ctx>, id: ClientId) {
     match commands {
         Some(commands) => worker.serve(commands).await,
         None => {
-            // Without `jobs_max` the bound is one job per simulated 20 ms of a
-            // day: more than any run holds (a job takes at least 20 ms).
+            // Without `jobs_max` the bound is one job per simulated ms of a
+            // day: more than any run holds (a job sleeps at least madsim's 1 ms).
             let jobs_max = worker.ctx.model.jobs_max.map_or(JOBS_PER_LIFE_MAX, u64::from);
             for _ in 0..jobs_max {
                 worker.job().await;
@@ -126,8 +126,14 @@ impl Worker {
 
     async fn job(&mut self) {
         (self.job_path, self.job_end) = (None, JobEnd::Drawn);
-        let think_ms = self.rng.gen_range(20..300);
-        madsim::time::sleep(Duration::from_millis(think_ms)).await;
+        let think_ms = match self.ctx.model.think_ms_max {
+            Some(max) => self.rng.gen_range(0..=max),
+            None => self.rng.gen_range(20..300),
+        };
+        // No sleep for none: madsim's shortest sleep is 1 ms, not 0.
+        if think_ms > 0 {
+            madsim::time::sleep(Duration::from_millis(think_ms)).await;
+        }
         let model = &self.ctx.model;
         let key_index = if self.rng.gen_bool(0.5) { 0 } else { self.rng.gen_range(0..model.keys) };
         let key = Key::new(Model::key_name(key_index));
@@ -189,11 +195,17 @@ impl Worker {
     /// A long job renews its lease every `RENEW_EVERY_PERMILLE` of a lease, as a
     /// careful worker does, so renewals meet leader changes and partitions.
     async fn work(&mut self, key: &Key, token: Token, lease_ms: u64) -> Option<Token> {
-        let long = self.rng.gen_bool(0.25);
-        let work_ms = if long {
-            self.rng.gen_range(lease_ms * 8 / 10..lease_ms * 3)
-        } else {
-            self.rng.gen_range(lease_ms / 10..lease_ms * 6 / 10)
+        let (long, work_ms) = match self.ctx.model.work_ms_max {
+            Some(max) => (false, self.rng.gen_range(0..=max)),
+            None => {
+                let long = self.rng.gen_bool(0.25);
+                let work_ms = if long {
+                    self.rng.gen_range(lease_ms * 8 / 10..lease_ms * 3)
+                } else {
+                    self.rng.gen_range(lease_ms / 10..lease_ms * 6 / 10)
+                };
+                (long, work_ms)
+            }
         };
         let renews = long && self.rng.gen_bool(0.8);
         let chunk_ms = if renews { (lease_ms * RENEW_EVERY_PERMILLE / 1_000).max(1) } else { work_ms.max(1) };
@@ -201,7 +213,9 @@ impl Worker {
         // A bounded loop: at most work_ms / chunk_ms + 1 rounds.
         for _ in 0..=work_ms / chunk_ms {
             let slice_ms = left_ms.min(chunk_ms);
-            madsim::time::sleep(Duration::from_millis(slice_ms)).await;
+            if slice_ms > 0 {
+                madsim::time::sleep(Duration::from_millis(slice_ms)).await;
+            }
             left_ms -= slice_ms;
             if left_ms == 0 {
                 break;
