@@ -225,9 +225,9 @@ impl Replication {
                 }
             }
             if answers.iter().all(Option::is_some) {
-                let statuses = answers.iter().flatten();
-                let raft_sent = statuses.clone().map(|status| status.raft_sent).sum();
-                let committed = statuses.map(|status| status.commit_index.0).max().unwrap_or(0);
+                let answered = answers.iter().flatten();
+                let raft_sent = answered.clone().map(|status| status.raft_sent).sum();
+                let committed = answered.map(|status| status.commit_index.0).max().unwrap_or(0);
                 return Ok(Replication { raft_sent, committed });
             }
             tokio::time::sleep(POLL_EVERY).await;

@@ -132,6 +132,16 @@ struct Reads {
 }
 
 impl Reads {
+    /// The reads in `slot`, prepared on `client` (the connection that owns
+    /// the slot) if this is its first read. It takes the two fields, not the
+    /// resource, so that the caller can query the client with them.
+    async fn on<'a>(client: &Client, slot: &'a mut Option<Reads>) -> Result<&'a Reads, tokio_postgres::Error> {
+        if slot.is_none() {
+            *slot = Some(Reads::prepare(client).await?);
+        }
+        Ok(slot.as_ref().expect("prepared just above"))
+    }
+
     async fn prepare(client: &Client) -> Result<Reads, tokio_postgres::Error> {
         Ok(Reads {
             meta: client.prepare(SELECT_META).await?,
@@ -255,17 +265,9 @@ impl PostgresResource {
         Ok(())
     }
 
-    /// The image's reads, prepared at the first call on this connection.
-    async fn reads(&mut self) -> Result<&Reads, tokio_postgres::Error> {
-        if self.reads.is_none() {
-            self.reads = Some(Reads::prepare(&self.client).await?);
-        }
-        Ok(self.reads.as_ref().expect("prepared just above"))
-    }
-
     pub(super) async fn awaiting_floor(&mut self) -> Result<Option<u64>, ResourceError> {
-        let meta = self.reads().await?.meta.clone();
-        let restored: Option<i64> = self.client.query_one(&meta, &[]).await?.get(0);
+        let reads = Reads::on(&self.client, &mut self.reads).await?;
+        let restored: Option<i64> = self.client.query_one(&reads.meta, &[]).await?.get(0);
         restored.map(|restore| from_sql(restore, "restore")).transpose()
     }
 
@@ -297,8 +299,7 @@ impl PostgresResource {
     }
 
     pub(super) async fn image(&mut self) -> Result<Image, ResourceError> {
-        self.reads().await?;
-        let reads = self.reads.as_ref().expect("prepared just above");
+        let reads = Reads::on(&self.client, &mut self.reads).await?;
         // One snapshot for every table, without blocking writes.
         let tx = self
             .client

@@ -41,7 +41,7 @@ pub(crate) struct AppliedEntry {
     pub result: ApplyResult,
 }
 
-/// One index's first entry, its key by number in [`FirstEntries::keys`].
+/// One index's first entry, its key by number in the state's `Keys`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Record {
     node: NodeId,
@@ -173,9 +173,8 @@ impl Pack for Record {
 
 #[derive(Debug, Default)]
 pub(crate) struct FirstEntries {
+    /// Each record's key by number in the state's `Keys` (`Context::keys`).
     records: PackedMap<LogIndex, Record>,
-    /// The keys the records name, by number.
-    keys: Keys,
     /// Indices at or below are forgotten (a block may still hold some).
     forgotten_to: LogIndex,
     /// First entries applied at forgotten indices since the last forget (a
@@ -209,16 +208,16 @@ impl FirstEntries {
         true
     }
 
-    /// The first entry applied at `index`.
-    pub fn entry(&self, index: LogIndex) -> Option<FirstEntry> {
+    /// The first entry applied at `index` (`keys` names the records' keys).
+    pub fn entry(&self, index: LogIndex, keys: &Keys) -> Option<FirstEntry> {
         let record = self.record(index)?;
-        Some(FirstEntry { node: record.node, term: record.term, command: record.to_command(&self.keys) })
+        Some(FirstEntry { node: record.node, term: record.term, command: record.to_command(keys) })
     }
 
     /// The first command applied at `index`, and its result.
-    pub fn applied(&self, index: LogIndex) -> Option<AppliedEntry> {
+    pub fn applied(&self, index: LogIndex, keys: &Keys) -> Option<AppliedEntry> {
         if let Some(record) = self.record(index) {
-            if let (Some(command), Some(result)) = (record.to_command(&self.keys), record.result()) {
+            if let (Some(command), Some(result)) = (record.to_command(keys), record.result()) {
                 return Some(AppliedEntry { node: record.node, command, result });
             }
         }
@@ -243,7 +242,7 @@ impl FirstEntries {
     /// Records `command` applied at `index` by `node`: as the index's first
     /// entry, unless it has one, and with `first_result` (the first command
     /// applied there) its result, kept apart where the first entry is
-    /// another's. True if this is the first entry.
+    /// another's. True if this is the first entry. `keys` numbers its key.
     pub fn record_command(
         &mut self,
         index: LogIndex,
@@ -251,10 +250,11 @@ impl FirstEntries {
         term: Term,
         command: &Command,
         first_result: Option<ApplyResult>,
+        keys: &mut Keys,
     ) -> bool {
         debug_assert!(first_result.is_none() || !self.has_applied(index), "{index} has its first command");
         if self.record(index).is_none() {
-            let record = Record::command(node, term, command, first_result, &mut self.keys);
+            let record = Record::command(node, term, command, first_result, keys);
             return self.record_first(index, record);
         }
         if let Some(result) = first_result {
@@ -353,42 +353,42 @@ mod tests {
             (grant(6), ApplyResult::Noop),
             (grant(7), ApplyResult::Released),
         ];
-        let mut entries = FirstEntries::default();
+        let (mut entries, mut keys) = (FirstEntries::default(), Keys::default());
         for (index, (command, result)) in (1..).map(LogIndex).zip(&commands) {
-            assert!(entries.record_command(index, NodeId(0), Term(1), command, Some(*result)));
+            assert!(entries.record_command(index, NodeId(0), Term(1), command, Some(*result), &mut keys));
         }
         for (index, (command, result)) in (1..).map(LogIndex).zip(&commands) {
-            let applied = entries.applied(index).expect("recorded");
+            let applied = entries.applied(index, &keys).expect("recorded");
             assert_eq!((&applied.command, applied.result), (command, *result));
         }
     }
 
     #[test]
     fn the_first_entry_and_the_first_command_are_kept_and_forgotten_to_an_index() {
-        let mut entries = FirstEntries::default();
+        let (mut entries, mut keys) = (FirstEntries::default(), Keys::default());
         for index in 1..=200 {
             let first = Some(ApplyResult::GrantRejected);
-            assert!(entries.record_command(LogIndex(index), NodeId(0), Term(2), &grant(index), first));
+            assert!(entries.record_command(LogIndex(index), NodeId(0), Term(2), &grant(index), first, &mut keys));
             assert!(!entries.record_noop(LogIndex(index), NodeId(1), Term(3)));
         }
         // A no-op first, then another node's command: the command is kept apart.
         assert!(entries.record_noop(LogIndex(201), NodeId(1), Term(3)));
-        assert!(!entries.record_command(LogIndex(201), NodeId(2), Term(3), &grant(7), None));
-        assert!(entries.applied(LogIndex(201)).is_none());
+        assert!(!entries.record_command(LogIndex(201), NodeId(2), Term(3), &grant(7), None, &mut keys));
+        assert!(entries.applied(LogIndex(201), &keys).is_none());
         let first = Some(ApplyResult::GrantRejected);
-        assert!(!entries.record_command(LogIndex(201), NodeId(2), Term(3), &grant(7), first));
-        let applied = entries.applied(LogIndex(201)).expect("kept apart");
+        assert!(!entries.record_command(LogIndex(201), NodeId(2), Term(3), &grant(7), first, &mut keys));
+        let applied = entries.applied(LogIndex(201), &keys).expect("kept apart");
         assert_eq!((applied.node, &applied.command), (NodeId(2), &grant(7)));
-        assert_eq!(entries.entry(LogIndex(201)).map(|e| e.command), Some(None));
-        let entry = entries.entry(LogIndex(100)).expect("held");
+        assert_eq!(entries.entry(LogIndex(201), &keys).map(|e| e.command), Some(None));
+        let entry = entries.entry(LogIndex(100), &keys).expect("held");
         assert_eq!((entry.node, entry.term, entry.command), (NodeId(0), Term(2), Some(grant(100))));
         entries.forget_to(LogIndex(130));
-        assert!(entries.entry(LogIndex(130)).is_none() && entries.applied(LogIndex(130)).is_none());
-        assert!(entries.entry(LogIndex(131)).is_some() && entries.applied(LogIndex(131)).is_some());
+        assert!(entries.entry(LogIndex(130), &keys).is_none() && entries.applied(LogIndex(130), &keys).is_none());
+        assert!(entries.entry(LogIndex(131), &keys).is_some() && entries.applied(LogIndex(131), &keys).is_some());
         assert_eq!(entries.len(), 71);
         entries.forget_to(LogIndex(201));
         assert_eq!(entries.len(), 0);
-        assert!(entries.applied(LogIndex(201)).is_none());
+        assert!(entries.applied(LogIndex(201), &keys).is_none());
     }
 
     /// A server that starts below the horizon applies forgotten indices
@@ -396,19 +396,19 @@ mod tests {
     /// until the horizon is cut again.
     #[test]
     fn an_apply_at_a_forgotten_index_is_its_first_entry_until_the_next_forget() {
-        let mut entries = FirstEntries::default();
+        let (mut entries, mut keys) = (FirstEntries::default(), Keys::default());
         for index in 1..=100 {
-            entries.record_command(LogIndex(index), NodeId(0), Term(2), &grant(index), None);
+            entries.record_command(LogIndex(index), NodeId(0), Term(2), &grant(index), None, &mut keys);
         }
         entries.forget_to(LogIndex(90));
-        assert!(entries.entry(LogIndex(80)).is_none(), "forgotten, though its block is kept");
-        assert!(entries.record_command(LogIndex(80), NodeId(1), Term(2), &grant(7), None));
+        assert!(entries.entry(LogIndex(80), &keys).is_none(), "forgotten, though its block is kept");
+        assert!(entries.record_command(LogIndex(80), NodeId(1), Term(2), &grant(7), None, &mut keys));
         assert!(!entries.record_noop(LogIndex(80), NodeId(2), Term(3)));
-        let entry = entries.entry(LogIndex(80)).expect("applied again");
+        let entry = entries.entry(LogIndex(80), &keys).expect("applied again");
         assert_eq!((entry.node, entry.command), (NodeId(1), Some(grant(7))));
         assert_eq!(entries.len(), 11);
         entries.forget_to(LogIndex(95));
-        assert!(entries.entry(LogIndex(80)).is_none());
+        assert!(entries.entry(LogIndex(80), &keys).is_none());
         assert_eq!(entries.len(), 5);
     }
 }

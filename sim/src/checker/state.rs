@@ -142,7 +142,7 @@ pub(crate) struct Context {
     /// (`packed.rs`): a violation may name any token's first issue at any
     /// later time, so none is forgotten.
     issued: PackedMap<Token, Issued>,
-    /// The keys `issued` and `removed` name, by number: a run has few keys
+    /// The keys `issued`, `removed` and `entries` name, by number: a run has few keys
     /// and a record for every lock, so each name is kept once.
     keys: Keys,
     token_max: Option<Token>,
@@ -242,12 +242,12 @@ impl Context {
 
     /// The command first applied at `index` in this epoch, and its result.
     pub fn applied_at(&self, index: LogIndex) -> Option<AppliedEntry> {
-        self.entries.applied(index)
+        self.entries.applied(index, &self.keys)
     }
 
     /// The entry (term, and command or no-op) first applied at `index` in this epoch.
     pub fn entry_at(&self, index: LogIndex) -> Option<FirstEntry> {
-        self.entries.entry(index)
+        self.entries.entry(index, &self.keys)
     }
 
     pub fn issue(&self, token: Token) -> Option<Issue<'_>> {
@@ -383,7 +383,7 @@ impl Context {
             }
             EventKind::Applied { node, index, term, command, result } => {
                 let first_result = facts.first_apply.then_some(*result);
-                self.entries.record_command(*index, *node, *term, command, first_result);
+                self.entries.record_command(*index, *node, *term, command, first_result, &mut self.keys);
                 self.absorb_applied(event.at_us, *node, command, result, facts);
             }
             EventKind::AppliedNoop { node, index, term } => {
