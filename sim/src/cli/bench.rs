@@ -72,8 +72,9 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
     let linearizable_pct = linearizable_share(&model, seeds);
     // Read from KiB: whole MiB would round a 10 % growth away or double it.
     // `None` where the peaks are unknown (not Linux).
-    let peak_growth = (ten_minutes.peak_kib > 0 && four_hours.peak_kib > 0)
-        .then(|| (four_hours.peak_kib as f64 / ten_minutes.peak_kib as f64 * 100.0).round() / 100.0);
+    let peak_growth = growth(ten_minutes.peak_kib, four_hours.peak_kib);
+    let heap_kib = |run: &LongRun| run.heap_peak_kib.unwrap_or(0);
+    let heap_growth = growth(heap_kib(&ten_minutes), heap_kib(&four_hours));
     if args.json {
         crate::outln!(
             "{}",
@@ -92,6 +93,10 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
                 "four_hour_run_peak_mib": four_hours.peak_mib(),
                 "four_hour_run_wall_s": (four_hours.wall_s * 10.0).round() / 10.0,
                 "four_hour_over_ten_minute_peak": peak_growth,
+                "ten_minute_run_heap_peak_kib": ten_minutes.heap_peak_kib,
+                "hour_run_heap_peak_kib": hour.heap_peak_kib,
+                "four_hour_run_heap_peak_kib": four_hours.heap_peak_kib,
+                "four_hour_over_ten_minute_heap_peak": heap_growth,
                 "linearizable_check_pct": (linearizable_pct * 10.0).round() / 10.0,
             })
         );
@@ -116,6 +121,14 @@ pub fn bench(args: &BenchArgs) -> Result<ExitCode, InputError> {
             four_hours.peak_mib(),
             four_hours.wall_s,
             peak_growth.map_or("unknown".to_string(), |growth| format!("{growth:.2}"))
+        );
+        let heap = |run: &LongRun| run.heap_peak_kib.map_or("unknown".to_string(), |kib| format!("{kib} KiB"));
+        crate::outln!(
+            "heap held at its peak by run length: 10 simulated minutes {}, 1 hour {}, 4 hours {} (4 hours / 10 minutes {})",
+            heap(&ten_minutes),
+            heap(&hour),
+            heap(&four_hours),
+            heap_growth.map_or("unknown".to_string(), |growth| format!("{growth:.2}"))
         );
         crate::outln!("linearizable check: adds {linearizable_pct:.1}% to a run's wall time");
     }
@@ -257,6 +270,10 @@ fn baseline() -> (u64, f64) {
 #[derive(Serialize, Deserialize)]
 struct LongRun {
     peak_kib: u64,
+    /// The most the run held on the heap at once (`alloc::Counting`),
+    /// where the binary counts it.
+    #[serde(default)]
+    heap_peak_kib: Option<u64>,
     wall_s: f64,
     messages: u64,
 }
@@ -265,6 +282,11 @@ impl LongRun {
     fn peak_mib(&self) -> u64 {
         self.peak_kib / 1024
     }
+}
+
+/// `longer` over `shorter`, rounded to hundredths; `None` where either is unknown (0).
+fn growth(shorter: u64, longer: u64) -> Option<f64> {
+    (shorter > 0 && longer > 0).then(|| (longer as f64 / shorter as f64 * 100.0).round() / 100.0)
 }
 
 /// `bench --long-run-minutes M`: one long run in this process, its figures
@@ -345,9 +367,16 @@ fn long_run(minutes: u64) -> LongRun {
     let liveness_ms = 60_000;
     let model = Model { safety_ms: minutes * 60_000 - liveness_ms, liveness_ms, ..Model::default() };
     reset_peak_rss();
+    crate::alloc::count_from_here();
     let started = Instant::now();
     let outcome = run_seed_streamed(0, &model);
-    LongRun { peak_kib: peak_rss_kib(), wall_s: started.elapsed().as_secs_f64(), messages: outcome.messages }
+    let heap_peak_kib = crate::alloc::heap_peak_bytes().map(|bytes| bytes.div_ceil(1024));
+    LongRun {
+        peak_kib: peak_rss_kib(),
+        heap_peak_kib,
+        wall_s: started.elapsed().as_secs_f64(),
+        messages: outcome.messages,
+    }
 }
 
 /// Sets the process's peak resident set size back to what it holds now
