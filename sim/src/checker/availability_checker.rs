@@ -135,6 +135,10 @@ struct Retired {
     answered: u64,
 }
 
+/// How often the interruptions no request can meet are forgotten: every
+/// ten simulated seconds (a look at every kept request each time).
+const CUT_EVERY_US: u64 = 10_000_000;
+
 #[derive(Debug, Default)]
 pub(crate) struct AvailabilityChecker {
     requests: BTreeMap<(ClientId, RequestId), Request>,
@@ -143,9 +147,12 @@ pub(crate) struct AvailabilityChecker {
     /// interruption recorded at that same instant still excuses them).
     settling: std::collections::VecDeque<(u64, ClientId, RequestId)>,
     retired: Retired,
-    /// The instants of every crash, pause or stall of each client, packed
-    /// (`packed.rs`): any may fall in a later request's span.
+    /// The instants of each client's crashes, pauses and stalls, packed
+    /// (`packed.rs`), from the first send of the oldest request still
+    /// kept on: every span asked about starts there or later.
     interrupted_us: BTreeMap<ClientId, PackedMap<u64, ()>>,
+    /// When the instants were last cut ([`AvailabilityChecker::forget_interruptions`]).
+    interruptions_cut_us: u64,
     /// The committed lock table (first applies); `None` after a cluster
     /// restore until the key's next grant or removal shows it.
     held: BTreeMap<Key, Option<bool>>,
@@ -191,6 +198,20 @@ impl AvailabilityChecker {
         let until_us = until_us.unwrap_or(u64::MAX);
         let first_us = self.interrupted_us.get(&client).and_then(|instants| instants.first_from(from_us));
         first_us.is_some_and(|at_us| at_us <= until_us)
+    }
+
+    /// Forgets the interruptions no span asked about can hold any more:
+    /// those before the first send of every request kept (a request is
+    /// asked about from its first send until it retires, or the run's end),
+    /// and after the heal, before it (each attempt then is asked about from
+    /// its send). A new request starts at `now_us` or later.
+    fn forget_interruptions(&mut self, now_us: u64, healed_us: Option<u64>) {
+        self.interruptions_cut_us = now_us;
+        let oldest_us = self.requests.values().map(|request| request.first_us).min().unwrap_or(now_us);
+        let from_us = oldest_us.min(now_us).min(healed_us.unwrap_or(u64::MAX));
+        for instants in self.interrupted_us.values_mut() {
+            instants.forget_below(from_us);
+        }
     }
 
     fn progress_start_us(ctx: &Context, healed_us: u64) -> u64 {
@@ -633,6 +654,9 @@ impl Family for AvailabilityChecker {
             self.judge_starving(ctx, healed_us, at_us, report);
         }
         self.retire_settled(at_us);
+        if at_us >= self.interruptions_cut_us.saturating_add(CUT_EVERY_US) {
+            self.forget_interruptions(at_us, healed_us);
+        }
         self.note_demand(ctx, event);
         match &event.kind {
             EventKind::Healed => self.on_heal(at_us),
@@ -805,6 +829,48 @@ mod tests {
 
     fn gave_up(client: u32, request: u64, why: GiveUp) -> EventKind {
         EventKind::GaveUp { client: ClientId(client), request: RequestId(request), why }
+    }
+
+    /// A client paused a thousand times keeps only the pauses a request
+    /// kept may still meet, and a request open since before them all still
+    /// meets its own.
+    #[test]
+    fn interruptions_no_kept_request_can_meet_are_forgotten() {
+        use super::super::state::Context;
+        use super::super::Family;
+        use super::AvailabilityChecker;
+        use crate::history::Actor;
+        let pause = |client: u32| EventKind::Paused { actor: Actor::Client(ClientId(client)) };
+        let mut h = H::new().at_ms(100).acquire_request(3, 1, "k").at_ms(200).ev(pause(3));
+        for second in 1..=1_000 {
+            h = h
+                .at_ms(second * 1_000)
+                .acquire_request(2, second, "j")
+                .answered(2, second, ClientReply::TimedOut)
+                .at_ms(second * 1_000 + 1)
+                .ev(pause(2));
+        }
+        let mut ctx = Context::new(h.config(2_000_000_000));
+        let (mut checker, mut report) = (AvailabilityChecker::default(), Default::default());
+        for event in h.events() {
+            let facts = ctx.facts(event);
+            checker.observe(&ctx, &facts, event, &mut report);
+            ctx.absorb(event, &facts);
+        }
+        let kept = |checker: &AvailabilityChecker, client| checker.interrupted_us[&ClientId(client)].iter().count();
+        assert_eq!(kept(&checker, 3), 1, "the pause of the request still open");
+        assert!(checker.interrupted(ClientId(3), 100_000, None));
+        // Client 3's open request holds every instant from 100 ms on.
+        assert_eq!(kept(&checker, 2), 1_000);
+        // Once it is answered, the next cut forgets client 2's pauses.
+        let h = h.answered(3, 1, ClientReply::TimedOut).at_ms(1_020_000).acquire_request(2, 2_000, "j");
+        for event in &h.events()[h.events().len() - 2..] {
+            let facts = ctx.facts(event);
+            checker.observe(&ctx, &facts, event, &mut report);
+            ctx.absorb(event, &facts);
+        }
+        assert!(kept(&checker, 2) < 300, "{} pauses kept", kept(&checker, 2));
+        assert!(!checker.interrupted(ClientId(2), 1_020_000_000, None));
     }
 
     #[test]

@@ -54,15 +54,24 @@ impl Pack for Issued {
     fn pack(&self, before: &Self, bytes: &mut Vec<u8>) {
         put(bytes, u64::from(self.key));
         put(bytes, u64::from(self.holder.client.0));
-        put(bytes, self.holder.request.0);
+        // A request id is the client's incarnation above its count there:
+        // apart, a few bytes, where the whole id takes five from the first restart.
+        put(bytes, self.holder.request.0 >> 32);
+        put(bytes, self.holder.request.0 & u64::from(u32::MAX));
         put(bytes, u64::from(self.epoch));
         put_change(bytes, self.at_us, before.at_us);
     }
 
     fn unpack(before: &Self, bytes: &[u8], at: &mut usize) -> Self {
         let key = take_u32(bytes, at);
-        let holder = Holder { client: ClientId(take_u32(bytes, at)), request: RequestId(take(bytes, at)) };
-        Issued { key, holder, epoch: take_u32(bytes, at), at_us: take_change(bytes, at, before.at_us) }
+        let client = ClientId(take_u32(bytes, at));
+        let request = RequestId((take(bytes, at) << 32) | take(bytes, at));
+        Issued {
+            key,
+            holder: Holder { client, request },
+            epoch: take_u32(bytes, at),
+            at_us: take_change(bytes, at, before.at_us),
+        }
     }
 }
 
@@ -469,6 +478,23 @@ mod tests {
                 .apply_all(&[0, 1, 2], index + 1, release("k", token, 3, 100 + i), ApplyResult::Released);
         }
         h
+    }
+
+    /// An issue to a restarted client (its request ids above 2^32) packs
+    /// to a few bytes and back.
+    #[test]
+    fn an_issue_packs_its_request_as_incarnation_and_count() {
+        use super::super::packed::Pack;
+        use super::Issued;
+        use fencelock::{ClientId, Holder, RequestId};
+        let before = Issued::default();
+        let holder = Holder { client: ClientId(3), request: RequestId((7 << 32) | 1_000) };
+        let issue = Issued { key: 2, holder, epoch: 1, at_us: 90_000 };
+        let mut bytes = Vec::new();
+        issue.pack(&before, &mut bytes);
+        assert!(bytes.len() <= 9, "{} bytes", bytes.len());
+        let back = Issued::unpack(&before, &bytes, &mut 0);
+        assert_eq!((back.key, back.holder, back.epoch, back.at_us), (2, holder, 1, 90_000));
     }
 
     /// Every token issued, told and removed is kept for the whole run (a
