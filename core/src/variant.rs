@@ -2,9 +2,10 @@
 //!
 //! `Default` is the safe protocol. Every other variant is a deliberately flawed
 //! design that the testbed must catch; `breaks` names the property that shows it.
-//! Most are unsafe; the last five (from `NeverCommit` on) stay safe but leave
-//! the service unavailable, which only the properties judged after the heal
-//! (`answered`, `progress`, `leader-stability`) can show.
+//! Most are unsafe; five (`NeverCommit` to `ElectionChurn`) stay safe but
+//! leave the service unavailable, which only the properties judged after the
+//! heal (`answered`, `progress`, `leader-stability`) can show, and the last
+//! stays safe and available but busy, which `work-budget` shows.
 
 use crate::Property;
 use serde::{Deserialize, Serialize};
@@ -80,6 +81,10 @@ pub enum Variant {
     /// A follower's election timer is not reset by its leader's messages, and
     /// leader stickiness reads that timer: a healthy cluster changes leader every timeout or two.
     ElectionChurn,
+    /// A leader sends an empty append to reveal lost appends after every
+    /// answer that moves nothing while appends are in flight, not once per
+    /// heartbeat interval: under load each check's answer sends the next.
+    LossCheckEveryAnswer,
 }
 
 /// One row of `fencesim variants`.
@@ -338,6 +343,15 @@ pub const VARIANTS: &[VariantInfo] = &[
         breaks: Some(Property::LeaderStability),
         about: "a follower's election timer ignores its leader's messages: followers campaign every election timeout",
         model: "",
+    },
+    VariantInfo {
+        variant: Variant::LossCheckEveryAnswer,
+        name: "loss-check-every-answer",
+        breaks: Some(Property::WorkBudget),
+        about: "a leader checks for lost appends after every answer that moves nothing, not once per heartbeat: under load the checks feed each other",
+        // examples/load.toml: the storm needs a round trip far shorter than
+        // an fsync, and a load that keeps appends in flight.
+        model: "clients = 8\nkeys = 3\nthink_ms_max = 0\nwork_ms_max = 0\nserver_fsync_ms = 16\nloss_rate = 0.0\ndup_rate = 0.0\npartitions = false\ncrashes = false\nrestores = false\nclock_steps = false\ncorruption = false\npauses = false\nstalls = false\nresource_crashes = false\nresource_restores = false\nleader_churn = false",
     },
 ];
 

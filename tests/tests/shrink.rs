@@ -19,6 +19,11 @@ use std::time::Duration;
 /// a file that was not shrunk at all, not the target.
 const SHRUNK_TRACE_LINES_MAX: usize = 1_300;
 
+/// A busy loop (`work-budget`) feeds on a load: its pin keeps eight workers
+/// back to back for seconds after the heal (`loss-check-every-answer`,
+/// about 3,100 events, where the whole run of its model makes 8,600).
+const SHRUNK_LOAD_TRACE_LINES_MAX: usize = 3_500;
+
 #[test]
 fn a_shrunk_scenario_replays_byte_for_byte_to_the_same_verdict() {
     let model = Model::declared(Variant::ClientClockToken);
@@ -181,10 +186,9 @@ fn every_shrunk_seed_file_replays_its_own_plan_twice_alike_and_short() {
         assert_eq!(first.trace_hash, second.trace_hash, "{origin}: a shrunk scenario replays byte for byte");
         assert!(scenario.matches(&first), "{origin}: {:?}", first.violations);
         let lines = first.history.events().len();
-        assert!(
-            lines <= SHRUNK_TRACE_LINES_MAX,
-            "{origin}: {lines} trace lines; replay: fencesim run {origin} --trace"
-        );
+        let lines_max =
+            if scenario.file.expect == "work-budget" { SHRUNK_LOAD_TRACE_LINES_MAX } else { SHRUNK_TRACE_LINES_MAX };
+        assert!(lines <= lines_max, "{origin}: {lines} trace lines; replay: fencesim run {origin} --trace");
     }
 }
 

@@ -360,7 +360,8 @@ impl RaftNode {
             // appends per entry with each follower.
             let progress = self.progress.get_mut(&from).expect("the leader tracks every peer");
             let (match_now, commit_told) = (progress.match_index, progress.commit_told);
-            if !sent && !moved && match_index < self.log.last_index() && !progress.loss_check_sent {
+            let checked = progress.loss_check_sent && self.config.variant != Variant::LossCheckEveryAnswer;
+            if !sent && !moved && match_index < self.log.last_index() && !checked {
                 progress.loss_check_sent = true;
                 self.probe(Probe::EmptyAppendRevealsLoss);
                 self.send_append(from, true);

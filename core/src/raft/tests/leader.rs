@@ -6,6 +6,7 @@
 use crate::lock::LockState;
 use crate::raft::{Config, DurableState, Entry, HardState, Message, MessageBody, Payload, RaftNode, ReadState, Role};
 use crate::types::{Key, LogIndex, NodeId, Term, Token};
+use crate::variant::Variant;
 use crate::Command;
 
 const TICKS_MAX: u32 = 1_000;
@@ -437,6 +438,21 @@ fn a_busy_leader_checks_for_lost_appends_once_per_heartbeat() {
     assert_eq!(empty_appends_to(&ticked, FOLLOWER_A), vec![(1, 1)], "the heartbeat, at A's match");
     node.step(ack(FOLLOWER_A, 1, 1, 0));
     assert_eq!(empty_appends_to(&drain(&mut node), FOLLOWER_A), vec![(6, 1)], "the next interval's check");
+}
+
+/// `loss-check-every-answer` checks after every answer that moves nothing:
+/// each check's own answer sends the next while appends are in flight.
+#[test]
+fn the_loss_check_every_answer_variant_checks_after_every_answer() {
+    let mut node = leader(|config| config.variant = Variant::LossCheckEveryAnswer);
+    node.step(ack(FOLLOWER_A, 1, 1, 0));
+    drain(&mut node);
+    for token in 2..=5 {
+        propose(&mut node, token);
+        drain(&mut node);
+        node.step(ack(FOLLOWER_A, 1, 1, 0));
+        assert_eq!(empty_appends_to(&drain(&mut node), FOLLOWER_A), vec![(token, 1)], "a check at entry {token}");
+    }
 }
 
 /// A follower whose append was in flight when its entry committed learns
