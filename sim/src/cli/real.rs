@@ -58,6 +58,19 @@ pub fn real(args: &RealArgs) -> Result<ExitCode, InputError> {
     }
     model.safety_ms = safety_ms;
     model.validate().map_err(InputError)?;
+    // A variant's declared model may set the simulated workers' pace and
+    // disks (`loss-check-every-answer`: the slow disks its flaw needs); real
+    // workers and disks are that situation, so those keys are left out.
+    let declared = crate::model::Model::declared(model.variant);
+    if model.think_ms_max == declared.think_ms_max {
+        model.think_ms_max = None;
+    }
+    if model.work_ms_max == declared.work_ms_max {
+        model.work_ms_max = None;
+    }
+    if model.server_fsync_ms == declared.server_fsync_ms {
+        model.server_fsync_ms = None;
+    }
     let simulated = [
         ("think_ms_max", model.think_ms_max.is_some()),
         ("work_ms_max", model.work_ms_max.is_some()),
