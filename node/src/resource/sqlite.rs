@@ -116,7 +116,7 @@ impl SqliteResource {
 
     pub(super) async fn awaiting_floor(&mut self) -> Result<Option<u64>, ResourceError> {
         self.with_connection(|connection| {
-            let restored: Option<i64> = connection.query_row(SELECT_META, [], |row| row.get(0))?;
+            let restored: Option<i64> = connection.prepare_cached(SELECT_META)?.query_row([], |row| row.get(0))?;
             restored.map(|restore| from_sql(restore, "restore")).transpose()
         })
         .await
@@ -166,8 +166,15 @@ fn connect(path: &Path) -> Result<Connection, ResourceError> {
     connection.pragma_update(None, "synchronous", "FULL")?;
     connection.pragma_update(None, "foreign_keys", "ON")?;
     connection.execute_batch(SCHEMA)?;
+    // Every statement is prepared once per connection and kept (about twenty:
+    // a write's, a restore's and the image's reads), where each call parsed
+    // its SQL again.
+    connection.set_prepared_statement_cache_capacity(STATEMENTS_CACHED);
     Ok(connection)
 }
+
+/// Room in the connection's statement cache: more than the statements this file runs.
+const STATEMENTS_CACHED: usize = 32;
 
 /// One write, one `BEGIN IMMEDIATE` transaction: a return before the commit
 /// drops the transaction, which rolls it back, so a write that was not
@@ -176,7 +183,7 @@ fn write_once(connection: &mut Connection, write: &Write, variant: Variant) -> R
     let columns = WriteColumns::of(write)?;
     let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let (restored, stale_through_new): (Option<i64>, Option<i64>) =
-        tx.query_row(SELECT_META, [], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        tx.prepare_cached(SELECT_META)?.query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?;
     if restored.is_some() {
         return Ok(WriteVerdict::Unavailable);
     }
@@ -184,20 +191,21 @@ fn write_once(connection: &mut Connection, write: &Write, variant: Variant) -> R
     if let Some(answer) = retry_answer(remembered, write.request) {
         return Ok(answer);
     }
-    tx.execute(INSERT_KEY, params![write.key.as_str(), stale_through_new])?;
-    let (token, client, request, stale_through): (Option<i64>, Option<i64>, Option<i64>, Option<i64>) =
-        tx.query_row(SELECT_KEY, [&write.key.as_str()], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
-        })?;
+    tx.prepare_cached(INSERT_KEY)?.execute(params![write.key.as_str(), stale_through_new])?;
+    let (token, client, request, stale_through): (Option<i64>, Option<i64>, Option<i64>, Option<i64>) = tx
+        .prepare_cached(SELECT_KEY)?
+        .query_row([&write.key.as_str()], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))?;
     let fence = fence_of_row(token, client, request)?;
     let stale_through = stale_through.map(|token| from_sql(token, "stale_through")).transpose()?.map(Token);
     let judgement = judge(fence, stale_through, write, variant);
     if judgement.verdict.is_accepted() {
         let (token, client, request) = fence_columns(judgement.fence)?;
-        tx.execute(UPDATE_FENCE, params![write.key.as_str(), token, client, request])?;
+        tx.prepare_cached(UPDATE_FENCE)?.execute(params![write.key.as_str(), token, client, request])?;
         match write.path {
-            WritePath::Status => tx.execute(UPDATE_VALUE, params![write.key.as_str(), write.value])?,
-            WritePath::Ledger => tx.execute(INSERT_LINE, params![write.key.as_str(), columns.token, write.value])?,
+            WritePath::Status => tx.prepare_cached(UPDATE_VALUE)?.execute(params![write.key.as_str(), write.value])?,
+            WritePath::Ledger => {
+                tx.prepare_cached(INSERT_LINE)?.execute(params![write.key.as_str(), columns.token, write.value])?
+            }
         };
     }
     // The one place Variant::ResourceNoDedup is consulted, as in core.
@@ -211,9 +219,10 @@ fn write_once(connection: &mut Connection, write: &Write, variant: Variant) -> R
 /// The client's stored answer to this write id and its forgotten bound.
 fn read_remembered(tx: &Transaction<'_>, columns: &WriteColumns) -> Result<Remembered, ResourceError> {
     let forgotten_max: Option<i64> =
-        tx.query_row(SELECT_FORGOTTEN, [columns.client], |row| row.get(0)).optional()?.flatten();
+        tx.prepare_cached(SELECT_FORGOTTEN)?.query_row([columns.client], |row| row.get(0)).optional()?.flatten();
     let answer: Option<(String, Option<i64>)> = tx
-        .query_row(SELECT_ANSWER, [columns.client, columns.request], |row| Ok((row.get(0)?, row.get(1)?)))
+        .prepare_cached(SELECT_ANSWER)?
+        .query_row([columns.client, columns.request], |row| Ok((row.get(0)?, row.get(1)?)))
         .optional()?;
     Ok(Remembered {
         verdict: answer.map(|(kind, highest)| verdict_of_row(&kind, highest)).transpose()?,
@@ -226,13 +235,13 @@ fn read_remembered(tx: &Transaction<'_>, columns: &WriteColumns) -> Result<Remem
 fn remember(tx: &Transaction<'_>, columns: &WriteColumns, verdict: WriteVerdict) -> Result<(), ResourceError> {
     let (kind, highest) = verdict_row(verdict);
     let highest = highest.map(|token| to_sql(token.0, "highest")).transpose()?;
-    tx.execute(INSERT_CLIENT, [columns.client])?;
-    tx.execute(INSERT_ANSWER, params![columns.client, columns.request, kind, highest])?;
+    tx.prepare_cached(INSERT_CLIENT)?.execute([columns.client])?;
+    tx.prepare_cached(INSERT_ANSWER)?.execute(params![columns.client, columns.request, kind, highest])?;
     let dropped_max: Option<i64> =
-        tx.query_row(SELECT_BEYOND_WINDOW, [columns.client, WINDOW], |row| row.get(0)).optional()?;
+        tx.prepare_cached(SELECT_BEYOND_WINDOW)?.query_row([columns.client, WINDOW], |row| row.get(0)).optional()?;
     if let Some(dropped_max) = dropped_max {
-        tx.execute(DELETE_ANSWERS_THROUGH, [columns.client, dropped_max])?;
-        tx.execute(RAISE_FORGOTTEN, [columns.client, dropped_max])?;
+        tx.prepare_cached(DELETE_ANSWERS_THROUGH)?.execute([columns.client, dropped_max])?;
+        tx.prepare_cached(RAISE_FORGOTTEN)?.execute([columns.client, dropped_max])?;
     }
     Ok(())
 }
@@ -242,24 +251,25 @@ fn raise_floor_once(connection: &mut Connection, restore: u64, floor: &LockFloor
     let restore = to_sql(restore, "restore")?;
     let token_last = to_sql(floor.token_last.0, "token_last")?;
     let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let restored: Option<i64> = tx.query_row(SELECT_META, [], |row| row.get(0))?;
+    let restored: Option<i64> = tx.prepare_cached(SELECT_META)?.query_row([], |row| row.get(0))?;
     if restored != Some(restore) {
         return Ok(false);
     }
     // Every key free at the read: tokens through the read's counter are stale.
     // The held keys get the same here and lose it below, as in core.
-    tx.execute(RAISE_STALE_ALL, [token_last])?;
-    tx.execute(RAISE_STALE_NEW, [token_last])?;
+    tx.prepare_cached(RAISE_STALE_ALL)?.execute([token_last])?;
+    tx.prepare_cached(RAISE_STALE_NEW)?.execute([token_last])?;
     for (key, fence) in held_by_key(floor) {
-        tx.execute(INSERT_KEY, params![key.as_str(), Option::<i64>::None])?;
-        let (token, client, request): (Option<i64>, Option<i64>, Option<i64>) =
-            tx.query_row(SELECT_KEY, [&key.as_str()], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
+        tx.prepare_cached(INSERT_KEY)?.execute(params![key.as_str(), Option::<i64>::None])?;
+        let (token, client, request): (Option<i64>, Option<i64>, Option<i64>) = tx
+            .prepare_cached(SELECT_KEY)?
+            .query_row([&key.as_str()], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?;
         let (token, client, request) =
             fence_columns(raised(fence_of_row(token, client, request)?, fence.token, fence.holder))?;
-        tx.execute(UPDATE_FENCE, params![key.as_str(), token, client, request])?;
-        tx.execute(CLEAR_STALE, [&key.as_str()])?;
+        tx.prepare_cached(UPDATE_FENCE)?.execute(params![key.as_str(), token, client, request])?;
+        tx.prepare_cached(CLEAR_STALE)?.execute([&key.as_str()])?;
     }
-    tx.execute(SET_RESTORED, [Option::<i64>::None])?;
+    tx.prepare_cached(SET_RESTORED)?.execute([Option::<i64>::None])?;
     tx.commit()?;
     Ok(true)
 }
@@ -299,7 +309,7 @@ fn copy_rows(connection: &mut Connection, mark: Option<i64>) -> Result<(), Resou
         tx.execute(&format!("INSERT INTO main.{table} SELECT * FROM backup.{table}"), [])?;
     }
     if let Some(restore) = mark {
-        tx.execute(SET_RESTORED, [restore])?;
+        tx.prepare_cached(SET_RESTORED)?.execute([restore])?;
     }
     tx.commit()?;
     Ok(())
@@ -309,11 +319,11 @@ fn copy_rows(connection: &mut Connection, mark: Option<i64>) -> Result<(), Resou
 fn read_image(tx: &Transaction<'_>) -> Result<Image, ResourceError> {
     let mut image = Image::default();
     let (restored, stale_through_new): (Option<i64>, Option<i64>) =
-        tx.query_row(SELECT_META, [], |row| Ok((row.get(0)?, row.get(1)?)))?;
+        tx.prepare_cached(SELECT_META)?.query_row([], |row| Ok((row.get(0)?, row.get(1)?)))?;
     image.restored = restored.map(|restore| from_sql(restore, "restore")).transpose()?;
     image.stale_through_new =
         stale_through_new.map(|token| from_sql(token, "stale_through_new")).transpose()?.map(Token);
-    let mut keys = tx.prepare(
+    let mut keys = tx.prepare_cached(
         "SELECT key, fence_token, fence_client, fence_request, stale_through, value FROM resource_key ORDER BY key",
     )?;
     let mut rows = keys.query([])?;
@@ -328,7 +338,7 @@ fn read_image(tx: &Transaction<'_>) -> Result<Image, ResourceError> {
         };
         image.keys.insert(Key::new(key), record);
     }
-    let mut lines = tx.prepare("SELECT key, token, line FROM ledger_line ORDER BY key, seq")?;
+    let mut lines = tx.prepare_cached("SELECT key, token, line FROM ledger_line ORDER BY key, seq")?;
     let mut rows = lines.query([])?;
     while let Some(row) = rows.next()? {
         let key: String = row.get(0)?;
@@ -339,7 +349,7 @@ fn read_image(tx: &Transaction<'_>) -> Result<Image, ResourceError> {
             .ok_or_else(|| ResourceError::Corrupt("a line without its key".into()))?;
         record.ledger.push((token, row.get(2)?));
     }
-    let mut clients = tx.prepare("SELECT client, forgotten_max FROM answered_client")?;
+    let mut clients = tx.prepare_cached("SELECT client, forgotten_max FROM answered_client")?;
     let mut rows = clients.query([])?;
     while let Some(row) = rows.next()? {
         let client = client_of(row.get(0)?)?;
@@ -347,7 +357,7 @@ fn read_image(tx: &Transaction<'_>) -> Result<Image, ResourceError> {
         let forgotten_max = forgotten_max.map(|request| from_sql(request, "forgotten_max")).transpose()?.map(RequestId);
         image.clients.insert(client, ClientImage { forgotten_max, ..ClientImage::default() });
     }
-    let mut answers = tx.prepare("SELECT client, request, verdict, highest FROM answered_write")?;
+    let mut answers = tx.prepare_cached("SELECT client, request, verdict, highest FROM answered_write")?;
     let mut rows = answers.query([])?;
     while let Some(row) = rows.next()? {
         let client = client_of(row.get(0)?)?;
