@@ -58,19 +58,7 @@ pub fn real(args: &RealArgs) -> Result<ExitCode, InputError> {
     }
     model.safety_ms = safety_ms;
     model.validate().map_err(InputError)?;
-    // A variant's declared model may set the simulated workers' pace and
-    // disks (`loss-check-every-answer`: the slow disks its flaw needs); real
-    // workers and disks are that situation, so those keys are left out.
-    let declared = crate::model::Model::declared(model.variant);
-    if model.think_ms_max == declared.think_ms_max {
-        model.think_ms_max = None;
-    }
-    if model.work_ms_max == declared.work_ms_max {
-        model.work_ms_max = None;
-    }
-    if model.server_fsync_ms == declared.server_fsync_ms {
-        model.server_fsync_ms = None;
-    }
+    leave_out_declared_simulation(&mut model);
     let simulated = [
         ("think_ms_max", model.think_ms_max.is_some()),
         ("work_ms_max", model.work_ms_max.is_some()),
@@ -297,4 +285,42 @@ fn append_record(path: &PathBuf, run: &RealRun, model: &crate::model::Model, rep
         .open(path)
         .map_err(|e| InputError(format!("cannot open {}: {e}", path.display())))?;
     file.write_all(record.to_line().as_bytes()).map_err(|e| InputError(format!("cannot write {}: {e}", path.display())))
+}
+
+/// Leaves out the keys that set the simulated workers' pace and disks where
+/// they are the variant's declared values (`loss-check-every-answer`: the
+/// slow disks its flaw needs): real workers and disks are that situation.
+/// A key set to anything else stays, for the run to refuse.
+fn leave_out_declared_simulation(model: &mut crate::model::Model) {
+    let declared = crate::model::Model::declared(model.variant);
+    if model.think_ms_max == declared.think_ms_max {
+        model.think_ms_max = None;
+    }
+    if model.work_ms_max == declared.work_ms_max {
+        model.work_ms_max = None;
+    }
+    if model.server_fsync_ms == declared.server_fsync_ms {
+        model.server_fsync_ms = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::leave_out_declared_simulation;
+    use crate::model::Model;
+    use fencelock::Variant;
+
+    #[test]
+    fn a_variants_declared_simulation_keys_are_left_out_and_others_stay() {
+        let mut declared = Model::declared(Variant::LossCheckEveryAnswer);
+        assert_eq!(declared.server_fsync_ms, Some(16));
+        leave_out_declared_simulation(&mut declared);
+        assert_eq!((declared.think_ms_max, declared.work_ms_max, declared.server_fsync_ms), (None, None, None));
+        let mut set = Model { server_fsync_ms: Some(8), ..Model::declared(Variant::LossCheckEveryAnswer) };
+        leave_out_declared_simulation(&mut set);
+        assert_eq!(set.server_fsync_ms, Some(8), "not the declared value: the run refuses it");
+        let mut standard = Model { think_ms_max: Some(0), ..Model::default() };
+        leave_out_declared_simulation(&mut standard);
+        assert_eq!(standard.think_ms_max, Some(0));
+    }
 }
