@@ -50,7 +50,8 @@ static PEAK: AtomicIsize = AtomicIsize::new(0);
 impl Counting {
     fn held(change: isize) {
         if COUNTING.load(Ordering::Relaxed) {
-            let held = HELD.fetch_add(change, Ordering::Relaxed) + change;
+            // Wrapping: nothing in an allocator may panic.
+            let held = HELD.fetch_add(change, Ordering::Relaxed).wrapping_add(change);
             PEAK.fetch_max(held, Ordering::Relaxed);
         }
     }

@@ -7,6 +7,7 @@
 //! `work-budget` here in seeds 3 and 5 of the eight below (and in 27 of
 //! the first 100): the busy loop the real cluster's load showed.
 
+use fencelock::Variant;
 use fencesim::model::Model;
 use fencesim::run::seed::run_seed;
 
@@ -37,4 +38,12 @@ fn workers_without_pauses_ask_back_to_back() {
     let (fast, slow) = (run_seed(1, &model), run_seed(1, &paced));
     assert!(fast.ok && slow.ok);
     assert!(fast.grants > 2 * slow.grants, "{} grants back to back, {} paced", fast.grants, slow.grants);
+}
+
+/// `loss-check-every-answer` declares this model (its keys copied into
+/// `core`, which reads no files): the two stay one model.
+#[test]
+fn the_storm_variant_declares_this_model() {
+    let declared = Model::declared(Variant::LossCheckEveryAnswer);
+    assert_eq!(declared, Model { variant: Variant::LossCheckEveryAnswer, ..load() });
 }

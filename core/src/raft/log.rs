@@ -27,9 +27,6 @@ pub(super) struct RaftLog {
     pub(super) unstable_from: LogIndex,
 }
 
-/// Entries a compacted log keeps room for whatever it holds.
-const SHRINK_FLOOR: usize = 64;
-
 impl RaftLog {
     /// A log recovered from disk: everything in it is already durable.
     pub(super) fn recovered(snapshot_index: LogIndex, snapshot_term: Term, entries: Vec<Entry>) -> RaftLog {
@@ -197,31 +194,14 @@ impl RaftLog {
         let term = self.term(index).expect("compaction point is in the log");
         let drop = (index.0 - self.snapshot_index.0) as usize;
         self.entries.drain(..drop);
-        self.give_back_room();
         self.snapshot_index = index;
         self.snapshot_term = term;
-    }
-
-    /// Gives back the room a long backlog took once the entries fill a
-    /// quarter of it: kept, a log holds the most it ever held.
-    fn give_back_room(&mut self) {
-        let room = self.entries.len().max(SHRINK_FLOOR);
-        if self.entries.capacity() > 4 * room {
-            self.entries.shrink_to(2 * room);
-        }
-    }
-
-    /// The entries the log has room for without growing.
-    #[cfg(test)]
-    pub(super) fn room(&self) -> usize {
-        self.entries.capacity()
     }
 
     /// Replaces the whole log with `snapshot` (a follower installing the leader's).
     pub(super) fn restore(&mut self, snapshot: &Snapshot) {
         assert!(snapshot.index > self.committed, "a snapshot below commit is never installed");
         self.entries.clear();
-        self.give_back_room();
         self.snapshot_index = snapshot.index;
         self.snapshot_term = snapshot.term;
         self.committed = snapshot.index;

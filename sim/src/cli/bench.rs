@@ -323,7 +323,9 @@ fn long_run_apart(minutes: u64) -> Result<LongRun, String> {
             eprintln!(
                 "bench: the {minutes}-minute run cannot start a process of its own ({error}): measured in this one"
             );
-            return Ok(long_run(minutes));
+            // Here the frees of what the bench held before count against the
+            // run: its heap is not known, only the resident peak.
+            return Ok(LongRun { heap_peak_kib: None, ..long_run(minutes) });
         }
     };
     if !output.status.success() {

@@ -58,17 +58,7 @@ pub fn real(args: &RealArgs) -> Result<ExitCode, InputError> {
     }
     model.safety_ms = safety_ms;
     model.validate().map_err(InputError)?;
-    leave_out_declared_simulation(&mut model);
-    let simulated = [
-        ("think_ms_max", model.think_ms_max.is_some()),
-        ("work_ms_max", model.work_ms_max.is_some()),
-        ("server_fsync_ms", model.server_fsync_ms.is_some()),
-    ];
-    if let Some((key, _)) = simulated.iter().find(|(_, set)| *set) {
-        return Err(InputError(format!(
-            "model key `{key}` sets the simulator's workers or disks; a real run has fencelock-node's workers and real disks"
-        )));
-    }
+    refuse_simulated_keys(&mut model).map_err(InputError)?;
     if let Some(url) = &args.resource {
         let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
         if !postgres && !url.starts_with("sqlite:") {
@@ -287,40 +277,53 @@ fn append_record(path: &PathBuf, run: &RealRun, model: &crate::model::Model, rep
     file.write_all(record.to_line().as_bytes()).map_err(|e| InputError(format!("cannot write {}: {e}", path.display())))
 }
 
-/// Leaves out the keys that set the simulated workers' pace and disks where
-/// they are the variant's declared values (`loss-check-every-answer`: the
-/// slow disks its flaw needs): real workers and disks are that situation.
-/// A key set to anything else stays, for the run to refuse.
-fn leave_out_declared_simulation(model: &mut crate::model::Model) {
+/// Refuses the keys that set the simulated workers' pace and disks: a real
+/// run has fencelock-node's workers and real disks. `server_fsync_ms` at
+/// the variant's declared value is left out instead (`loss-check-every-answer`
+/// declares slow disks, and real disks are slower than loopback); a declared
+/// pace is refused by name, as the real workers do not run it.
+fn refuse_simulated_keys(model: &mut crate::model::Model) -> Result<(), String> {
     let declared = crate::model::Model::declared(model.variant);
-    if model.think_ms_max == declared.think_ms_max {
-        model.think_ms_max = None;
-    }
-    if model.work_ms_max == declared.work_ms_max {
-        model.work_ms_max = None;
-    }
     if model.server_fsync_ms == declared.server_fsync_ms {
         model.server_fsync_ms = None;
+    }
+    let keys = [
+        ("think_ms_max", model.think_ms_max, declared.think_ms_max),
+        ("work_ms_max", model.work_ms_max, declared.work_ms_max),
+        ("server_fsync_ms", model.server_fsync_ms, None),
+    ];
+    match keys.into_iter().find(|(_, value, _)| value.is_some()) {
+        None => Ok(()),
+        Some((key, value, declared_value)) if value == declared_value => Err(format!(
+            "variant `{}` declares `{key}` (workers back to back), which fencelock-node's workers do not run; \
+             `fencelock-node bench` is such a load on real processes, or give --model a model of your own",
+            model.variant
+        )),
+        Some((key, ..)) => Err(format!(
+            "model key `{key}` sets the simulator's workers or disks; a real run has fencelock-node's workers and real disks"
+        )),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::leave_out_declared_simulation;
+    use super::refuse_simulated_keys;
     use crate::model::Model;
     use fencelock::Variant;
 
     #[test]
-    fn a_variants_declared_simulation_keys_are_left_out_and_others_stay() {
+    fn a_declared_fsync_is_left_out_and_a_declared_pace_is_refused_by_name() {
         let mut declared = Model::declared(Variant::LossCheckEveryAnswer);
         assert_eq!(declared.server_fsync_ms, Some(16));
-        leave_out_declared_simulation(&mut declared);
-        assert_eq!((declared.think_ms_max, declared.work_ms_max, declared.server_fsync_ms), (None, None, None));
-        let mut set = Model { server_fsync_ms: Some(8), ..Model::declared(Variant::LossCheckEveryAnswer) };
-        leave_out_declared_simulation(&mut set);
-        assert_eq!(set.server_fsync_ms, Some(8), "not the declared value: the run refuses it");
-        let mut standard = Model { think_ms_max: Some(0), ..Model::default() };
-        leave_out_declared_simulation(&mut standard);
-        assert_eq!(standard.think_ms_max, Some(0));
+        let error = refuse_simulated_keys(&mut declared).expect_err("real workers do not ask back to back");
+        assert!(error.starts_with("variant `loss-check-every-answer` declares `think_ms_max`"), "{error}");
+        assert_eq!(declared.server_fsync_ms, None, "real disks are the slow disks it declares");
+        let mut paced =
+            Model { think_ms_max: None, work_ms_max: None, ..Model::declared(Variant::LossCheckEveryAnswer) };
+        assert_eq!(refuse_simulated_keys(&mut paced), Ok(()));
+        let mut set = Model { server_fsync_ms: Some(8), ..Model::default() };
+        let error = refuse_simulated_keys(&mut set).expect_err("a simulated disk");
+        assert!(error.starts_with("model key `server_fsync_ms` sets the simulator's"), "{error}");
+        assert_eq!(refuse_simulated_keys(&mut Model::default()), Ok(()));
     }
 }

@@ -156,11 +156,7 @@ impl Rounded {
 
     /// A rounded value's decade and place there.
     fn place(rounded: u64) -> (usize, usize) {
-        let (mut decade, mut scale) = (0, 1);
-        while rounded / scale >= 1_000 {
-            decade += 1;
-            scale *= 10;
-        }
+        let (decade, scale) = decade(rounded);
         let place = if decade == 0 { rounded } else { rounded / scale - 100 };
         (decade, usize::try_from(place).expect("a place is under 1,000"))
     }
@@ -179,11 +175,19 @@ impl Rounded {
 
 /// `value` rounded to three significant digits (half up).
 pub fn round3(value: u64) -> u64 {
-    let mut scale = 1;
+    let (_, scale) = decade(value);
+    (value + scale / 2) / scale * scale
+}
+
+/// The decade of `value` above its first three digits and its power of
+/// ten: (0, 1) below 1,000, (1, 10) below 10,000, and so on.
+fn decade(value: u64) -> (usize, u64) {
+    let (mut decade, mut scale) = (0, 1);
     while value / scale >= 1_000 {
+        decade += 1;
         scale *= 10;
     }
-    (value + scale / 2) / scale * scale
+    (decade, scale)
 }
 
 /// What `explore` keeps of one seed besides its violations.

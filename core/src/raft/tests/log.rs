@@ -73,25 +73,6 @@ fn compaction_keeps_the_term_of_the_compaction_point() {
     assert_eq!(log.slice(LogIndex(4), LogIndex(4), 10), vec![entry(4, 2)]);
 }
 
-/// A compaction after a long backlog gives back most of the room the
-/// backlog took; a short log keeps its room.
-#[test]
-fn compaction_gives_back_the_room_of_a_long_backlog() {
-    let mut log = log_of(&[1; 10_000]);
-    log.commit_to(LogIndex(10_000));
-    log.applied = LogIndex(10_000);
-    log.compact(LogIndex(9_990));
-    assert_eq!(log.last_index(), LogIndex(10_000));
-    assert!(log.room() <= 4 * 64, "room for {} entries", log.room());
-    assert_eq!(log.slice(LogIndex(9_991), LogIndex(9_991), 10), vec![entry(9_991, 1)]);
-    let mut short = log_of(&[1; 100]);
-    let room = short.room();
-    short.commit_to(LogIndex(100));
-    short.applied = LogIndex(100);
-    short.compact(LogIndex(90));
-    assert_eq!(short.room(), room);
-}
-
 #[test]
 fn committed_entries_are_handed_out_once_and_bounded() {
     let terms = vec![1; 2000];
