@@ -207,8 +207,9 @@ impl AvailabilityChecker {
     /// its send). A new request starts at `now_us` or later.
     fn forget_interruptions(&mut self, now_us: u64, healed_us: Option<u64>) {
         self.interruptions_cut_us = now_us;
+        // Every kept request was first sent by now.
         let oldest_us = self.requests.values().map(|request| request.first_us).min().unwrap_or(now_us);
-        let from_us = oldest_us.min(now_us).min(healed_us.unwrap_or(u64::MAX));
+        let from_us = oldest_us.min(healed_us.unwrap_or(u64::MAX));
         for instants in self.interrupted_us.values_mut() {
             instants.forget_below(from_us);
         }
